@@ -1,0 +1,50 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+  name: "Larder",
+  platforms: [.macOS(.v15)],
+  products: [
+    .library(name: "Larder", targets: ["Larder"]),
+    .library(name: "LarderServer", targets: ["LarderServer"]),
+    .library(name: "LarderRules", targets: ["LarderRules"]),
+    .library(name: "LarderAuth", targets: ["LarderAuth"]),
+    .executable(name: "larder", targets: ["larder"]),
+  ],
+  targets: [
+    // C libraries: a module map and a shim header each, nothing else.
+    .systemLibrary(
+      name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(
+      name: "CMagic", pkgConfig: "libmagic", providers: [.apt(["libmagic-dev"])]),
+    .systemLibrary(
+      name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    .systemLibrary(
+      name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+    // RE2 is C++: a tiny C shim around it.
+    .target(
+      name: "CRE2",
+      cxxSettings: [.unsafeFlags(["-std=c++17"])],
+      linkerSettings: [.linkedLibrary("re2"), .linkedLibrary("stdc++")]),
+
+    // One Swift wrapper per C library.
+    .target(name: "LarderCrypto", dependencies: ["CCrypto"]),
+    .target(name: "Larder", dependencies: ["CSQLite", "CMagic", "LarderCrypto"]),
+    .target(name: "LarderRules", dependencies: ["CRE2"]),
+    .target(name: "LarderAuth", dependencies: ["LarderCrypto"]),
+    .target(
+      name: "LarderServer",
+      dependencies: ["CMicroHTTPD", "Larder", "LarderRules", "LarderAuth"]),
+    .executableTarget(
+      name: "larder", dependencies: ["Larder", "LarderServer", "LarderRules", "LarderAuth"]),
+
+    .testTarget(name: "LarderCryptoTests", dependencies: ["LarderCrypto"]),
+    .testTarget(name: "LarderTests", dependencies: ["Larder", "LarderCrypto"]),
+    .testTarget(name: "LarderRulesTests", dependencies: ["LarderRules"]),
+    .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderCrypto"]),
+    .testTarget(
+      name: "LarderServerTests",
+      dependencies: ["LarderServer", "Larder", "LarderRules", "LarderAuth"]),
+    .testTarget(name: "LarderCLITests", dependencies: ["Larder"]),
+  ]
+)

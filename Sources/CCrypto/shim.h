@@ -1,0 +1,10 @@
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ecdsa.h>
+#include <openssl/core_names.h>
+#include <openssl/param_build.h>
+#include <openssl/bn.h>
