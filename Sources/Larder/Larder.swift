@@ -1,1 +1,56 @@
-// Larder
+import Foundation
+
+/// A Larder store: the content-addressed blobs, the SQLite catalog, files and objects.
+///
+/// ```swift
+/// let larder = try Larder(at: URL(fileURLWithPath: "data"))
+/// let object = try larder.objects.put(bucket: "app", name: "hello.txt", data: Data("hi".utf8))
+/// let bytes = try larder.files.data(of: object.file, maxSize: 1 << 20)
+/// ```
+/// Several processes may open the same directory at once (a server and the CLI): SQLite
+/// serialises their writes and temp files are locked by their writers.
+public final class Larder: Sendable {
+  public struct Configuration: Sendable {
+    /// Test hook for failure and crash injection; by default only `LARDER_CRASH_AT` acts.
+    public var faults: FaultInjector
+    public init(faults: FaultInjector = .fromEnvironment) { self.faults = faults }
+  }
+
+  public let directory: URL
+  public let catalog: Catalog
+  public let blobs: BlobStore
+  public let files: FileStore
+  public let objects: ObjectStore
+  /// What recovery found at open.
+  public let recovery: RecoveryReport
+  private let removeOnDeinit: Bool
+
+  /// Opens (creating if needed) the store in `directory` and recovers from any earlier crash.
+  /// - Throws: ``LarderError`` or ``DatabaseError`` if the directory or catalog cannot be opened.
+  public convenience init(at directory: URL, configuration: Configuration = .init()) throws {
+    try self.init(at: directory, configuration: configuration, removeOnDeinit: false)
+  }
+
+  init(at directory: URL, configuration: Configuration, removeOnDeinit: Bool) throws {
+    self.directory = directory.standardizedFileURL
+    self.removeOnDeinit = removeOnDeinit
+    blobs = try BlobStore(root: self.directory)
+    catalog = try Catalog(path: self.directory.appendingPathComponent("larder.sqlite").path)
+    files = FileStore(catalog: catalog, blobs: blobs, faults: configuration.faults)
+    objects = ObjectStore(catalog: catalog, files: files)
+    recovery = try Recovery.run(blobs: blobs, catalog: catalog)
+  }
+
+  /// A store in a new temporary directory, removed when the store is released (for tests).
+  public static func temporary(configuration: Configuration = .init()) throws -> Larder {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString)")
+    return try Larder(at: dir, configuration: configuration, removeOnDeinit: true)
+  }
+
+  deinit {
+    if removeOnDeinit {
+      // Blob files are read-only; their directories are not, so removal works.
+      try? FileManager.default.removeItem(at: directory)
+    }
+  }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import LarderCrypto
+
+/// Streams bytes into an exclusive temporary file while hashing and counting them.
+///
+/// ```swift
+/// let writer = try store.makeWriter(options: .init(sizeLimit: 5 << 20))
+/// try writer.write(chunk)            // as many times as needed
+/// let staged = try writer.finish()   // verified, fsync'ed, read-only; not yet visible
+/// ```
+/// The temporary file is `flock`ed for the writer's whole life, so recovery in another process
+/// never removes a temp file that is still being written. A writer that is released without
+/// ``finish()`` removes its file.
+public final class BlobWriter {
+  public struct Options: Sendable {
+    /// Refuse content larger than this many bytes.
+    public var sizeLimit: Int64?
+    /// Refuse content whose digest differs (raw bytes), checked in ``finish()``.
+    public var expectedSHA256: [UInt8]?
+    public var expectedMD5: [UInt8]?
+
+    public init(sizeLimit: Int64? = nil, expectedSHA256: [UInt8]? = nil, expectedMD5: [UInt8]? = nil) {
+      self.sizeLimit = sizeLimit
+      self.expectedSHA256 = expectedSHA256
+      self.expectedMD5 = expectedMD5
+    }
+  }
+
+  public let options: Options
+  public private(set) var byteCount: Int64 = 0
+  let path: String
+  private var fd: Int32
+  private let sha256 = Digest(.sha256)
+  private let md5 = Digest(.md5)
+  private var head: [UInt8] = []
+  private var done = false
+
+  init(directory: String, options: Options) throws {
+    self.options = options
+    while true {
+      let candidate = "\(directory)/\(SecureRandom.hexIdentifier()).part"
+      let fd = Glibc.open(candidate, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+      if fd < 0 {
+        if errno == EEXIST { continue }
+        throw LarderError.posix("create", candidate)
+      }
+      // Take the lock, then make sure recovery did not remove the name between open and flock.
+      flock(fd, LOCK_EX)
+      var st = stat()
+      if fstat(fd, &st) == 0 && st.st_nlink > 0 {
+        self.fd = fd
+        self.path = candidate
+        break
+      }
+      close(fd)
+    }
+  }
+
+  deinit {
+    if !done { abandon() }
+  }
+
+  /// Appends bytes.
+  /// - Throws: ``LarderError/sizeLimitExceeded(limit:)`` (the writer is then cancelled),
+  ///   ``LarderError/diskFull`` or another I/O error.
+  public func write(_ bytes: UnsafeRawBufferPointer) throws {
+    precondition(!done, "write after finish or cancel")
+    if let limit = options.sizeLimit, byteCount + Int64(bytes.count) > limit {
+      cancel()
+      throw LarderError.sizeLimitExceeded(limit: limit)
+    }
+    do {
+      try POSIX.writeAll(fd, bytes, path: path)
+    } catch {
+      cancel()
+      throw error
+    }
+    sha256.update(bytes)
+    md5.update(bytes)
+    if head.count < ContentSniffer.headLength {
+      head.append(contentsOf: bytes.prefix(ContentSniffer.headLength - head.count))
+    }
+    byteCount += Int64(bytes.count)
+  }
+
+  public func write(_ data: Data) throws {
+    try data.withUnsafeBytes { try write($0) }
+  }
+
+  public func write(_ bytes: [UInt8]) throws {
+    try bytes.withUnsafeBytes { try write($0) }
+  }
+
+  /// Verifies the digests, makes the bytes durable and read-only, and sniffs the type.
+  /// - Throws: ``LarderError/checksumMismatch(algorithm:expected:actual:)`` or an I/O error;
+  ///   the temp file is removed on any failure.
+  public func finish() throws -> StagedBlob {
+    precondition(!done, "finish called twice")
+    let sha = sha256.finalize()
+    let md = md5.finalize()
+    do {
+      if let expected = options.expectedSHA256, expected != sha {
+        throw LarderError.checksumMismatch(
+          algorithm: "sha256", expected: Hex.encode(expected), actual: Hex.encode(sha))
+      }
+      if let expected = options.expectedMD5, expected != md {
+        throw LarderError.checksumMismatch(algorithm: "md5", expected: Hex.encode(expected), actual: Hex.encode(md))
+      }
+      guard fsync(fd) == 0 else { throw LarderError.posix("fsync", path) }
+      guard fchmod(fd, 0o444) == 0 else { throw LarderError.posix("chmod", path) }
+    } catch {
+      cancel()
+      throw error
+    }
+    done = true
+    let staged = StagedBlob(
+      path: path, descriptor: fd, sha256: sha, md5: md, size: byteCount,
+      contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: true)
+    fd = -1
+    return staged
+  }
+
+  /// Stops the write and removes the temp file.
+  public func cancel() {
+    guard !done else { return }
+    done = true
+    abandon()
+  }
+
+  private func abandon() {
+    if fd >= 0 {
+      unlink(path)
+      close(fd)
+      fd = -1
+    }
+  }
+}
+
+@available(*, unavailable)
+extension BlobWriter: Sendable {}
+
+/// Verified, durable content waiting to be committed into the catalog.
+///
+/// It keeps its temp file (and the lock on it) until ``discard()``, which ``FileStore`` calls
+/// once the commit is done, whatever its outcome.
+public final class StagedBlob: @unchecked Sendable {
+  public let path: String
+  public let sha256: [UInt8]
+  public let md5: [UInt8]
+  public let size: Int64
+  /// What libmagic found in the first bytes.
+  public let contentType: String
+  private var descriptor: Int32
+  private let removeOnDiscard: Bool
+
+  init(
+    path: String, descriptor: Int32, sha256: [UInt8], md5: [UInt8], size: Int64, contentType: String,
+    removeOnDiscard: Bool
+  ) {
+    self.path = path
+    self.descriptor = descriptor
+    self.sha256 = sha256
+    self.md5 = md5
+    self.size = size
+    self.contentType = contentType
+    self.removeOnDiscard = removeOnDiscard
+  }
+
+  deinit { discard() }
+
+  public var sha256Hex: String { Hex.encode(sha256) }
+
+  /// Removes the temporary name (the content lives on under its address if it was committed).
+  public func discard() {
+    guard descriptor >= 0 else { return }
+    if removeOnDiscard { unlink(path) }
+    close(descriptor)
+    descriptor = -1
+  }
+
+  /// Stages an existing file (a finished resumable upload), hashing it unless digests are given.
+  ///
+  /// The file must be on the same filesystem as the store; it is fsync'ed and made read-only.
+  /// With `removeOnDiscard`, the name is removed after the commit.
+  public static func adopting(
+    path: String, sha256 knownSHA256: [UInt8]? = nil, md5 knownMD5: [UInt8]? = nil, removeOnDiscard: Bool
+  ) throws -> StagedBlob {
+    let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    guard fd >= 0 else { throw LarderError.posix("open", path) }
+    do {
+      let size = try POSIX.fileSize(fd, path: path)
+      var sha = knownSHA256
+      var md = knownMD5
+      var head = [UInt8](repeating: 0, count: Int(min(Int64(ContentSniffer.headLength), size)))
+      let n = try head.withUnsafeMutableBytes { try POSIX.readFully(fd, into: $0, at: 0, path: path) }
+      head.removeLast(head.count - n)
+      if sha == nil || md == nil {
+        let s = Digest(.sha256)
+        let m = Digest(.md5)
+        let reader = try BlobReader(path: path)
+        try reader.forEachChunk { chunk in
+          s.update(chunk)
+          m.update(chunk)
+        }
+        sha = s.finalize()
+        md = m.finalize()
+      }
+      guard fsync(fd) == 0 else { throw LarderError.posix("fsync", path) }
+      guard fchmod(fd, 0o444) == 0 else { throw LarderError.posix("chmod", path) }
+      return StagedBlob(
+        path: path, descriptor: fd, sha256: sha!, md5: md!, size: size,
+        contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: removeOnDiscard)
+    } catch {
+      close(fd)
+      throw error
+    }
+  }
+}

@@ -1,0 +1,60 @@
+import Foundation
+
+/// The metadata catalog: one writer connection and a small pool of readers over one SQLite file.
+///
+/// All writes go through ``write(_:)``, which runs the closure in a `BEGIN IMMEDIATE` transaction
+/// on the single writer connection, so a write in this process never interleaves with another, and
+/// SQLite's lock serialises it against other processes (the CLI beside a running server).
+/// Reads use their own WAL snapshot and never wait behind a write.
+/// ```swift
+/// try catalog.write { db in try db.execute("DELETE FROM uploads WHERE expires_at < ?", [now]) }
+/// let count = try catalog.read { db in try db.row("SELECT count(*) AS n FROM blobs")?.int("n") }
+/// ```
+public final class Catalog: @unchecked Sendable {
+  public let path: String
+  private let writerLock = NSLock()
+  private let writer: Database
+  private let readerLock = NSLock()
+  private var idleReaders: [Database] = []
+  private let maxIdleReaders: Int
+
+  /// Opens the catalog at `path`, creating it and running migrations as needed.
+  /// - Throws: ``DatabaseError`` when SQLite fails, ``LarderError/catalogTooNew(version:supported:)``
+  ///   when a newer Larder wrote the file.
+  public init(path: String, maxIdleReaders: Int = 8) throws {
+    self.path = path
+    self.maxIdleReaders = maxIdleReaders
+    writer = try Database(path: path)
+    try Migrations.run(on: writer)
+  }
+
+  /// Runs `body` inside one immediate write transaction; any thrown error rolls it back.
+  public func write<T>(_ body: (Database) throws -> T) throws -> T {
+    writerLock.lock()
+    defer { writerLock.unlock() }
+    return try writer.transaction(immediate: true, body)
+  }
+
+  /// Runs `body` on a reader connection inside one read transaction (a consistent snapshot).
+  public func read<T>(_ body: (Database) throws -> T) throws -> T {
+    let db = try checkoutReader()
+    defer { checkin(db) }
+    return try db.transaction(immediate: false, body)
+  }
+
+  private func checkoutReader() throws -> Database {
+    readerLock.lock()
+    if let db = idleReaders.popLast() {
+      readerLock.unlock()
+      return db
+    }
+    readerLock.unlock()
+    return try Database(path: path)
+  }
+
+  private func checkin(_ db: Database) {
+    readerLock.lock()
+    defer { readerLock.unlock() }
+    if idleReaders.count < maxIdleReaders { idleReaders.append(db) }
+  }
+}

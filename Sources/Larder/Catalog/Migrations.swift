@@ -1,0 +1,93 @@
+/// Numbered schema migrations, run at open in one transaction.
+///
+/// `PRAGMA user_version` records how many have run. Append new migrations; never edit old ones.
+enum Migrations {
+  static let all: [String] = [
+    // 1: the store's tables (ARCHITECTURE §5). Times are integer milliseconds since 1970.
+    """
+    CREATE TABLE blobs(
+      sha256 BLOB PRIMARY KEY CHECK (length(sha256) = 32),
+      size INTEGER NOT NULL CHECK (size >= 0),
+      created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE files(
+      id TEXT PRIMARY KEY,
+      blob_sha256 BLOB NOT NULL REFERENCES blobs(sha256) ON DELETE RESTRICT,
+      size INTEGER NOT NULL,
+      md5 BLOB NOT NULL,
+      filename TEXT,
+      content_type TEXT NOT NULL,
+      declared_content_type TEXT,
+      quarantined INTEGER NOT NULL DEFAULT 0,
+      created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX files_by_blob ON files(blob_sha256);
+    CREATE INDEX files_by_created ON files(created_at);
+
+    CREATE TABLE objects(
+      bucket TEXT NOT NULL,
+      name TEXT NOT NULL,
+      file_id TEXT NOT NULL REFERENCES files(id) ON DELETE RESTRICT,
+      generation INTEGER NOT NULL,
+      metageneration INTEGER NOT NULL,
+      content_type TEXT NOT NULL,
+      metadata TEXT NOT NULL DEFAULT '{}',
+      download_tokens TEXT NOT NULL,
+      cache_control TEXT,
+      content_disposition TEXT,
+      created_at INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL,
+      PRIMARY KEY(bucket, name)
+    ) WITHOUT ROWID;
+    CREATE INDEX objects_by_file ON objects(file_id);
+
+    CREATE TABLE records(
+      type TEXT NOT NULL,
+      id TEXT NOT NULL,
+      body TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL,
+      PRIMARY KEY(type, id)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE attachments(
+      record_type TEXT NOT NULL,
+      record_id TEXT NOT NULL,
+      property TEXT NOT NULL,
+      position INTEGER NOT NULL,
+      file_id TEXT NOT NULL REFERENCES files(id) ON DELETE RESTRICT,
+      PRIMARY KEY(record_type, record_id, property, position),
+      FOREIGN KEY(record_type, record_id) REFERENCES records(type, id) ON DELETE CASCADE
+    ) WITHOUT ROWID;
+    CREATE INDEX attachments_by_file ON attachments(file_id);
+
+    CREATE TABLE uploads(
+      id TEXT PRIMARY KEY,
+      bucket TEXT NOT NULL,
+      name TEXT,
+      owner TEXT,
+      length INTEGER,
+      "offset" INTEGER NOT NULL DEFAULT 0,
+      metadata TEXT NOT NULL DEFAULT '{}',
+      concat TEXT,
+      expires_at INTEGER NOT NULL,
+      created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX uploads_by_expiry ON uploads(expires_at);
+    """
+  ]
+
+  static func run(on db: Database) throws {
+    try db.transaction(immediate: true) { db in
+      let current = Int(try db.row("PRAGMA user_version")?.int("user_version") ?? 0)
+      guard current <= all.count else {
+        throw LarderError.catalogTooNew(version: current, supported: all.count)
+      }
+      for index in current..<all.count {
+        try db.executeScript(all[index])
+      }
+      if current != all.count { try db.execute("PRAGMA user_version = \(all.count)") }
+    }
+  }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// A value stored in or read from an SQLite column.
+public enum SQLValue: Sendable, Equatable {
+  case null
+  case integer(Int64)
+  case real(Double)
+  case text(String)
+  case blob([UInt8])
+}
+
+/// Types that bind to a statement parameter.
+public protocol SQLBindable: Sendable {
+  var sqlValue: SQLValue { get }
+}
+
+extension Int: SQLBindable { public var sqlValue: SQLValue { .integer(Int64(self)) } }
+extension Int64: SQLBindable { public var sqlValue: SQLValue { .integer(self) } }
+extension Double: SQLBindable { public var sqlValue: SQLValue { .real(self) } }
+extension String: SQLBindable { public var sqlValue: SQLValue { .text(self) } }
+extension Bool: SQLBindable { public var sqlValue: SQLValue { .integer(self ? 1 : 0) } }
+extension SQLValue: SQLBindable { public var sqlValue: SQLValue { self } }
+extension Array: SQLBindable where Element == UInt8 { public var sqlValue: SQLValue { .blob(self) } }
+extension Optional: SQLBindable where Wrapped: SQLBindable {
+  public var sqlValue: SQLValue { self?.sqlValue ?? .null }
+}
+extension Date: SQLBindable {
+  /// Dates are stored as integer milliseconds since 1970.
+  public var sqlValue: SQLValue { .integer(Int64((timeIntervalSince1970 * 1000).rounded())) }
+}
+
+/// One result row, read by column index or name.
+public struct Row: Sendable {
+  public let columns: [String]
+  public let values: [SQLValue]
+
+  public subscript(_ index: Int) -> SQLValue { values[index] }
+
+  public subscript(_ name: String) -> SQLValue {
+    guard let i = columns.firstIndex(of: name) else { return .null }
+    return values[i]
+  }
+
+  public func int(_ name: String) -> Int64? {
+    if case .integer(let v) = self[name] { return v }
+    return nil
+  }
+
+  public func double(_ name: String) -> Double? {
+    switch self[name] {
+    case .real(let v): v
+    case .integer(let v): Double(v)
+    default: nil
+    }
+  }
+
+  public func string(_ name: String) -> String? {
+    if case .text(let v) = self[name] { return v }
+    return nil
+  }
+
+  public func bytes(_ name: String) -> [UInt8]? {
+    switch self[name] {
+    case .blob(let v): v
+    case .text(let v): Array(v.utf8)
+    default: nil
+    }
+  }
+
+  public func date(_ name: String) -> Date? {
+    int(name).map { Date(timeIntervalSince1970: Double($0) / 1000) }
+  }
+}

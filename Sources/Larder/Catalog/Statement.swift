@@ -1,0 +1,91 @@
+import CSQLite
+
+/// A prepared SQLite statement, owned by the connection that made it.
+///
+/// Not `Sendable`: a statement lives and dies on the thread of its connection.
+public final class Statement {
+  let handle: OpaquePointer
+  let sql: String
+  private unowned let database: Database
+
+  init(database: Database, sql: String) throws(DatabaseError) {
+    self.database = database
+    self.sql = sql
+    var stmt: OpaquePointer?
+    try check(sqlite3_prepare_v2(database.handle, sql, -1, &stmt, nil), database.handle, sql: sql)
+    guard let stmt else {
+      throw DatabaseError(extendedCode: SQLITE_MISUSE, message: "empty statement", sql: sql)
+    }
+    handle = stmt
+  }
+
+  deinit { sqlite3_finalize(handle) }
+
+  /// Binds positional parameters (`?`), replacing earlier bindings.
+  public func bind(_ values: [any SQLBindable]) throws(DatabaseError) {
+    sqlite3_reset(handle)
+    sqlite3_clear_bindings(handle)
+    let expected = Int(sqlite3_bind_parameter_count(handle))
+    guard expected == values.count else {
+      throw DatabaseError(
+        extendedCode: SQLITE_RANGE, message: "expected \(expected) arguments, got \(values.count)", sql: sql)
+    }
+    for (offset, value) in values.enumerated() {
+      let index = Int32(offset + 1)
+      let result: Int32
+      switch value.sqlValue {
+      case .null: result = sqlite3_bind_null(handle, index)
+      case .integer(let v): result = sqlite3_bind_int64(handle, index, v)
+      case .real(let v): result = sqlite3_bind_double(handle, index, v)
+      case .text(let v): result = sqlite3_bind_text(handle, index, v, -1, SQLITE_TRANSIENT)
+      case .blob(let v):
+        result = v.withUnsafeBytes {
+          sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), SQLITE_TRANSIENT)
+        }
+      }
+      try check(result, database.handle, sql: sql)
+    }
+  }
+
+  /// Steps once; true while a row is available.
+  public func step() throws(DatabaseError) -> Bool {
+    let result = sqlite3_step(handle)
+    try check(result, database.handle, sql: sql)
+    return result == SQLITE_ROW
+  }
+
+  /// The current row's values.
+  public func row() -> Row {
+    let count = Int(sqlite3_column_count(handle))
+    var names = [String]()
+    var values = [SQLValue]()
+    names.reserveCapacity(count)
+    values.reserveCapacity(count)
+    for i in 0..<Int32(count) {
+      names.append(String(cString: sqlite3_column_name(handle, i)))
+      switch sqlite3_column_type(handle, i) {
+      case SQLITE_INTEGER: values.append(.integer(sqlite3_column_int64(handle, i)))
+      case SQLITE_FLOAT: values.append(.real(sqlite3_column_double(handle, i)))
+      case SQLITE_TEXT: values.append(.text(String(cString: sqlite3_column_text(handle, i))))
+      case SQLITE_BLOB:
+        let n = Int(sqlite3_column_bytes(handle, i))
+        if n == 0 {
+          values.append(.blob([]))
+        } else {
+          let p = sqlite3_column_blob(handle, i)!
+          values.append(.blob(Array(UnsafeRawBufferPointer(start: p, count: n))))
+        }
+      default: values.append(.null)
+      }
+    }
+    return Row(columns: names, values: values)
+  }
+
+  public func reset() { sqlite3_reset(handle) }
+}
+
+@available(*, unavailable)
+extension Statement: Sendable {}
+
+// SQLITE_TRANSIENT is a macro that does not import.
+private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

@@ -1,0 +1,76 @@
+import Foundation
+
+/// A stored file: immutable content (by SHA-256) plus what was known when it was uploaded.
+///
+/// A `File` is a value: keep it in your models, pass it between tasks, encode it. The bytes
+/// live once in the blob store however many files share them.
+public struct File: Codable, Sendable, Hashable, Identifiable {
+  public let id: String
+  /// Lower-case hex SHA-256 of the content.
+  public let sha256: String
+  public let size: Int64
+  /// Lower-case hex MD5 of the content (Firebase's `md5Hash` is its base64 form).
+  public let md5: String
+  /// The type libmagic found in the content: the truth the rest of Larder uses.
+  public let contentType: String
+  /// The type the uploader claimed, kept for reference only.
+  public let declaredContentType: String?
+  public let filename: String?
+  public let createdAt: Date
+
+  public init(
+    id: String, sha256: String, size: Int64, md5: String, contentType: String,
+    declaredContentType: String?, filename: String?, createdAt: Date
+  ) {
+    self.id = id
+    self.sha256 = sha256
+    self.size = size
+    self.md5 = md5
+    self.contentType = contentType
+    self.declaredContentType = declaredContentType
+    self.filename = filename
+    self.createdAt = createdAt
+  }
+
+  /// Base64 of the MD5 digest, as Firebase reports it.
+  public var md5Base64: String {
+    Data(Self.bytes(fromHex: md5)).base64EncodedString()
+  }
+
+  static func bytes(fromHex hex: String) -> [UInt8] {
+    var out = [UInt8]()
+    var iterator = hex.utf8.makeIterator()
+    func nibble(_ c: UInt8) -> UInt8 { c >= 0x61 ? c - 0x61 + 10 : c - 0x30 }
+    while let hi = iterator.next(), let lo = iterator.next() { out.append(nibble(hi) << 4 | nibble(lo)) }
+    return out
+  }
+}
+
+extension File {
+  /// Reads a `files` row.
+  init(row: Row) {
+    self.init(
+      id: row.string("id") ?? "",
+      sha256: row.bytes("blob_sha256").map(hexString) ?? "",
+      size: row.int("size") ?? 0,
+      md5: row.bytes("md5").map(hexString) ?? "",
+      contentType: row.string("content_type") ?? "application/octet-stream",
+      declaredContentType: row.string("declared_content_type"),
+      filename: row.string("filename"),
+      createdAt: row.date("created_at") ?? Date(timeIntervalSince1970: 0))
+  }
+
+  static let columns =
+    "f.id, f.blob_sha256, f.size, f.md5, f.filename, f.content_type, f.declared_content_type, f.created_at, f.quarantined"
+}
+
+func hexString(_ bytes: [UInt8]) -> String {
+  let digits = Array("0123456789abcdef".utf8)
+  var out = [UInt8]()
+  out.reserveCapacity(bytes.count * 2)
+  for b in bytes {
+    out.append(digits[Int(b >> 4)])
+    out.append(digits[Int(b & 0xf)])
+  }
+  return String(decoding: out, as: UTF8.self)
+}

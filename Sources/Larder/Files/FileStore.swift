@@ -1,0 +1,180 @@
+import Foundation
+import LarderCrypto
+
+/// Puts content in, gets `File`s out, and reads them back.
+///
+/// ```swift
+/// let file = try larder.files.put(Data("hello".utf8), filename: "hello.txt")
+/// let bytes = try larder.files.data(of: file, maxSize: 1 << 20)
+/// ```
+public struct FileStore: Sendable {
+  let catalog: Catalog
+  let blobs: BlobStore
+  let faults: FaultInjector
+
+  /// Starts a streaming write; pass the writer's ``BlobWriter/finish()`` result to ``commit(_:filename:declaredContentType:then:)``.
+  public func makeWriter(options: BlobWriter.Options = .init()) throws -> BlobWriter {
+    try blobs.makeWriter(options: options)
+  }
+
+  /// Stores `data` and returns its new `File`.
+  public func put(
+    _ data: Data, filename: String? = nil, declaredContentType: String? = nil, options: BlobWriter.Options = .init()
+  ) throws -> File {
+    let writer = try makeWriter(options: options)
+    try writer.write(data)
+    return try commit(try writer.finish(), filename: filename, declaredContentType: declaredContentType)
+  }
+
+  /// Stores the contents of a local file, streaming it in 1 MiB chunks.
+  public func put(
+    contentsOf url: URL, filename: String? = nil, declaredContentType: String? = nil,
+    options: BlobWriter.Options = .init(), progress: ((Int64) -> Void)? = nil
+  ) throws -> File {
+    let writer = try makeWriter(options: options)
+    let reader = try BlobReader(path: url.path)
+    try reader.forEachChunk { chunk in
+      try writer.write(chunk)
+      progress?(writer.byteCount)
+    }
+    return try commit(
+      try writer.finish(), filename: filename ?? url.lastPathComponent, declaredContentType: declaredContentType)
+  }
+
+  /// Stores bytes arriving as an asynchronous sequence of chunks.
+  public func put<Chunks: AsyncSequence>(
+    _ chunks: Chunks, filename: String? = nil, declaredContentType: String? = nil,
+    options: BlobWriter.Options = .init()
+  ) async throws -> File where Chunks.Element == Data {
+    let writer = try makeWriter(options: options)
+    do {
+      for try await chunk in chunks {
+        try Task.checkCancellation()
+        try writer.write(chunk)
+      }
+    } catch {
+      writer.cancel()
+      throw error is CancellationError ? LarderError.cancelled : error
+    }
+    return try commit(try writer.finish(), filename: filename, declaredContentType: declaredContentType)
+  }
+
+  /// Publishes staged content and records a new `File` in one write transaction.
+  ///
+  /// The dedupe decision is taken here, inside the transaction: if a `blobs` row exists the
+  /// content is already durable and the staged copy is dropped; otherwise the staged file is
+  /// linked into place, its directory fsync'ed, and the row inserted. `then` runs in the same
+  /// transaction to add the rows that reference the file (an object, an attachment); if it
+  /// throws, nothing is committed.
+  public func commit<T>(
+    _ staged: StagedBlob, filename: String? = nil, declaredContentType: String? = nil,
+    then: (Database, File) throws -> T
+  ) throws -> T {
+    defer { staged.discard() }
+    try faults.hit(.afterStage)
+    let now = Date()
+    let result = try catalog.write { db in
+      var placed: String?
+      do {
+        if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [staged.sha256]) == nil {
+          placed = try blobs.place(staged)
+          try faults.hit(.afterLink)
+          try db.execute(
+            "INSERT INTO blobs(sha256, size, created_at) VALUES (?, ?, ?)", [staged.sha256, staged.size, now])
+        }
+        let file = File(
+          id: FileStore.newIdentifier(), sha256: staged.sha256Hex, size: staged.size, md5: Hex.encode(staged.md5),
+          contentType: staged.contentType, declaredContentType: declaredContentType.flatMap(Self.cleanType),
+          filename: filename.flatMap(Self.cleanFilename), createdAt: now)
+        try db.execute(
+          """
+          INSERT INTO files(id, blob_sha256, size, md5, filename, content_type, declared_content_type, created_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+          """,
+          [
+            file.id, staged.sha256, file.size, staged.md5, file.filename, file.contentType, file.declaredContentType,
+            now,
+          ])
+        let value = try then(db, file)
+        try faults.hit(.beforeCommit)
+        return value
+      } catch {
+        // Still under the write lock: no other writer can have seen the linked file.
+        if let placed { unlink(placed) }
+        throw error
+      }
+    }
+    try faults.hit(.afterCommit)
+    return result
+  }
+
+  /// Publishes staged content as a new unattached `File`.
+  public func commit(_ staged: StagedBlob, filename: String? = nil, declaredContentType: String? = nil) throws -> File {
+    try commit(staged, filename: filename, declaredContentType: declaredContentType) { _, file in file }
+  }
+
+  /// The file with this id, or nil.
+  public func file(id: String) throws -> File? {
+    try catalog.read { db in
+      try db.row("SELECT \(File.columns) FROM files f WHERE f.id = ?", [id]).map(File.init(row:))
+    }
+  }
+
+  /// Opens the file's content for reading.
+  /// - Throws: ``LarderError/corruptContent(sha256:)`` if it was quarantined, an I/O error if missing.
+  public func open(_ file: File) throws -> BlobReader {
+    guard let digest = Hex.decode(file.sha256), digest.count == 32 else {
+      throw LarderError.invalidArgument("malformed sha256 in file \(file.id)")
+    }
+    do {
+      return try blobs.open(sha256: digest)
+    } catch LarderError.io(_, _, let code) where code == ENOENT {
+      let quarantined = try catalog.read { db in
+        try db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [digest]) != nil
+      }
+      if quarantined { throw LarderError.corruptContent(sha256: file.sha256) }
+      throw LarderError.io(operation: "open", path: blobs.path(for: digest), errno: ENOENT)
+    }
+  }
+
+  /// All of a file's bytes, refusing before reading anything when it is larger than `maxSize`.
+  /// - Throws: ``LarderError/downloadSizeExceeded(size:maxSize:)``.
+  public func data(of file: File, maxSize: Int64? = nil) throws -> Data {
+    if let maxSize, file.size > maxSize {
+      throw LarderError.downloadSizeExceeded(size: file.size, maxSize: maxSize)
+    }
+    let reader = try open(file)
+    if let maxSize, reader.size > maxSize {
+      throw LarderError.downloadSizeExceeded(size: reader.size, maxSize: maxSize)
+    }
+    return try reader.read(0..<reader.size)
+  }
+
+  /// The bytes of `range` (clamped to the file).
+  public func data(of file: File, range: Range<Int64>) throws -> Data {
+    try open(file).read(range)
+  }
+
+  /// Time-ordered unique identifiers: 12 hex digits of milliseconds, then 16 random.
+  static func newIdentifier() -> String {
+    let ms = UInt64(Date().timeIntervalSince1970 * 1000)
+    let time = String(ms, radix: 16)
+    return String(repeating: "0", count: max(0, 12 - time.count)) + time + SecureRandom.hexIdentifier(byteCount: 8)
+  }
+
+  /// A declared MIME type, kept only if it is printable and short.
+  static func cleanType(_ type: String) -> String? {
+    let trimmed = type.trimmingCharacters(in: .whitespaces)
+    guard !trimmed.isEmpty, trimmed.utf8.count <= 255,
+      trimmed.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7f })
+    else { return nil }
+    return trimmed
+  }
+
+  static func cleanFilename(_ name: String) -> String? {
+    let base = name.split(separator: "/").last.map(String.init) ?? name
+    guard !base.isEmpty, base.utf8.count <= 1024, !base.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f })
+    else { return nil }
+    return base
+  }
+}

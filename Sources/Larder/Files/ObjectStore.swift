@@ -1,0 +1,271 @@
+import Foundation
+import LarderCrypto
+
+/// Objects: `bucket/name` → `File`, with Firebase Storage's metadata.
+///
+/// ```swift
+/// let object = try larder.objects.put(bucket: "app", name: "users/u1/avatar.png", data: png)
+/// let page = try larder.objects.list(bucket: "app", prefix: "users/", delimiter: "/")
+/// ```
+public struct ObjectStore: Sendable {
+  let catalog: Catalog
+  let files: FileStore
+
+  /// The most custom metadata an object may carry, keys and values together.
+  public static let maxMetadataBytes = 8 * 1024
+
+  /// Publishes staged content under `bucket/name`, replacing any previous content.
+  /// - Throws: ``LarderError/invalidName(_:reason:)``, ``LarderError/preconditionFailed(_:)``, I/O errors.
+  public func put(bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions = .init()) throws
+    -> StoredObject
+  {
+    try ObjectName.validateBucket(bucket)
+    try ObjectName.validateName(name)
+    try Self.validateMetadata(options.metadata)
+    return try files.commit(staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType) {
+      db, file in
+      try Self.insert(db: db, bucket: bucket, name: name, file: file, options: options)
+    }
+  }
+
+  /// Stores `data` under `bucket/name`.
+  public func put(bucket: String, name: String, data: Data, options: ObjectWriteOptions = .init(), sizeLimit: Int64? = nil)
+    throws -> StoredObject
+  {
+    try ObjectName.validateBucket(bucket)
+    try ObjectName.validateName(name)
+    let writer = try files.makeWriter(options: .init(sizeLimit: sizeLimit))
+    try writer.write(data)
+    return try put(bucket: bucket, name: name, staged: try writer.finish(), options: options)
+  }
+
+  /// Writes the object row for a freshly committed file; runs inside ``FileStore/commit``.
+  static func insert(db: Database, bucket: String, name: String, file: File, options: ObjectWriteOptions) throws
+    -> StoredObject
+  {
+    let existing = try db.row("SELECT generation, created_at FROM objects WHERE bucket = ? AND name = ?", [bucket, name])
+    let currentGeneration = existing?.int("generation")
+    if let expected = options.ifGenerationMatch, expected != (currentGeneration ?? 0) {
+      throw LarderError.preconditionFailed(
+        "generation is \(currentGeneration ?? 0), the write required \(expected)")
+    }
+    let now = file.createdAt
+    // Generations grow with time (as Firebase's do) and strictly per name.
+    let micros = Int64(now.timeIntervalSince1970 * 1_000_000)
+    let generation = max(micros, (currentGeneration ?? 0) + 1)
+    let object = StoredObject(
+      bucket: bucket, name: name, file: file, generation: generation, metageneration: 1,
+      contentType: file.contentType, metadata: options.metadata, downloadTokens: [UUID().uuidString.lowercased()],
+      cacheControl: options.cacheControl, contentDisposition: options.contentDisposition,
+      timeCreated: now, updated: now)
+    try db.execute(
+      """
+      INSERT INTO objects(bucket, name, file_id, generation, metageneration, content_type, metadata,
+                          download_tokens, cache_control, content_disposition, created_at, updated_at)
+      VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT(bucket, name) DO UPDATE SET
+        file_id = excluded.file_id, generation = excluded.generation, metageneration = 1,
+        content_type = excluded.content_type, metadata = excluded.metadata,
+        download_tokens = excluded.download_tokens, cache_control = excluded.cache_control,
+        content_disposition = excluded.content_disposition, created_at = excluded.created_at,
+        updated_at = excluded.updated_at
+      """,
+      [
+        bucket, name, file.id, generation, object.contentType, try Self.json(object.metadata),
+        object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition, now, now,
+      ])
+    return object
+  }
+
+  /// The object at `bucket/name`.
+  /// - Throws: ``LarderError/notFound(bucket:name:)``.
+  public func get(bucket: String, name: String) throws -> StoredObject {
+    try ObjectName.validateBucket(bucket)
+    try ObjectName.validateName(name)
+    let object = try catalog.read { db in try Self.fetch(db: db, bucket: bucket, name: name) }
+    guard let object else { throw LarderError.notFound(bucket: bucket, name: name) }
+    return object
+  }
+
+  static func fetch(db: Database, bucket: String, name: String) throws -> StoredObject? {
+    try db.row(
+      "SELECT o.*, \(File.columns) FROM objects o JOIN files f ON f.id = o.file_id WHERE o.bucket = ? AND o.name = ?",
+      [bucket, name]
+    ).map(Self.object(row:))
+  }
+
+  static func object(row: Row) -> StoredObject {
+    let metadata =
+      (row.string("metadata").flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }) ?? [:]
+    return StoredObject(
+      bucket: row.string("bucket") ?? "", name: row.string("name") ?? "", file: File(row: row),
+      generation: row.int("generation") ?? 0, metageneration: row.int("metageneration") ?? 0,
+      contentType: row.string("content_type") ?? "application/octet-stream", metadata: metadata,
+      downloadTokens: (row.string("download_tokens") ?? "").split(separator: ",").map(String.init),
+      cacheControl: row.string("cache_control"), contentDisposition: row.string("content_disposition"),
+      timeCreated: row.date("created_at") ?? Date(timeIntervalSince1970: 0),
+      updated: row.date("updated_at") ?? Date(timeIntervalSince1970: 0))
+  }
+
+  /// Changes an object's metadata and bumps its metageneration.
+  /// - Throws: ``LarderError/notFound(bucket:name:)``, ``LarderError/preconditionFailed(_:)``.
+  public func update(bucket: String, name: String, patch: ObjectPatch) throws -> StoredObject {
+    try ObjectName.validateBucket(bucket)
+    try ObjectName.validateName(name)
+    return try catalog.write { db in
+      guard var object = try Self.fetch(db: db, bucket: bucket, name: name) else {
+        throw LarderError.notFound(bucket: bucket, name: name)
+      }
+      if let expected = patch.ifMetagenerationMatch, expected != object.metageneration {
+        throw LarderError.preconditionFailed("metageneration is \(object.metageneration), the update required \(expected)")
+      }
+      if let type = patch.contentType {
+        guard let clean = FileStore.cleanType(type), clean.contains("/") else {
+          throw LarderError.invalidArgument("contentType '\(type.prefix(100))' is not a MIME type")
+        }
+        object.contentType = clean
+      }
+      if let value = patch.cacheControl { object.cacheControl = try value.map { try Self.headerValue($0, field: "cacheControl") } }
+      if let value = patch.contentDisposition {
+        object.contentDisposition = try value.map { try Self.headerValue($0, field: "contentDisposition") }
+      }
+      if let changes = patch.metadata {
+        for (key, value) in changes { object.metadata[key] = value }
+        try Self.validateMetadata(object.metadata)
+      }
+      if patch.rotateDownloadToken { object.downloadTokens = [UUID().uuidString.lowercased()] }
+      object.metageneration += 1
+      object.updated = Date()
+      try db.execute(
+        """
+        UPDATE objects SET metageneration = ?, content_type = ?, metadata = ?, download_tokens = ?,
+          cache_control = ?, content_disposition = ?, updated_at = ?
+        WHERE bucket = ? AND name = ?
+        """,
+        [
+          object.metageneration, object.contentType, try Self.json(object.metadata),
+          object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition, object.updated,
+          bucket, name,
+        ])
+      return object
+    }
+  }
+
+  /// Removes the name; the file stays until the collector finds nothing else refers to it.
+  /// - Throws: ``LarderError/notFound(bucket:name:)``, ``LarderError/preconditionFailed(_:)``.
+  public func delete(bucket: String, name: String, ifGenerationMatch: Int64? = nil) throws {
+    try ObjectName.validateBucket(bucket)
+    try ObjectName.validateName(name)
+    try catalog.write { db in
+      guard let row = try db.row("SELECT generation FROM objects WHERE bucket = ? AND name = ?", [bucket, name]) else {
+        throw LarderError.notFound(bucket: bucket, name: name)
+      }
+      if let expected = ifGenerationMatch, row.int("generation") != expected {
+        throw LarderError.preconditionFailed("generation is \(row.int("generation") ?? 0), the delete required \(expected)")
+      }
+      try db.execute("DELETE FROM objects WHERE bucket = ? AND name = ?", [bucket, name])
+    }
+  }
+
+  /// Lists objects in name order, folding names that continue past `delimiter` into `prefixes`.
+  ///
+  /// Items and prefixes together count towards `maxResults` (1…1000).
+  /// - Throws: ``LarderError/invalidArgument(_:)`` for a malformed page token or limit.
+  public func list(
+    bucket: String, prefix: String = "", delimiter: String? = nil, maxResults: Int = 1000, pageToken: String? = nil
+  ) throws -> ObjectListing {
+    try ObjectName.validateBucket(bucket)
+    guard (1...1000).contains(maxResults) else {
+      throw LarderError.invalidArgument("maxResults must be between 1 and 1000")
+    }
+    if let delimiter, delimiter.isEmpty || delimiter.utf8.count > 16 {
+      throw LarderError.invalidArgument("delimiter must be 1 to 16 bytes")
+    }
+    guard prefix.utf8.count <= ObjectName.maxNameBytes else {
+      throw LarderError.invalidArgument("prefix is longer than \(ObjectName.maxNameBytes) bytes")
+    }
+    // Resume strictly after the last name (or folded prefix) of the previous page.
+    var cursor = prefix
+    var inclusive = true
+    if let pageToken {
+      guard let data = Data(base64Encoded: pageToken), let last = String(data: data, encoding: .utf8),
+        last.hasPrefix(prefix)
+      else { throw LarderError.invalidArgument("pageToken is not one this server issued for this listing") }
+      cursor = last
+      inclusive = false
+    }
+    let upper = prefix + "\u{10FFFF}"
+    return try catalog.read { db in
+      var items: [StoredObject] = []
+      var prefixes: [String] = []
+      var lastEmitted: String?
+      var more = false
+      scan: while true {
+        let rows = try db.rows(
+          """
+          SELECT o.*, \(File.columns) FROM objects o JOIN files f ON f.id = o.file_id
+          WHERE o.bucket = ? AND o.name \(inclusive ? ">=" : ">") ? AND o.name < ?
+          ORDER BY o.name LIMIT ?
+          """, [bucket, cursor, upper, 256])
+        if rows.isEmpty { break }
+        for row in rows {
+          let name = row.string("name") ?? ""
+          guard name.hasPrefix(prefix) else { continue }
+          if items.count + prefixes.count == maxResults {
+            more = true
+            break scan
+          }
+          if let delimiter, let range = name.dropFirst(prefix.count).range(of: delimiter) {
+            let folded = String(name[..<range.upperBound])
+            prefixes.append(folded)
+            lastEmitted = folded + "\u{10FFFF}"
+            // Skip every other name under this prefix.
+            cursor = folded + "\u{10FFFF}"
+            inclusive = false
+            continue scan
+          }
+          items.append(Self.object(row: row))
+          lastEmitted = name
+          cursor = name
+          inclusive = false
+        }
+        if rows.count < 256 { break }
+      }
+      let token = more ? lastEmitted.map { Data($0.utf8).base64EncodedString() } : nil
+      return ObjectListing(prefixes: prefixes, items: items, nextPageToken: token)
+    }
+  }
+
+  static func validateMetadata(_ metadata: [String: String]) throws(LarderError) {
+    var total = 0
+    for (key, value) in metadata {
+      guard !key.isEmpty, key.utf8.count <= 256 else {
+        throw .invalidArgument("metadata keys must be 1 to 256 bytes")
+      }
+      guard !(key + value).unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" }) else {
+        throw .invalidArgument("metadata must not contain control characters")
+      }
+      total += key.utf8.count + value.utf8.count
+    }
+    guard total <= maxMetadataBytes else {
+      throw .invalidArgument("custom metadata is larger than \(maxMetadataBytes) bytes")
+    }
+  }
+
+  static func headerValue(_ value: String, field: String) throws(LarderError) -> String {
+    guard value.utf8.count <= 1024, value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f }) else {
+      throw .invalidArgument("\(field) must be printable and at most 1024 bytes")
+    }
+    return value
+  }
+
+  static func json(_ metadata: [String: String]) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    return String(decoding: try encoder.encode(metadata), as: UTF8.self)
+  }
+
+  static func lastSegment(_ name: String) -> String? {
+    name.split(separator: "/").last.map(String.init)
+  }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// Everything that can go wrong in the store, as values with a stable ``code``.
+///
+/// The HTTP layer maps each case to a status in exactly one place.
+public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
+  case notFound(bucket: String, name: String)
+  case fileNotFound(id: String)
+  case invalidBucket(String, reason: String)
+  case invalidName(String, reason: String)
+  case invalidArgument(String)
+  /// An upload is larger than the limit it was given.
+  case sizeLimitExceeded(limit: Int64)
+  /// A download is larger than the caller's `maxSize`; nothing was read.
+  case downloadSizeExceeded(size: Int64, maxSize: Int64)
+  case checksumMismatch(algorithm: String, expected: String, actual: String)
+  /// A conditional write found another generation than it expected.
+  case preconditionFailed(String)
+  case diskFull
+  case io(operation: String, path: String, errno: Int32)
+  case cancelled
+  /// The blob behind this content failed verification and was quarantined.
+  case corruptContent(sha256: String)
+  case catalogTooNew(version: Int, supported: Int)
+
+  /// A stable machine-readable code, e.g. `"not-found"`.
+  public var code: String {
+    switch self {
+    case .notFound, .fileNotFound: "not-found"
+    case .invalidBucket: "invalid-bucket"
+    case .invalidName: "invalid-name"
+    case .invalidArgument: "invalid-argument"
+    case .sizeLimitExceeded: "size-limit-exceeded"
+    case .downloadSizeExceeded: "download-size-exceeded"
+    case .checksumMismatch: "checksum-mismatch"
+    case .preconditionFailed: "precondition-failed"
+    case .diskFull: "disk-full"
+    case .io: "io-error"
+    case .cancelled: "cancelled"
+    case .corruptContent: "corrupt-content"
+    case .catalogTooNew: "catalog-too-new"
+    }
+  }
+
+  public var description: String {
+    switch self {
+    case .notFound(let bucket, let name): "object '\(name)' not found in bucket '\(bucket)'"
+    case .fileNotFound(let id): "file \(id) not found"
+    case .invalidBucket(let bucket, let reason): "invalid bucket name '\(bucket.prefix(100))': \(reason)"
+    case .invalidName(let name, let reason): "invalid object name '\(name.prefix(100))': \(reason)"
+    case .invalidArgument(let message): message
+    case .sizeLimitExceeded(let limit): "content is larger than the limit of \(limit) bytes"
+    case .downloadSizeExceeded(let size, let maxSize):
+      "content is \(size) bytes, larger than the maximum of \(maxSize) bytes allowed for this download"
+    case .checksumMismatch(let algorithm, let expected, let actual):
+      "\(algorithm) checksum mismatch: expected \(expected), content has \(actual)"
+    case .preconditionFailed(let message): message
+    case .diskFull: "no space left on the storage device"
+    case .io(let operation, let path, let errno):
+      "\(operation) failed for \(path): \(String(cString: strerror(errno)))"
+    case .cancelled: "the operation was cancelled"
+    case .corruptContent(let sha256): "stored content \(sha256) failed verification and is quarantined"
+    case .catalogTooNew(let version, let supported):
+      "the catalog has schema version \(version) but this Larder supports up to \(supported)"
+    }
+  }
+
+  /// Builds the error for a failed system call, recognising a full disk.
+  static func posix(_ operation: String, _ path: String, _ code: Int32 = errno) -> LarderError {
+    if code == ENOSPC || code == EDQUOT { return .diskFull }
+    return .io(operation: operation, path: path, errno: code)
+  }
+}
