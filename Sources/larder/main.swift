@@ -1,1 +1,59 @@
-print("larder")
+import Foundation
+import Larder
+
+/// The subcommands, in the order `larder --help` lists them.
+let commands: [any Command.Type] = [
+  PutCommand.self, GetCommand.self, ListCommand.self, StatCommand.self, RemoveCommand.self,
+]
+
+func printHelp() {
+  var text = "larder: self-hosted file and blob storage\n\nusage: larder COMMAND [options]\n\ncommands:\n"
+  for c in commands { text += "  \(c.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(c.summary)\n" }
+  text += "\nEvery command takes --data DIR (or LARDER_DATA; default ./data) and --help.\n"
+  print(text, terminator: "")
+}
+
+func main() -> Int32 {
+  var args = Array(CommandLine.arguments.dropFirst())
+  guard let first = args.first, first != "--help", first != "-h", first != "help" else {
+    printHelp()
+    return args.isEmpty ? 2 : 0
+  }
+  args.removeFirst()
+  // `larder rules check` and similar: a group name followed by its verb.
+  var commandName = first
+  if let verb = args.first, commands.contains(where: { $0.name == "\(first) \(verb)" }) {
+    commandName = "\(first) \(verb)"
+    args.removeFirst()
+  }
+  guard let type = commands.first(where: { $0.name == commandName }) else {
+    Output.error("unknown command '\(first)'; see 'larder --help'")
+    return 2
+  }
+  var arguments = Arguments(args)
+  if arguments.wantsHelp {
+    print(type.usage)
+    return 0
+  }
+  let command: any Command
+  do {
+    command = try type.init(&arguments)
+  } catch {
+    Output.error("\(error)")
+    FileHandle.standardError.write(Data((type.usage + "\n").utf8))
+    return 2
+  }
+  do {
+    try command.run()
+    return 0
+  } catch let error as UsageError {
+    Output.error("\(error)")
+    return 2
+  } catch {
+    Output.error("\(error)")
+    return 1
+  }
+}
+
+signal(SIGPIPE, SIG_IGN)
+exit(main())

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what Larder's build and tests need, if missing: Debian packages and a Python
+# virtualenv (.venv) with the interop clients. Safe to run again; does nothing when all is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(pkg-config libsqlite3-dev libmagic-dev libmagic-mgc libssl-dev libmicrohttpd-dev libre2-dev
+          openssl curl python3-venv nginx-light sqlite3)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Interop clients from PyPI, in a project-local virtualenv.
+PY_PACKAGES=(tuspy==1.1.0 requests pytest)
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tusclient, requests, pytest" 2>/dev/null; then
+  echo "deps: creating .venv with ${PY_PACKAGES[*]}"
+  python3 -m venv .venv || { rm -rf .venv; python3 -m venv --without-pip .venv; }
+  .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip -q
+  .venv/bin/python -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
+fi
