@@ -1,0 +1,83 @@
+/// What the server asks of the application. It knows nothing of storage.
+///
+/// `head` runs once per request on a server thread as soon as the headers are in. It either
+/// answers at once or returns a sink that receives the body in chunks of at most the
+/// connection memory limit, so a many-GiB upload costs flat memory.
+/// ```swift
+/// struct Hello: HTTPHandler {
+///   func head(_ request: HTTPRequest) -> HTTPHeadDecision { .respond(.text("hi")) }
+/// }
+/// ```
+public protocol HTTPHandler: Sendable {
+  /// Decides what to do with a request whose headers are complete. Must not block for long:
+  /// it runs on one of the server's few threads.
+  func head(_ request: HTTPRequest) -> HTTPHeadDecision
+
+  /// Turns any error (an `HTTPRequestError` from parsing, or what a sink threw) into a
+  /// response. The default maps `HTTPResponseError` to its response, `HTTPRequestError` to
+  /// its status, and anything else to a 500 that does not leak the error's text.
+  func errorResponse(for error: any Error, request: HTTPRequest) -> HTTPResponse
+}
+
+extension HTTPHandler {
+  public func errorResponse(for error: any Error, request: HTTPRequest) -> HTTPResponse {
+    HTTPResponse.defaultErrorResponse(for: error)
+  }
+}
+
+extension HTTPResponse {
+  /// The layer's fallback mapping of errors to responses (see `HTTPHandler.errorResponse`).
+  public static func defaultErrorResponse(for error: any Error) -> HTTPResponse {
+    switch error {
+    case let e as HTTPResponseError: e.response
+    case let e as HTTPRequestError: .error(status: e.status, message: e.message)
+    default: .error(status: 500, message: "internal error")
+    }
+  }
+}
+
+/// A handler's answer to a request head.
+public struct HTTPHeadDecision {
+  public enum Action {
+    case respond(HTTPResponse)
+    case receiveBody(any HTTPBodySink)
+  }
+
+  public var action: Action
+  /// A low-cardinality name for metrics and the access log (`objects.get`); `nil` → `unmatched`.
+  public var routeLabel: String?
+
+  public init(_ action: Action, routeLabel: String? = nil) {
+    self.action = action
+    self.routeLabel = routeLabel
+  }
+
+  /// Answer now. If the request carries a body it is not read, and the connection is closed after the response.
+  public static func respond(_ response: HTTPResponse, route: String? = nil) -> HTTPHeadDecision {
+    HTTPHeadDecision(.respond(response), routeLabel: route)
+  }
+
+  /// Stream the body into `sink`; its `finish()` produces the response.
+  public static func receiveBody(_ sink: any HTTPBodySink, route: String? = nil) -> HTTPHeadDecision {
+    HTTPHeadDecision(.receiveBody(sink), routeLabel: route)
+  }
+}
+
+/// Receives one request body, chunk by chunk, on the connection's thread (one thread at a time).
+///
+/// Contract: `receive` is called zero or more times, then exactly one of
+/// - `finish()` when the body is complete (also for an empty body), or
+/// - `cancel()` when the body will never complete: the client went away, the connection
+///   timed out, the server shut down, or `receive` threw.
+/// After `receive` throws, no further `receive` or `finish` comes; `cancel()` follows.
+/// If `finish()` throws, `cancel()` is *not* called: clean up before throwing.
+public protocol HTTPBodySink: AnyObject {
+  /// Takes the next chunk; the buffer is only valid during the call.
+  /// - Throws: `HTTPResponseError` to choose the response (e.g. 413), anything else is
+  ///   mapped by `HTTPHandler.errorResponse`. The rest of the body is not read.
+  func receive(_ chunk: UnsafeRawBufferPointer) throws
+  /// The body is complete; returns the response.
+  func finish() throws -> HTTPResponse
+  /// The body will never complete: release everything (temporary files, locks).
+  func cancel()
+}

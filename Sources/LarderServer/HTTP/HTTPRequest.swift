@@ -1,0 +1,96 @@
+/// An HTTP request as the layer hands it to a handler: the head only; the body streams
+/// separately into an `HTTPBodySink`.
+///
+/// `path` is the raw, still percent-encoded path, because Firebase-style names travel
+/// encoded in one segment (`/o/users%2Fu1`): decoding first would lose the segment
+/// boundaries. Query items are decoded strictly at construction.
+public struct HTTPRequest: Sendable {
+  public let method: String
+  /// The request target exactly as sent (path and query).
+  public let target: String
+  /// The raw path, not decoded (`/v0/b/app/o/users%2Fu1`).
+  public let path: Substring
+  /// The raw query string without `?`, or `nil` when the target had no `?`.
+  public let rawQuery: Substring?
+  public private(set) var query: [HTTPQueryItem]
+  public let headers: HTTPHeaders
+  /// The peer's IP address (`127.0.0.1`, `::1`), or `""` when unknown.
+  public let remoteAddress: String
+  /// The incoming `X-Request-Id` when it is sane, else a random one; echoed on the response.
+  public let id: String
+  /// The declared `Content-Length`; `nil` when absent (no body, or chunked).
+  public private(set) var contentLength: Int64?
+  /// `HTTP/1.1` or `HTTP/1.0`.
+  public let version: String
+
+  /// Parses `target` strictly.
+  /// - Throws: `HTTPRequestError.malformedTarget`, `.malformedPercentEncoding`, `.invalidUTF8`,
+  ///   `.invalidContentLength`.
+  public init(
+    method: String, target: String, headers: HTTPHeaders = [:], remoteAddress: String = "",
+    id: String? = nil, version: String = "HTTP/1.1"
+  ) throws(HTTPRequestError) {
+    self.init(unvalidated: method, target: target, headers: headers, remoteAddress: remoteAddress, id: id, version: version)
+    guard target.utf8.first == 0x2F, target.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+      throw .malformedTarget
+    }
+    if let raw = rawQuery { query = try HTTPQueryItem.parse(raw) }
+    if let declared = headers["Content-Length"] {
+      guard let value = Int64(declared), value >= 0, declared.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+        throw .invalidContentLength
+      }
+      contentLength = value
+    }
+  }
+
+  /// A request whose query was not parsed: what the layer passes to `errorResponse` when parsing failed.
+  init(unvalidated method: String, target: String, headers: HTTPHeaders, remoteAddress: String, id: String?, version: String) {
+    self.method = method
+    self.target = target
+    if let q = target.firstIndex(of: "?") {
+      path = target[..<q]
+      rawQuery = target[target.index(after: q)...]
+    } else {
+      path = target[...]
+      rawQuery = nil
+    }
+    query = []
+    self.headers = headers
+    self.remoteAddress = remoteAddress
+    self.id = id.flatMap { Self.isSaneRequestID($0) ? $0 : nil } ?? Self.randomID()
+    contentLength = nil
+    self.version = version
+  }
+
+  /// The first decoded value of query parameter `name`; `""` for `?name` or `?name=`.
+  public func queryValue(_ name: String) -> String? {
+    guard let item = query.first(where: { $0.name == name }) else { return nil }
+    return item.value ?? ""
+  }
+
+  /// The raw path split on `/`, the leading empty segment dropped (`/a/b%2Fc` → `["a", "b%2Fc"]`).
+  public var rawPathSegments: [Substring] {
+    path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { $0 }
+  }
+
+  /// Client-supplied ids are echoed into logs and headers, so only short, plain tokens are kept.
+  static func isSaneRequestID(_ s: String) -> Bool {
+    let u = s.utf8
+    return (1...128).contains(u.count)
+      && u.allSatisfy { c in
+        (0x30...0x39).contains(c) || (0x41...0x5A).contains(c) || (0x61...0x7A).contains(c)
+          || c == 0x2D || c == 0x5F || c == 0x2E || c == 0x3A
+      }
+  }
+
+  static func randomID() -> String {
+    var g = SystemRandomNumberGenerator()
+    let a = g.next() as UInt64
+    let b = g.next() as UInt64
+    func hex(_ v: UInt64) -> String {
+      let s = String(v, radix: 16)
+      return String(repeating: "0", count: 16 - s.count) + s
+    }
+    return hex(a) + hex(b)
+  }
+}

@@ -1,0 +1,173 @@
+import CMicroHTTPD
+import Foundation
+import Synchronization
+
+/// An HTTP/1.1 server on libmicrohttpd: an internal epoll thread pool, streaming request
+/// bodies, `sendfile` responses, keep-alive and pipelining, graceful shutdown.
+///
+/// ```swift
+/// let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0), handler: router)
+/// try server.start()
+/// print("listening on http://127.0.0.1:\(server.boundPort)")
+/// …
+/// server.shutdown(timeout: .seconds(10))
+/// ```
+/// It knows nothing of storage: an `HTTPHandler` decides every answer.
+public final class HTTPServer: Sendable {
+  private enum State {
+    case idle
+    case running(daemon: OpaquePointer, listenSocket: Int32, port: Int, core: ServerCore)
+    case stopping(port: Int)
+    case stopped(port: Int)
+  }
+
+  public let configuration: Configuration
+  public let metrics: Metrics
+  private let handler: any HTTPHandler
+  private let state = Mutex(State.idle)
+
+  /// - Parameter metrics: where request counters go; pass the instance your `/metrics` route renders.
+  public init(configuration: Configuration, handler: any HTTPHandler, metrics: Metrics = Metrics()) {
+    self.configuration = configuration
+    self.handler = handler
+    self.metrics = metrics
+  }
+
+  deinit {
+    if case .running(let daemon, let fd, _, _) = state.withLock({ $0 }) {
+      MHD_stop_daemon(daemon)
+      close(fd)
+    }
+  }
+
+  /// The port the server listens on (the real one after binding port 0); 0 before `start()`.
+  public var boundPort: Int {
+    state.withLock { s in
+      switch s {
+      case .idle: 0
+      case .running(_, _, let port, _), .stopping(let port), .stopped(let port): port
+      }
+    }
+  }
+
+  /// Requests begun and not yet completed.
+  public var inFlightRequests: Int {
+    state.withLock { s in
+      if case .running(_, _, _, let core) = s { return core.inFlight.load(ordering: .relaxed) }
+      return 0
+    }
+  }
+
+  /// Binds the socket and starts the worker threads.
+  /// - Throws: `HTTPServerError` (bad host, port in use, daemon failure, already started).
+  public func start() throws(HTTPServerError) {
+    try state.withLock { (s: inout State) throws(HTTPServerError) in
+      guard case .idle = s else { throw .alreadyStarted }
+      // MHD's own threads block SIGPIPE; this covers sendfile or writes from other threads.
+      signal(SIGPIPE, SIG_IGN)
+      let log = try AccessLog(configuration.accessLog)
+      let core = ServerCore(configuration: configuration, handler: handler, metrics: metrics, accessLog: log)
+      let socket = try ListenSocket.open(host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
+      guard let daemon = Self.startDaemon(core: core, socket: socket) else {
+        close(socket.descriptor)
+        throw .daemonStartFailed
+      }
+      metrics.registerGauge("\(metrics.namespace)_http_requests_in_flight", help: "Requests begun and not yet completed.") {
+        [weak core] in Double(core?.inFlight.load(ordering: .relaxed) ?? 0)
+      }
+      s = .running(daemon: daemon, listenSocket: socket.descriptor, port: socket.port, core: core)
+    }
+  }
+
+  /// Stops gracefully: stop accepting (new connections are refused), let requests in flight
+  /// finish until `deadline`, then close everything. Requests still running at the deadline
+  /// are cut off (their body sinks get `cancel()`). Idempotent.
+  /// - Returns: `true` when every request in flight finished before the deadline.
+  @discardableResult
+  public func shutdown(deadline: ContinuousClock.Instant) -> Bool {
+    let running: (OpaquePointer, Int32, ServerCore)? = state.withLock { s in
+      guard case .running(let daemon, let fd, let port, let core) = s else { return nil }
+      s = .stopping(port: port)
+      return (daemon, fd, core)
+    }
+    guard let (daemon, fd, core) = running else { return true }
+    core.draining.store(true, ordering: .relaxed)
+    _ = MHD_quiesce_daemon(daemon)
+    // Quiescing only stops polling the socket; shutting it down makes the kernel refuse
+    // new connections instead of queueing them in the backlog forever.
+    Glibc.shutdown(fd, Int32(SHUT_RDWR))
+    var drained = true
+    while core.inFlight.load(ordering: .relaxed) > 0 {
+      if ContinuousClock.now >= deadline {
+        drained = false
+        break
+      }
+      usleep(5_000)
+    }
+    MHD_stop_daemon(daemon)
+    close(fd)
+    state.withLock { s in
+      if case .stopping(let port) = s { s = .stopped(port: port) }
+    }
+    return drained
+  }
+
+  @discardableResult
+  public func shutdown(timeout: Duration = .seconds(10)) -> Bool {
+    shutdown(deadline: .now + timeout)
+  }
+
+  private static func startDaemon(core: ServerCore, socket: ListenSocket) -> OpaquePointer? {
+    let c = core.configuration
+    let cls = Unmanaged.passUnretained(core).toOpaque()
+    var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_USE_ITC.rawValue
+    flags |= MHD_USE_ERROR_LOG.rawValue
+    if socket.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+
+    let logger: MHD_LogCallback = { cls, format, arguments in
+      guard let cls, let format, let arguments else { return }
+      let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+      var buffer = [CChar](repeating: 0, count: 1024)
+      _ = vsnprintf(&buffer, buffer.count, format, arguments)
+      var message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+      while message.hasSuffix("\n") { message.removeLast() }
+      core.configuration.errorLog(message)
+    }
+    let uriLog: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = {
+      cls, uri, _ in
+      let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
+      let context = core.makeContext(rawTarget: uri.map { String(cString: $0) } ?? "")
+      return Unmanaged.passRetained(context).toOpaque()
+    }
+    let completed: MHD_RequestCompletedCallback = { cls, connection, slot, code in
+      Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue().completed(connection: connection, slot: slot, code: code)
+    }
+    let access: MHD_AccessHandlerCallback = { cls, connection, url, method, version, data, size, slot in
+      Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue().access(
+        connection: connection, method: method, version: version, uploadData: data, uploadDataSize: size!,
+        slot: slot!, url: url)
+    }
+
+    func item(_ option: MHD_OPTION, _ value: Int, _ pointer: UnsafeMutableRawPointer? = nil) -> MHD_OptionItem {
+      MHD_OptionItem(option: option, value: value, ptr_value: pointer)
+    }
+    func address<F>(_ f: F) -> Int { Int(bitPattern: unsafeBitCast(f, to: UnsafeRawPointer.self)) }
+    var items: [MHD_OptionItem] = [
+      item(.EXTERNAL_LOGGER, address(logger), cls),
+      item(.LISTEN_SOCKET, Int(socket.descriptor)),
+      item(.URI_LOG_CALLBACK, address(uriLog), cls),
+      item(.NOTIFY_COMPLETED, address(completed), cls),
+      item(.CONNECTION_MEMORY_LIMIT, c.connectionMemoryLimit),
+      item(.CONNECTION_LIMIT, c.connectionLimit),
+      item(.CONNECTION_TIMEOUT, c.connectionTimeout),
+    ]
+    if c.perIPConnectionLimit > 0 { items.append(item(.PER_IP_CONNECTION_LIMIT, c.perIPConnectionLimit)) }
+    if c.threadPoolSize > 1 { items.append(item(.THREAD_POOL_SIZE, c.threadPoolSize)) }
+    items.append(item(.END, 0))
+    return items.withUnsafeMutableBufferPointer { buffer in
+      withVaList([Int32(MHD_OPTION.ARRAY.rawValue), buffer.baseAddress!, Int32(MHD_OPTION.END.rawValue)]) { arguments in
+        MHD_start_daemon_va(flags, 0, nil, nil, access, cls, arguments)
+      }
+    }
+  }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Synchronization
+
+/// Request counters, byte counters, duration histograms and app-registered gauges,
+/// rendered in the Prometheus text exposition format (version 0.0.4).
+///
+/// ```swift
+/// let metrics = Metrics()
+/// metrics.registerGauge("larder_objects", help: "Stored objects.") { Double(store.count) }
+/// metrics.renderPrometheus()
+/// ```
+/// Route labels must be low-cardinality (route names, never paths).
+public final class Metrics: Sendable {
+  public static let defaultBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+  struct RouteStatus: Hashable { let route: String; let status: Int }
+
+  struct Histogram {
+    var counts: [UInt64]  // per bucket, not cumulative; the last is +Inf
+    var sum: Double = 0
+    var count: UInt64 = 0
+  }
+
+  struct Gauge {
+    let name: String
+    let help: String
+    let value: @Sendable () -> Double
+  }
+
+  struct State {
+    var requests: [RouteStatus: UInt64] = [:]
+    var bytesIn: [String: Int64] = [:]
+    var bytesOut: [String: Int64] = [:]
+    var durations: [String: Histogram] = [:]
+    var gauges: [Gauge] = []
+  }
+
+  public let namespace: String
+  public let buckets: [Double]
+  private let state = Mutex(State())
+
+  public init(namespace: String = "larder", buckets: [Double] = Metrics.defaultBuckets) {
+    self.namespace = namespace
+    self.buckets = buckets.sorted()
+  }
+
+  /// Counts one finished request. The server calls this from its completion callback.
+  public func recordRequest(route: String, status: Int, bytesIn: Int64, bytesOut: Int64, seconds: Double) {
+    let bucket = buckets.firstIndex { seconds <= $0 } ?? buckets.count
+    state.withLock { s in
+      s.requests[RouteStatus(route: route, status: status), default: 0] += 1
+      s.bytesIn[route, default: 0] += bytesIn
+      s.bytesOut[route, default: 0] += bytesOut
+      var h = s.durations[route] ?? Histogram(counts: Array(repeating: 0, count: buckets.count + 1))
+      h.counts[bucket] += 1
+      h.sum += seconds
+      h.count += 1
+      s.durations[route] = h
+    }
+  }
+
+  /// Registers a gauge read at every render (e.g. stored objects, blob bytes). A second
+  /// registration of the same name replaces the first.
+  public func registerGauge(_ name: String, help: String, _ value: @escaping @Sendable () -> Double) {
+    state.withLock { s in
+      s.gauges.removeAll { $0.name == name }
+      s.gauges.append(Gauge(name: name, help: help, value: value))
+    }
+  }
+
+  /// The number of requests counted for `route` and `status` (for tests and health checks).
+  public func requestCount(route: String, status: Int) -> UInt64 {
+    state.withLock { $0.requests[RouteStatus(route: route, status: status)] ?? 0 }
+  }
+
+  public func renderPrometheus() -> String {
+    let s = state.withLock { $0 }
+    let p = namespace
+    var out = ""
+    out += "# HELP \(p)_http_requests_total HTTP requests by route and status.\n"
+    out += "# TYPE \(p)_http_requests_total counter\n"
+    for key in s.requests.keys.sorted(by: { ($0.route, $0.status) < ($1.route, $1.status) }) {
+      out += "\(p)_http_requests_total{route=\(Self.label(key.route)),status=\"\(key.status)\"} \(s.requests[key]!)\n"
+    }
+    out += "# HELP \(p)_http_request_body_bytes_total Request body bytes received, by route.\n"
+    out += "# TYPE \(p)_http_request_body_bytes_total counter\n"
+    for route in s.bytesIn.keys.sorted() {
+      out += "\(p)_http_request_body_bytes_total{route=\(Self.label(route))} \(s.bytesIn[route]!)\n"
+    }
+    out += "# HELP \(p)_http_response_body_bytes_total Response body bytes sent, by route.\n"
+    out += "# TYPE \(p)_http_response_body_bytes_total counter\n"
+    for route in s.bytesOut.keys.sorted() {
+      out += "\(p)_http_response_body_bytes_total{route=\(Self.label(route))} \(s.bytesOut[route]!)\n"
+    }
+    out += "# HELP \(p)_http_request_duration_seconds Time from request line to response completion.\n"
+    out += "# TYPE \(p)_http_request_duration_seconds histogram\n"
+    for route in s.durations.keys.sorted() {
+      let h = s.durations[route]!
+      let l = Self.label(route)
+      var cumulative: UInt64 = 0
+      for (i, bound) in buckets.enumerated() {
+        cumulative += h.counts[i]
+        out += "\(p)_http_request_duration_seconds_bucket{route=\(l),le=\"\(Self.number(bound))\"} \(cumulative)\n"
+      }
+      cumulative += h.counts[buckets.count]
+      out += "\(p)_http_request_duration_seconds_bucket{route=\(l),le=\"+Inf\"} \(cumulative)\n"
+      out += "\(p)_http_request_duration_seconds_sum{route=\(l)} \(Self.number(h.sum))\n"
+      out += "\(p)_http_request_duration_seconds_count{route=\(l)} \(h.count)\n"
+    }
+    for g in s.gauges.sorted(by: { $0.name < $1.name }) {
+      out += "# HELP \(g.name) \(g.help)\n# TYPE \(g.name) gauge\n\(g.name) \(Self.number(g.value()))\n"
+    }
+    return out
+  }
+
+  static func label(_ value: String) -> String {
+    var out = "\""
+    for c in value {
+      switch c {
+      case "\\": out += "\\\\"
+      case "\"": out += "\\\""
+      case "\n": out += "\\n"
+      default: out.append(c)
+      }
+    }
+    return out + "\""
+  }
+
+  /// Integers without a fraction (`10`, not `10.0`), others in shortest round-trip form.
+  static func number(_ v: Double) -> String {
+    if v.isNaN { return "NaN" }
+    if v.isInfinite { return v > 0 ? "+Inf" : "-Inf" }
+    if v == v.rounded(), abs(v) < 1e15 { return String(Int64(v)) }
+    return "\(v)"
+  }
+}

@@ -1,0 +1,262 @@
+import CMicroHTTPD
+import Foundation
+import Synchronization
+
+/// Everything the C callbacks need, passed to libmicrohttpd as an unretained pointer.
+/// `HTTPServer` keeps it alive until `MHD_stop_daemon` has returned.
+final class ServerCore: Sendable {
+  let configuration: HTTPServer.Configuration
+  let handler: any HTTPHandler
+  let metrics: Metrics
+  let accessLog: AccessLog
+  let inFlight = Atomic<Int>(0)
+  let draining = Atomic<Bool>(false)
+  /// Bytes of a refused body read and thrown away before the error response can go out.
+  static let discardBudget = 1 << 20
+
+  init(configuration: HTTPServer.Configuration, handler: any HTTPHandler, metrics: Metrics, accessLog: AccessLog) {
+    self.configuration = configuration
+    self.handler = handler
+    self.metrics = metrics
+    self.accessLog = accessLog
+  }
+
+  // MARK: Access handler
+
+  func access(
+    connection: OpaquePointer?, method: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?,
+    uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
+    slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>, url: UnsafePointer<CChar>?
+  ) -> MHD_Result {
+    let context: RequestContext
+    if let p = slot.pointee {
+      context = Unmanaged<RequestContext>.fromOpaque(p).takeUnretainedValue()
+    } else {
+      // The URI-log callback always runs first; this is only a safety net.
+      context = makeContext(rawTarget: url.map { String(cString: $0) } ?? "/")
+      slot.pointee = Unmanaged.passRetained(context).toOpaque()
+    }
+    switch context.phase {
+    case .awaitingHead:
+      return begin(context, connection: connection, method: method, version: version)
+    case .deferred(let response):
+      if uploadDataSize.pointee > 0 {
+        uploadDataSize.pointee = 0
+        return .YES
+      }
+      return queue(response, context, connection)
+    case .receiving(let sink):
+      let count = uploadDataSize.pointee
+      if count > 0 {
+        uploadDataSize.pointee = 0
+        context.bytesIn += Int64(count)
+        if let limit = configuration.maxBodyBytes, context.bytesIn > limit {
+          return fail(HTTPRequestError.bodyTooLarge(limit: limit), context, connection)
+        }
+        do {
+          try sink.receive(UnsafeRawBufferPointer(start: uploadData, count: count))
+        } catch {
+          return fail(error, context, connection)
+        }
+        return .YES
+      }
+      context.sinkSettled = true
+      let response: HTTPResponse
+      do {
+        response = try sink.finish()
+      } catch {
+        response = handler.errorResponse(for: error, request: context.request!)
+      }
+      return queue(response, context, connection)
+    case .discarding(let response):
+      let count = uploadDataSize.pointee
+      if count > 0 {
+        uploadDataSize.pointee = 0
+        context.discarded += count
+        return context.discarded > Self.discardBudget ? .NO : .YES
+      }
+      return queue(response, context, connection)
+    case .responded:
+      uploadDataSize.pointee = 0
+      return .YES
+    }
+  }
+
+  func makeContext(rawTarget: String) -> RequestContext {
+    inFlight.add(1, ordering: .relaxed)
+    return RequestContext(rawTarget: rawTarget)
+  }
+
+  private func begin(
+    _ context: RequestContext, connection: OpaquePointer?, method: UnsafePointer<CChar>?,
+    version: UnsafePointer<CChar>?
+  ) -> MHD_Result {
+    let methodName = method.map { String(cString: $0) } ?? ""
+    context.method = methodName
+    let (headers, headerBytes) = Self.readHeaders(connection)
+    let remote = ConnectionInfo.remoteAddress(connection)
+    let versionName = version.map { String(cString: $0) } ?? "HTTP/1.1"
+    let hasBody: Bool = {
+      if headers.contains("Transfer-Encoding") { return true }
+      guard let declared = headers["Content-Length"] else { return false }
+      return declared != "0"
+    }()
+    let request: HTTPRequest
+    do {
+      request = try HTTPRequest(
+        method: methodName, target: context.rawTarget, headers: headers, remoteAddress: remote,
+        id: headers["X-Request-Id"], version: versionName)
+    } catch {
+      let fallback = HTTPRequest(
+        unvalidated: methodName, target: context.rawTarget, headers: headers, remoteAddress: remote,
+        id: headers["X-Request-Id"], version: versionName)
+      context.request = fallback
+      return respondToHead(handler.errorResponse(for: error, request: fallback), hasBody: hasBody, context, connection)
+    }
+    context.request = request
+    if headerBytes > configuration.maxHeaderBytes {
+      let error = HTTPRequestError.headersTooLarge(limit: configuration.maxHeaderBytes)
+      return respondToHead(handler.errorResponse(for: error, request: request), hasBody: hasBody, context, connection)
+    }
+    if let limit = configuration.maxBodyBytes, let declared = request.contentLength, declared > limit {
+      let error = HTTPRequestError.bodyTooLarge(limit: limit)
+      return respondToHead(handler.errorResponse(for: error, request: request), hasBody: hasBody, context, connection)
+    }
+    let decision = handler.head(request)
+    context.routeLabel = decision.routeLabel
+    switch decision.action {
+    case .respond(let response):
+      return respondToHead(response, hasBody: hasBody, context, connection)
+    case .receiveBody(let sink):
+      context.sink = sink
+      context.phase = .receiving(sink)
+      return .YES
+    }
+  }
+
+  /// A response decided from the head alone. Without a body it waits for the next call
+  /// (queueing in the first call would close the connection); with an unread body it goes
+  /// out now and libmicrohttpd closes the connection after it, never reading the body.
+  private func respondToHead(
+    _ response: HTTPResponse, hasBody: Bool, _ context: RequestContext, _ connection: OpaquePointer?
+  ) -> MHD_Result {
+    if hasBody { return queue(response, context, connection) }
+    context.phase = .deferred(response)
+    return .YES
+  }
+
+  /// The body cannot be accepted. libmicrohttpd 0.9.75 refuses a response while upload
+  /// data is being processed, so the rest is drained (up to a budget) and the response
+  /// goes out on the final call; a bigger remainder closes the connection.
+  private func fail(_ error: any Error, _ context: RequestContext, _ connection: OpaquePointer?) -> MHD_Result {
+    let response = handler.errorResponse(for: error, request: context.request!)
+    if case .bytes = response.body, queue(response, context, connection) == .YES { return .YES }
+    context.phase = .discarding(response)
+    return .YES
+  }
+
+  private func queue(_ response: HTTPResponse, _ context: RequestContext, _ connection: OpaquePointer?) -> MHD_Result {
+    context.phase = .responded
+    let isHead = context.method == "HEAD"
+    guard let mhd = Self.makeResponse(response.body) else {
+      configuration.errorLog("could not create a response (out of memory?)")
+      return .NO
+    }
+    defer { MHD_destroy_response(mhd) }
+    for field in response.headers where !HTTPHeaders.same(field.name, "Content-Length") {
+      if MHD_add_response_header(mhd, field.name, field.value) != .YES {
+        configuration.errorLog("dropped invalid response header \(field.name.debugDescription)")
+      }
+    }
+    if let id = context.request?.id { MHD_add_response_header(mhd, "X-Request-Id", id) }
+    if draining.load(ordering: .relaxed) { MHD_add_response_header(mhd, "Connection", "close") }
+    let result = MHD_queue_response(connection, UInt32(clamping: response.status), mhd)
+    if result == .YES {
+      context.status = response.status
+      context.bytesOut = isHead ? 0 : response.body.length
+    }
+    return result
+  }
+
+  static func makeResponse(_ body: HTTPResponse.Body) -> OpaquePointer? {
+    switch body {
+    case .empty:
+      return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
+    case .bytes(let bytes):
+      return bytes.withUnsafeBytes { buffer in
+        guard let base = buffer.baseAddress, buffer.count > 0 else {
+          return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
+        }
+        return MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: base), .RESPMEM_MUST_COPY)
+      }
+    case .file(let file):
+      guard let fd = file.take() else { return nil }
+      guard let r = MHD_create_response_from_fd_at_offset64(UInt64(file.length), fd, UInt64(file.offset)) else {
+        close(fd)
+        return nil
+      }
+      return r
+    case .lengthOnly(let length):
+      return MHD_create_response_from_callback(
+        UInt64(max(0, length)), 4096, { _, _, _, _ in -2 /* MHD_CONTENT_READER_END_WITH_ERROR */ }, nil, nil)
+    }
+  }
+
+  static func readHeaders(_ connection: OpaquePointer?) -> (HTTPHeaders, Int) {
+    final class Collector {
+      var headers = HTTPHeaders()
+      var bytes = 0
+    }
+    let collector = Collector()
+    withExtendedLifetime(collector) {
+      _ = MHD_get_connection_values(
+        connection, .HEADER_KIND,
+        { cls, _, key, value in
+          let c = Unmanaged<Collector>.fromOpaque(cls!).takeUnretainedValue()
+          let name = key.map { String(cString: $0) } ?? ""
+          let text = value.map { String(cString: $0) } ?? ""
+          c.bytes += name.utf8.count + text.utf8.count + 4
+          c.headers.add(name, text)
+          return .YES
+        }, Unmanaged.passUnretained(collector).toOpaque())
+    }
+    return (collector.headers, collector.bytes)
+  }
+
+  // MARK: Completion
+
+  func completed(connection: OpaquePointer?, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, code: MHD_RequestTerminationCode) {
+    guard let slot, let p = slot.pointee else { return }
+    slot.pointee = nil
+    let context = Unmanaged<RequestContext>.fromOpaque(p).takeRetainedValue()
+    defer { inFlight.subtract(1, ordering: .relaxed) }
+    if let sink = context.sink, !context.sinkSettled {
+      context.sinkSettled = true
+      sink.cancel()
+    }
+    var status = context.status
+    if status == 0 { status = ConnectionInfo.queuedStatus(connection) ?? 0 }
+    let outcome: String
+    switch code {
+    case .REQUEST_TERMINATED_COMPLETED_OK: outcome = "ok"
+    case .REQUEST_TERMINATED_TIMEOUT_REACHED: outcome = "timeout"
+    case .REQUEST_TERMINATED_DAEMON_SHUTDOWN: outcome = "shutdown"
+    case .REQUEST_TERMINATED_READ_ERROR: outcome = "read_error"
+    case .REQUEST_TERMINATED_CLIENT_ABORT: outcome = "client_abort"
+    default: outcome = "error"
+    }
+    let bytesOut = outcome == "ok" ? context.bytesOut : 0
+    let elapsed = ContinuousClock.now - context.started
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let route = context.routeLabel ?? "unmatched"
+    metrics.recordRequest(route: route, status: status, bytesIn: context.bytesIn, bytesOut: bytesOut, seconds: seconds)
+    guard accessLog.isEnabled else { return }
+    let path = context.request.map { String($0.path) } ?? String(context.rawTarget.prefix { $0 != "?" })
+    accessLog.record(
+      AccessLogEntry(
+        time: context.wallClockStart, requestID: context.request?.id ?? "", method: context.method, path: path,
+        route: route, status: status, bytesIn: context.bytesIn, bytesOut: bytesOut,
+        durationMilliseconds: seconds * 1000, remote: context.request?.remoteAddress ?? ConnectionInfo.remoteAddress(connection),
+        outcome: outcome))
+  }
+}
