@@ -100,12 +100,15 @@ public final class PublicKey: @unchecked Sendable {
     guard !n.isEmpty, !e.isEmpty, n.count <= 2048, e.count <= 8 else {
       throw .invalidKey("RSA modulus or exponent has an impossible length")
     }
+    // OSSL_PARAM_BLD keeps pointers (to keys, BIGNUMs, buffers) until the key is built, so all of
+    // them must outlive `fromData`: static key names, and BIGNUMs freed only afterwards.
+    guard let bnN = BN_bin2bn(n, Int32(n.count), nil) else { throw .invalidKey("out of memory") }
+    defer { BN_free(bnN) }
+    guard let bnE = BN_bin2bn(e, Int32(e.count), nil) else { throw .invalidKey("out of memory") }
+    defer { BN_free(bnE) }
     let pkey = try Self.fromData(type: "RSA") { builder in
-      guard let bnN = BN_bin2bn(n, Int32(n.count), nil) else { return false }
-      defer { BN_free(bnN) }
-      guard let bnE = BN_bin2bn(e, Int32(e.count), nil) else { return false }
-      defer { BN_free(bnE) }
-      return OSSL_PARAM_BLD_push_BN(builder, "n", bnN) == 1 && OSSL_PARAM_BLD_push_BN(builder, "e", bnE) == 1
+      OSSL_PARAM_BLD_push_BN(builder, Self.cString("n"), bnN) == 1
+        && OSSL_PARAM_BLD_push_BN(builder, Self.cString("e"), bnE) == 1
     }
     try self.init(taking: pkey)
   }
@@ -117,13 +120,24 @@ public final class PublicKey: @unchecked Sendable {
       throw .invalidKey("P-256 coordinates must be 32 bytes each")
     }
     let point = [0x04] + x + y  // SEC 1 uncompressed point
-    let pkey = try Self.fromData(type: "EC") { builder in
-      OSSL_PARAM_BLD_push_utf8_string(builder, "group", "prime256v1", 0) == 1
-        && point.withUnsafeBytes { OSSL_PARAM_BLD_push_octet_string(builder, "pub", $0.baseAddress, $0.count) } == 1
+    let built = point.withUnsafeBytes { buffer -> Result<OpaquePointer, CryptoError> in
+      Result { () throws(CryptoError) -> OpaquePointer in
+        try Self.fromData(type: "EC") { builder in
+          OSSL_PARAM_BLD_push_utf8_string(builder, Self.cString("group"), Self.cString("prime256v1"), 0) == 1
+            && OSSL_PARAM_BLD_push_octet_string(builder, Self.cString("pub"), buffer.baseAddress, buffer.count) == 1
+        }
+      }
     }
-    try self.init(taking: pkey)
+    try self.init(taking: built.get())
   }
 
+  /// A NUL-terminated C string with static lifetime, as OSSL_PARAM_BLD requires for names.
+  private static func cString(_ string: StaticString) -> UnsafePointer<CChar> {
+    UnsafeRawPointer(string.utf8Start).assumingMemoryBound(to: CChar.self)
+  }
+
+  /// Builds a public key of `type` from the parameters `fill` pushes; everything `fill` points to
+  /// must stay valid until this returns.
   private static func fromData(type: String, _ fill: (OpaquePointer) -> Bool) throws(CryptoError) -> OpaquePointer {
     defer { ERR_clear_error() }
     guard let builder = OSSL_PARAM_BLD_new() else { throw .invalidKey("out of memory") }
