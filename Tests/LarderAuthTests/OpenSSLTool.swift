@@ -2,6 +2,10 @@ import Foundation
 import LarderAuth
 import LarderCrypto
 
+/// Where the fixture keys live for one test run; removed at exit.
+private let fixtureDirectory = FileManager.default.temporaryDirectory
+  .appendingPathComponent("larder-auth-tests-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)")
+
 /// Keys and signatures made by the `openssl` command-line tool: an implementation independent of
 /// the code under test, so a good token here is good by someone else's reckoning.
 struct OpenSSLTool: Sendable {
@@ -17,9 +21,9 @@ struct OpenSSLTool: Sendable {
   let directory: URL
 
   private init() throws {
-    directory = FileManager.default.temporaryDirectory
-      .appendingPathComponent("larder-auth-tests-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)")
+    directory = fixtureDirectory
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    atexit { try? FileManager.default.removeItem(at: fixtureDirectory) }
     for name in ["rsa", "rsa-other"] {
       _ = try run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path(name)])
     }
