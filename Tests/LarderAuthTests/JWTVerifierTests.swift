@@ -1,5 +1,6 @@
 import Foundation
 import LarderCrypto
+import Synchronization
 import Testing
 
 @testable import LarderAuth
@@ -357,6 +358,19 @@ struct JWTVerifierTests {
     #expect(parseAuthorizationHeader("Bearer a b") == nil)
     #expect(parseAuthorizationHeader("Bearerabc") == nil)
     #expect(parseAuthorizationHeader("") == nil)
+  }
+
+  @Test func oneVerifierIsSharedAcrossThreads() throws {
+    let rs = TestJWT.signingInput(alg: "RS256", claims: claims)
+    let es = TestJWT.signingInput(alg: "ES256", claims: claims)
+    let tokens = [TestJWT.token(rs, try tool.signRS256(rs)), TestJWT.token(es, try tool.signES256(es))]
+    let v = try verifier(keys: rsaKeys() + ecKeys())
+    let now = self.now
+    let verified = Mutex(0)
+    DispatchQueue.concurrentPerform(iterations: 200) { i in
+      if (try? v.verify(tokens[i % 2], now: now).uid) == "alice" { verified.withLock { $0 += 1 } }
+    }
+    #expect(verified.withLock { $0 } == 200)
   }
 
   @Test func errorCodesAndMessagesAreStable() {
