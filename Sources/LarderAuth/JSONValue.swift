@@ -86,7 +86,8 @@ extension JSONValue: Codable {
 }
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
-  ExpressibleByFloatLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
+  ExpressibleByFloatLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral,
+  ExpressibleByNilLiteral
 {
   public init(stringLiteral value: String) { self = .string(value) }
   public init(integerLiteral value: Int64) { self = .int(value) }

@@ -58,7 +58,9 @@ public struct JWTVerifier: Sendable {
     guard let headerBytes = Base64URL.decode(utf8: Array(segments[0])) else {
       throw .malformedToken("header is not base64url")
     }
-    guard let header = JSONValue.parseObject(headerBytes) else { throw .malformedToken("header is not a JSON object") }
+    guard let header = JSONValue.parseObject(headerBytes) else {
+      throw .malformedToken("header is not a JSON object")
+    }
     guard let signature = Base64URL.decode(utf8: Array(segments[2])) else {
       throw .malformedToken("signature is not base64url")
     }
@@ -81,11 +83,15 @@ public struct JWTVerifier: Sendable {
     guard let payloadBytes = Base64URL.decode(utf8: Array(segments[1])) else {
       throw .malformedToken("payload is not base64url")
     }
-    guard let claims = JSONValue.parseObject(payloadBytes) else { throw .malformedToken("payload is not a JSON object") }
+    guard let claims = JSONValue.parseObject(payloadBytes) else {
+      throw .malformedToken("payload is not a JSON object")
+    }
     return (claims, algorithm)
   }
 
-  private func signatureVerifies(_ signature: [UInt8], _ input: [UInt8], algorithm: JWTAlgorithm, kid: String?)
+  private func signatureVerifies(
+    _ signature: [UInt8], _ input: [UInt8], algorithm: JWTAlgorithm, kid: String?
+  )
     throws(AuthError) -> Bool
   {
     switch algorithm {
@@ -114,7 +120,9 @@ public struct JWTVerifier: Sendable {
   {
     func time(_ name: String) throws(AuthError) -> Date? {
       guard let value = claims[name] else { return nil }
-      guard let seconds = value.numberValue, seconds.isFinite else { throw .malformedToken("\(name) is not a number") }
+      guard let seconds = value.numberValue, seconds.isFinite else {
+        throw .malformedToken("\(name) is not a number")
+      }
       return Date(timeIntervalSince1970: seconds)
     }
     guard let expiresAt = try time("exp") else { throw .malformedToken("token has no exp") }

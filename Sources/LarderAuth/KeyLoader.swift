@@ -17,13 +17,16 @@ public enum KeyLoader {
 
   /// Every key in a PEM file, all given `kid` (nil: tokens with any kid, or none, may use them).
   /// - Throws: `AuthConfigurationError.invalidKeyFile` or `.io`.
-  public static func pemFile(at url: URL, kid: String? = nil) throws(AuthConfigurationError) -> [VerificationKey] {
+  public static func pemFile(at url: URL, kid: String? = nil) throws(AuthConfigurationError)
+    -> [VerificationKey]
+  {
     try pem(readFile(url), kid: kid, source: url.path)
   }
 
   /// Every key in PEM text.
   /// - Throws: `AuthConfigurationError.invalidKeyFile`.
-  public static func pem(_ bytes: [UInt8], kid: String? = nil, source: String = "<pem>") throws(AuthConfigurationError)
+  public static func pem(_ bytes: [UInt8], kid: String? = nil, source: String = "<pem>")
+    throws(AuthConfigurationError)
     -> [VerificationKey]
   {
     do {
@@ -67,7 +70,8 @@ public enum KeyLoader {
       do {
         switch (jwk["kty"]?.stringValue, jwk["alg"]?.stringValue) {
         case ("RSA", nil), ("RSA", "RS256"?):
-          keys.append(VerificationKey(kid: kid, key: try PublicKey(rsaModulus: number("n"), exponent: number("e"))))
+          keys.append(
+            VerificationKey(kid: kid, key: try PublicKey(rsaModulus: number("n"), exponent: number("e"))))
         case ("EC", nil), ("EC", "ES256"?):
           guard jwk["crv"] == "P-256" else { continue }
           keys.append(VerificationKey(kid: kid, key: try PublicKey(p256X: number("x"), y: number("y"))))
@@ -93,9 +97,13 @@ public enum KeyLoader {
     }
     defer { try? handle.close() }
     let data: Data?
-    do { data = try handle.read(upToCount: maxFileSize + 1) } catch { throw .io(path: path, operation: "read", errno: EIO) }
+    do { data = try handle.read(upToCount: maxFileSize + 1) } catch {
+      throw .io(path: path, operation: "read", errno: EIO)
+    }
     let bytes = Array(data ?? Data())
-    guard bytes.count <= maxFileSize else { throw .invalidKeyFile(path: path, reason: "larger than \(maxFileSize) bytes") }
+    guard bytes.count <= maxFileSize else {
+      throw .invalidKeyFile(path: path, reason: "larger than \(maxFileSize) bytes")
+    }
     return bytes
   }
 }

@@ -50,7 +50,8 @@ public enum SecretFile {
       filled += n
     }
     guard filled == byteCount else {
-      throw .secretFileWrongLength(path: path, length: filled > byteCount ? Int(info.st_size) : filled, expected: byteCount)
+      throw .secretFileWrongLength(
+        path: path, length: filled > byteCount ? Int(info.st_size) : filled, expected: byteCount)
     }
     return Array(buffer.prefix(byteCount))
   }

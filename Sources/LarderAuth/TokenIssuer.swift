@@ -22,7 +22,9 @@ public struct TokenIssuer: Sendable {
 
   /// A compact HS256 JWT with `sub` = `uid`, `iat` = `now` and `exp` = `now + ttl` (whole seconds);
   /// these, and `iss`/`aud` when configured, override the same names in `claims`.
-  public func issue(uid: String, claims: [String: JSONValue] = [:], ttl: TimeInterval = 3600, now: Date = Date())
+  public func issue(
+    uid: String, claims: [String: JSONValue] = [:], ttl: TimeInterval = 3600, now: Date = Date()
+  )
     -> String
   {
     var payload = claims

@@ -124,7 +124,8 @@ public final class PublicKey: @unchecked Sendable {
       Result { () throws(CryptoError) -> OpaquePointer in
         try Self.fromData(type: "EC") { builder in
           OSSL_PARAM_BLD_push_utf8_string(builder, Self.cString("group"), Self.cString("prime256v1"), 0) == 1
-            && OSSL_PARAM_BLD_push_octet_string(builder, Self.cString("pub"), buffer.baseAddress, buffer.count) == 1
+            && OSSL_PARAM_BLD_push_octet_string(
+              builder, Self.cString("pub"), buffer.baseAddress, buffer.count) == 1
         }
       }
     }
@@ -138,7 +139,9 @@ public final class PublicKey: @unchecked Sendable {
 
   /// Builds a public key of `type` from the parameters `fill` pushes; everything `fill` points to
   /// must stay valid until this returns.
-  private static func fromData(type: String, _ fill: (OpaquePointer) -> Bool) throws(CryptoError) -> OpaquePointer {
+  private static func fromData(type: String, _ fill: (OpaquePointer) -> Bool) throws(CryptoError)
+    -> OpaquePointer
+  {
     defer { ERR_clear_error() }
     guard let builder = OSSL_PARAM_BLD_new() else { throw .invalidKey("out of memory") }
     defer { OSSL_PARAM_BLD_free(builder) }
@@ -146,7 +149,9 @@ public final class PublicKey: @unchecked Sendable {
       throw .invalidKey("could not build \(type) key parameters")
     }
     defer { OSSL_PARAM_free(params) }
-    guard let ctx = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw .invalidKey("no \(type) support") }
+    guard let ctx = EVP_PKEY_CTX_new_from_name(nil, type, nil) else {
+      throw .invalidKey("no \(type) support")
+    }
     defer { EVP_PKEY_CTX_free(ctx) }
     var pkey: OpaquePointer?
     // EVP_PKEY_PUBLIC_KEY = OSSL_KEYMGMT_SELECT_ALL_PARAMETERS | OSSL_KEYMGMT_SELECT_PUBLIC_KEY.

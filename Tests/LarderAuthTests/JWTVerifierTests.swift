@@ -99,7 +99,8 @@ struct JWTVerifierTests {
     let keys = try KeyLoader.pemFile(at: tool.url("rsa.crt"))
     #expect(keys.count == 1)
     let input = TestJWT.signingInput(alg: "RS256", claims: claims)
-    #expect(try verifier(keys: keys).verify(TestJWT.token(input, tool.signRS256(input)), now: now).uid == "alice")
+    #expect(
+      try verifier(keys: keys).verify(TestJWT.token(input, tool.signRS256(input)), now: now).uid == "alice")
   }
 
   @Test func expiredTokenIsRefusedAfterLeeway() throws {
@@ -125,7 +126,8 @@ struct JWTVerifierTests {
 
     var issuedLater = claims
     issuedLater["iat"] = 1_700_000_120
-    let iatToken = TokenIssuer(secret: secret).issue(uid: "bob", claims: [:], ttl: 600, now: now.addingTimeInterval(120))
+    let iatToken = TokenIssuer(secret: secret).issue(
+      uid: "bob", claims: [:], ttl: 600, now: now.addingTimeInterval(120))
     #expect(
       failure { try v.verify(iatToken, now: now) }
         == .notYetValid(validFrom: Date(timeIntervalSince1970: 1_700_000_120)))
@@ -143,7 +145,14 @@ struct JWTVerifierTests {
 
     let hsInput = TestJWT.signingInput(alg: "HS256", claims: claims)
     let hsSig = try tool.signHS256(hsInput, secret: secret)
-    #expect(failure { try v.verify(TestJWT.token(tampered.replacingOccurrences(of: TestJWT.encode(["alg": "RS256", "typ": "JWT"]), with: TestJWT.encode(["alg": "HS256", "typ": "JWT"])), hsSig), now: now) } == .invalidSignature)
+    #expect(
+      failure {
+        try v.verify(
+          TestJWT.token(
+            tampered.replacingOccurrences(
+              of: TestJWT.encode(["alg": "RS256", "typ": "JWT"]),
+              with: TestJWT.encode(["alg": "HS256", "typ": "JWT"])), hsSig), now: now)
+      } == .invalidSignature)
     // A flipped bit in the signature itself.
     var bad = signature
     bad[100] ^= 0x01
@@ -155,9 +164,15 @@ struct JWTVerifierTests {
     let es = TestJWT.signingInput(alg: "ES256", claims: claims)
     let hs = TestJWT.signingInput(alg: "HS256", claims: claims)
     let v = try verifier(keys: rsaKeys() + ecKeys())
-    #expect(failure { try v.verify(TestJWT.token(rs, tool.signRS256(rs, key: "rsa-other")), now: now) } == .invalidSignature)
-    #expect(failure { try v.verify(TestJWT.token(es, tool.signES256(es, key: "ec-other")), now: now) } == .invalidSignature)
-    #expect(failure { try v.verify(TestJWT.token(hs, tool.signHS256(hs, secret: Array(1...32))), now: now) } == .invalidSignature)
+    #expect(
+      failure { try v.verify(TestJWT.token(rs, tool.signRS256(rs, key: "rsa-other")), now: now) }
+        == .invalidSignature)
+    #expect(
+      failure { try v.verify(TestJWT.token(es, tool.signES256(es, key: "ec-other")), now: now) }
+        == .invalidSignature)
+    #expect(
+      failure { try v.verify(TestJWT.token(hs, tool.signHS256(hs, secret: Array(1...32))), now: now) }
+        == .invalidSignature)
     // An EC signature under a header that claims RS256 meets only RSA keys.
     let mislabeled = TestJWT.token(rs, try tool.signES256(rs))
     #expect(failure { try v.verify(mislabeled, now: now) } == .invalidSignature)
@@ -198,11 +213,15 @@ struct JWTVerifierTests {
     #expect(failure { try v.verify(token, now: now) } == .unknownKey(kid: "other"))
     // The right key under the EC kid: the kid names a key of the wrong type, so no key matches.
     let ecKid = TestJWT.signingInput(alg: "RS256", kid: "e1", claims: claims)
-    #expect(failure { try v.verify(TestJWT.token(ecKid, tool.signRS256(ecKid)), now: now) } == .unknownKey(kid: "e1"))
+    #expect(
+      failure { try v.verify(TestJWT.token(ecKid, tool.signRS256(ecKid)), now: now) }
+        == .unknownKey(kid: "e1"))
     // A kid that is not a string.
     let header = TestJWT.encode(["alg": "RS256", "kid": 7])
     let numeric = header + "." + TestJWT.encode(claims)
-    #expect(failure { try v.verify(TestJWT.token(numeric, tool.signRS256(numeric)), now: now) } == .malformedToken("kid is not a string"))
+    #expect(
+      failure { try v.verify(TestJWT.token(numeric, tool.signRS256(numeric)), now: now) }
+        == .malformedToken("kid is not a string"))
   }
 
   @Test func badBase64AndSegmentCountsAreRefused() throws {
@@ -214,15 +233,27 @@ struct JWTVerifierTests {
     let cases: [(String, AuthError)] = [
       (parts[0] + "=." + parts[1] + "." + parts[2], .malformedToken("header is not base64url")),
       (parts[0] + "." + parts[1] + "." + parts[2] + "=", .malformedToken("signature is not base64url")),
-      (parts[0] + "." + parts[1] + "." + parts[2].replacingOccurrences(of: "_", with: "/").replacingOccurrences(of: "-", with: "+") + "+", .malformedToken("signature is not base64url")),
+      (
+        parts[0] + "." + parts[1] + "."
+          + parts[2].replacingOccurrences(of: "_", with: "/").replacingOccurrences(of: "-", with: "+") + "+",
+        .malformedToken("signature is not base64url")
+      ),
       (" " + good, .malformedToken("header is not base64url")),
       (parts[0] + "." + parts[1], .malformedToken("expected 3 dot-separated segments, found 2")),
       (good + ".", .malformedToken("expected 3 dot-separated segments, found 4")),
       ("", .malformedToken("expected 3 dot-separated segments, found 1")),
       ("..", .malformedToken("header is not a JSON object")),
-      (Base64URL.encode(Array("not json".utf8)) + "." + parts[1] + "." + parts[2], .malformedToken("header is not a JSON object")),
-      (Base64URL.encode(Array("[\"HS256\"]".utf8)) + "." + parts[1] + "." + parts[2], .malformedToken("header is not a JSON object")),
-      (TestJWT.encode(["typ": "JWT"]) + "." + parts[1] + "." + parts[2], .malformedToken("header has no alg")),
+      (
+        Base64URL.encode(Array("not json".utf8)) + "." + parts[1] + "." + parts[2],
+        .malformedToken("header is not a JSON object")
+      ),
+      (
+        Base64URL.encode(Array("[\"HS256\"]".utf8)) + "." + parts[1] + "." + parts[2],
+        .malformedToken("header is not a JSON object")
+      ),
+      (
+        TestJWT.encode(["typ": "JWT"]) + "." + parts[1] + "." + parts[2], .malformedToken("header has no alg")
+      ),
       (TestJWT.encode(["alg": 256]) + "." + parts[1] + "." + parts[2], .malformedToken("header has no alg")),
     ]
     for (token, expected) in cases {
@@ -233,7 +264,8 @@ struct JWTVerifierTests {
       let signed = parts[0] + "." + payload
       let token = TestJWT.token(signed, try tool.signHS256(signed, secret: secret))
       let expected: AuthError =
-        payload == "e30*" ? .malformedToken("payload is not base64url") : .malformedToken("payload is not a JSON object")
+        payload == "e30*"
+        ? .malformedToken("payload is not base64url") : .malformedToken("payload is not a JSON object")
       #expect(failure { try v.verify(token, now: now) } == expected)
     }
   }
@@ -287,7 +319,9 @@ struct JWTVerifierTests {
       failure { try verifier().verify(hs(claims, header: ["alg": "HS256", "crit": ["b64"]]), now: now) }
         == .malformedToken("crit header extensions are not supported"))
     // Embedded keys in the header are ignored, never trusted.
-    let jwkHeader: [String: JSONValue] = ["alg": "HS256", "jwk": ["kty": "oct", "k": "AAAA"], "jku": "https://evil.example/jwks"]
+    let jwkHeader: [String: JSONValue] = [
+      "alg": "HS256", "jwk": ["kty": "oct", "k": "AAAA"], "jku": "https://evil.example/jwks",
+    ]
     #expect(try verifier().verify(hs(claims, header: jwkHeader), now: now).uid == "alice")
   }
 
@@ -298,7 +332,8 @@ struct JWTVerifierTests {
       + ".eyJpc3MiOiJqb2UiLA0KICJleHAiOjEzMDA4MTkzODAsDQogImh0dHA6Ly9leGFtcGxlLmNvbS9pc19yb290Ijp0cnVlfQ"
       + ".dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
     let key = try #require(
-      Base64URL.decode("AyM1SysPpbyDfgZld3umj1qzKObwVMkoqQ-EstJQLr_T-1qS0gZH75aKtMN3Yj0iPS4hcgUuTwjAzZr1Z9CAow"))
+      Base64URL.decode(
+        "AyM1SysPpbyDfgZld3umj1qzKObwVMkoqQ-EstJQLr_T-1qS0gZH75aKtMN3Yj0iPS4hcgUuTwjAzZr1Z9CAow"))
     #expect(key.count == 64)
     let v = JWTVerifier(hmacSecret: key, issuer: "joe")
     let (claims, algorithm) = try v.verifiedClaims(token)
@@ -334,7 +369,8 @@ struct JWTVerifierTests {
     let token = issuer.issue(uid: "alice", claims: ["role": "admin", "sub": "ignored"], ttl: 3600, now: now)
     let parts = token.split(separator: ".").map(String.init)
     #expect(parts.count == 3)
-    #expect(String(decoding: Base64URL.decode(parts[0]) ?? [], as: UTF8.self) == #"{"alg":"HS256","typ":"JWT"}"#)
+    #expect(
+      String(decoding: Base64URL.decode(parts[0]) ?? [], as: UTF8.self) == #"{"alg":"HS256","typ":"JWT"}"#)
     #expect(
       String(decoding: Base64URL.decode(parts[1]) ?? [], as: UTF8.self)
         == #"{"aud":"dev","exp":1700003600,"iat":1700000000,"iss":"larder","role":"admin","sub":"alice"}"#)
@@ -376,9 +412,13 @@ struct JWTVerifierTests {
   @Test func errorCodesAndMessagesAreStable() {
     #expect(AuthError.invalidSignature.code == "invalid_signature")
     #expect(AuthError.unknownKey(kid: "k").message == #"no key with kid "k""#)
-    #expect(AuthError.tokenTooLarge(size: 9000, maxSize: 8192).message == "token of 9000 bytes exceeds the limit of 8192 bytes")
+    #expect(
+      AuthError.tokenTooLarge(size: 9000, maxSize: 8192).message
+        == "token of 9000 bytes exceeds the limit of 8192 bytes")
     let long = String(repeating: "n", count: 100)
-    #expect(AuthError.unsupportedAlgorithm(long).message == "unsupported token algorithm \"" + String(repeating: "n", count: 40) + "…\"")
+    #expect(
+      AuthError.unsupportedAlgorithm(long).message == "unsupported token algorithm \""
+        + String(repeating: "n", count: 40) + "…\"")
     #expect(AuthError.missingToken.code == "missing_token")
   }
 }

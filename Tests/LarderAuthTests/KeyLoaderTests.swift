@@ -20,23 +20,36 @@ struct KeyLoaderTests {
   }
 
   @Test func unsupportedWeakAndPrivateKeysAreRefused() throws {
-    #expect(throws: AuthConfigurationError.invalidKeyFile(path: tool.path("rsa-weak.pub"), reason: "RSA key of 1024 bits is too short (minimum 2048)")) {
+    #expect(
+      throws: AuthConfigurationError.invalidKeyFile(
+        path: tool.path("rsa-weak.pub"), reason: "RSA key of 1024 bits is too short (minimum 2048)")
+    ) {
       try KeyLoader.pemFile(at: tool.url("rsa-weak.pub"))
     }
-    #expect(throws: AuthConfigurationError.invalidKeyFile(path: tool.path("ed25519.pub"), reason: "unsupported key type: ED25519")) {
+    #expect(
+      throws: AuthConfigurationError.invalidKeyFile(
+        path: tool.path("ed25519.pub"), reason: "unsupported key type: ED25519")
+    ) {
       try KeyLoader.pemFile(at: tool.url("ed25519.pub"))
     }
-    #expect(throws: AuthConfigurationError.invalidKeyFile(path: tool.path("ec-p384.pub"), reason: "unsupported key type: EC curve secp384r1")) {
+    #expect(
+      throws: AuthConfigurationError.invalidKeyFile(
+        path: tool.path("ec-p384.pub"), reason: "unsupported key type: EC curve secp384r1")
+    ) {
       try KeyLoader.pemFile(at: tool.url("ec-p384.pub"))
     }
     let noKey = "no PEM \"PUBLIC KEY\" or \"CERTIFICATE\" block could be read"
-    #expect(throws: AuthConfigurationError.invalidKeyFile(path: tool.path("rsa"), reason: "invalid key: " + noKey)) {
+    #expect(
+      throws: AuthConfigurationError.invalidKeyFile(path: tool.path("rsa"), reason: "invalid key: " + noKey)
+    ) {
       try KeyLoader.pemFile(at: tool.url("rsa"))
     }
     #expect(throws: AuthConfigurationError.invalidKeyFile(path: "<pem>", reason: "invalid key: " + noKey)) {
       try KeyLoader.pem(Array("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n".utf8))
     }
-    #expect(throws: AuthConfigurationError.io(path: tool.path("absent.pem"), operation: "open", errno: ENOENT)) {
+    #expect(
+      throws: AuthConfigurationError.io(path: tool.path("absent.pem"), operation: "open", errno: ENOENT)
+    ) {
       try KeyLoader.pemFile(at: tool.url("absent.pem"))
     }
   }
@@ -68,28 +81,42 @@ struct KeyLoaderTests {
         return error.message
       }
     }
-    #expect(refused(#"{"keys": []}"#) == "key file <jwks>: no RS256 or ES256 signing key (RSA, or EC on P-256)")
-    #expect(refused(#"[1, 2]"#) == "key file <jwks>: not a JWKS document (a JSON object with a \"keys\" array)")
-    #expect(refused("not json") == "key file <jwks>: not a JWKS document (a JSON object with a \"keys\" array)")
+    #expect(
+      refused(#"{"keys": []}"#) == "key file <jwks>: no RS256 or ES256 signing key (RSA, or EC on P-256)")
+    #expect(
+      refused(#"[1, 2]"#) == "key file <jwks>: not a JWKS document (a JSON object with a \"keys\" array)")
+    #expect(
+      refused("not json") == "key file <jwks>: not a JWKS document (a JSON object with a \"keys\" array)")
     #expect(refused(#"{"keys": [7]}"#) == "key file <jwks>: keys[0] is not an object")
-    #expect(refused(#"{"keys": [{"kty": "RSA", "kid": 1, "n": "AQAB", "e": "AQAB"}]}"#) == "key file <jwks>: keys[0].kid is not a string")
-    #expect(refused(#"{"keys": [{"kty": "RSA", "e": "AQAB"}]}"#) == "key file <jwks>: keys[0].n is missing or not base64url")
-    #expect(refused(#"{"keys": [{"kty": "RSA", "n": "AQ==", "e": "AQAB"}]}"#) == "key file <jwks>: keys[0].n is missing or not base64url")
-    #expect(refused(#"{"keys": [{"kty": "RSA", "n": "AQAB", "e": "AQAB"}]}"#) == "key file <jwks>: keys[0]: invalid key: the RSA public key failed OpenSSL's validity check")
+    #expect(
+      refused(#"{"keys": [{"kty": "RSA", "kid": 1, "n": "AQAB", "e": "AQAB"}]}"#)
+        == "key file <jwks>: keys[0].kid is not a string")
+    #expect(
+      refused(#"{"keys": [{"kty": "RSA", "e": "AQAB"}]}"#)
+        == "key file <jwks>: keys[0].n is missing or not base64url")
+    #expect(
+      refused(#"{"keys": [{"kty": "RSA", "n": "AQ==", "e": "AQAB"}]}"#)
+        == "key file <jwks>: keys[0].n is missing or not base64url")
+    #expect(
+      refused(#"{"keys": [{"kty": "RSA", "n": "AQAB", "e": "AQAB"}]}"#)
+        == "key file <jwks>: keys[0]: invalid key: the RSA public key failed OpenSSL's validity check")
     // A point off the curve: y + 1.
     var offCurve = ec.y
     offCurve[31] ^= 0x01
-    let bad = #"{"keys": [{"kty": "EC", "crv": "P-256", "x": "\#(x)", "y": "\#(Base64URL.encode(offCurve))"}]}"#
+    let bad =
+      #"{"keys": [{"kty": "EC", "crv": "P-256", "x": "\#(x)", "y": "\#(Base64URL.encode(offCurve))"}]}"#
     #expect(refused(bad)?.hasPrefix("key file <jwks>: keys[0]: invalid key: ") == true)
     let short = #"{"keys": [{"kty": "EC", "crv": "P-256", "x": "AAAA", "y": "\#(y)"}]}"#
-    #expect(refused(short) == "key file <jwks>: keys[0]: invalid key: P-256 coordinates must be 32 bytes each")
+    #expect(
+      refused(short) == "key file <jwks>: keys[0]: invalid key: P-256 coordinates must be 32 bytes each")
   }
 
   @Test func jwksFileIsReadFromDisk() throws {
     let ec = try tool.ecComponents("ec")
     let dir = try TemporaryDirectory()
     let file = dir.url.appendingPathComponent("jwks.json")
-    let json = #"{"keys":[{"kty":"EC","kid":"e","crv":"P-256","x":"\#(Base64URL.encode(ec.x))","y":"\#(Base64URL.encode(ec.y))"}]}"#
+    let json =
+      #"{"keys":[{"kty":"EC","kid":"e","crv":"P-256","x":"\#(Base64URL.encode(ec.x))","y":"\#(Base64URL.encode(ec.y))"}]}"#
     try Data(json.utf8).write(to: file)
     let keys = try KeyLoader.jwksFile(at: file)
     #expect(keys.map(\.kid) == ["e"])

@@ -4,7 +4,8 @@ import LarderCrypto
 
 /// Where the fixture keys live for one test run; removed at exit.
 private let fixtureDirectory = FileManager.default.temporaryDirectory
-  .appendingPathComponent("larder-auth-tests-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)")
+  .appendingPathComponent(
+    "larder-auth-tests-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)")
 
 /// Keys and signatures made by the `openssl` command-line tool: an implementation independent of
 /// the code under test, so a good token here is good by someone else's reckoning.
@@ -27,7 +28,9 @@ struct OpenSSLTool: Sendable {
     for name in ["rsa", "rsa-other"] {
       _ = try run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path(name)])
     }
-    _ = try run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", path("rsa-weak")])
+    _ = try run([
+      "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", path("rsa-weak"),
+    ])
     for name in ["ec", "ec-other"] {
       _ = try run(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", path(name)])
     }
@@ -37,7 +40,8 @@ struct OpenSSLTool: Sendable {
       _ = try run(["pkey", "-in", path(name), "-pubout", "-out", path(name + ".pub")])
     }
     _ = try run([
-      "req", "-new", "-x509", "-key", path("rsa"), "-subj", "/CN=larder-test", "-days", "2", "-out", path("rsa.crt"),
+      "req", "-new", "-x509", "-key", path("rsa"), "-subj", "/CN=larder-test", "-days", "2", "-out",
+      path("rsa.crt"),
     ])
   }
 
@@ -46,7 +50,9 @@ struct OpenSSLTool: Sendable {
 
   func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
 
-  func contents(_ name: String) -> [UInt8] { Array(FileManager.default.contents(atPath: path(name)) ?? Data()) }
+  func contents(_ name: String) -> [UInt8] {
+    Array(FileManager.default.contents(atPath: path(name)) ?? Data())
+  }
 
   /// Runs `openssl args…` with `input` on stdin; returns stdout, throws on a non-zero exit.
   ///
@@ -79,7 +85,9 @@ struct OpenSSLTool: Sendable {
     guard status == 0 else {
       let err = FileManager.default.contents(atPath: errPath) ?? Data()
       throw Failure(
-        description: "openssl \(arguments.joined(separator: " ")) (status \(status)): \(String(decoding: err, as: UTF8.self))")
+        description:
+          "openssl \(arguments.joined(separator: " ")) (status \(status)): \(String(decoding: err, as: UTF8.self))"
+      )
     }
     return Array(out)
   }
@@ -103,9 +111,12 @@ struct OpenSSLTool: Sendable {
 
   /// The RSA public key's `n` and `e`, from `openssl rsa -modulus` and `openssl pkey -text`.
   func rsaComponents(_ key: String) throws -> (n: [UInt8], e: [UInt8]) {
-    let modulusLine = String(decoding: try run(["rsa", "-pubin", "-in", path(key + ".pub"), "-modulus", "-noout"]), as: UTF8.self)
-    let hex = modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "Modulus=", with: "")
-    let text = String(decoding: try run(["pkey", "-pubin", "-in", path(key + ".pub"), "-text", "-noout"]), as: UTF8.self)
+    let modulusLine = String(
+      decoding: try run(["rsa", "-pubin", "-in", path(key + ".pub"), "-modulus", "-noout"]), as: UTF8.self)
+    let hex = modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(
+      of: "Modulus=", with: "")
+    let text = String(
+      decoding: try run(["pkey", "-pubin", "-in", path(key + ".pub"), "-text", "-noout"]), as: UTF8.self)
     guard let n = Hex.decode(hex),
       let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Exponent:") }),
       let decimal = line.split(separator: " ").dropFirst().first, var e = UInt64(decimal)
@@ -150,7 +161,9 @@ struct OpenSSLTool: Sendable {
 
 /// Builds compact JWS tokens for tests.
 enum TestJWT {
-  static func encode(_ object: [String: JSONValue]) -> String { Base64URL.encode(JSONValue.serialize(object)) }
+  static func encode(_ object: [String: JSONValue]) -> String {
+    Base64URL.encode(JSONValue.serialize(object))
+  }
 
   /// `header.payload` for the given header fields and claims.
   static func signingInput(alg: String, kid: String? = nil, claims: [String: JSONValue]) -> String {

@@ -55,7 +55,8 @@ struct SecretFileTests {
     }
     #expect(
       AuthConfigurationError.insecureSecretFile(path: "/d/secret", mode: 0o644).message
-        == "secret file /d/secret has mode 644; it must not be readable by group or others (chmod 600 /d/secret)")
+        == "secret file /d/secret has mode 644; it must not be readable by group or others (chmod 600 /d/secret)"
+    )
     #expect(chmod(dir.secret.path, 0o400) == 0)
     #expect(try SecretFile.loadOrCreate(at: dir.secret).count == 32)
   }
@@ -64,8 +65,13 @@ struct SecretFileTests {
     let dir = try TemporaryDirectory()
     for length in [0, 31, 33, 64] {
       try? FileManager.default.removeItem(at: dir.secret)
-      #expect(FileManager.default.createFile(atPath: dir.secret.path, contents: Data(count: length), attributes: [.posixPermissions: 0o600]))
-      #expect(throws: AuthConfigurationError.secretFileWrongLength(path: dir.secret.path, length: length, expected: 32)) {
+      #expect(
+        FileManager.default.createFile(
+          atPath: dir.secret.path, contents: Data(count: length), attributes: [.posixPermissions: 0o600]))
+      #expect(
+        throws: AuthConfigurationError.secretFileWrongLength(
+          path: dir.secret.path, length: length, expected: 32)
+      ) {
         try SecretFile.loadOrCreate(at: dir.secret)
       }
     }

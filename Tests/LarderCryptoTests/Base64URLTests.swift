@@ -3,7 +3,10 @@ import Testing
 
 struct Base64URLTests {
   @Test func rfc4648VectorsWithoutPadding() {
-    let vectors = ["": "", "f": "Zg", "fo": "Zm8", "foo": "Zm9v", "foob": "Zm9vYg", "fooba": "Zm9vYmE", "foobar": "Zm9vYmFy"]
+    let vectors = [
+      "": "", "f": "Zg", "fo": "Zm8", "foo": "Zm9v", "foob": "Zm9vYg", "fooba": "Zm9vYmE",
+      "foobar": "Zm9vYmFy",
+    ]
     for (plain, encoded) in vectors {
       #expect(Base64URL.encode(Array(plain.utf8)) == encoded)
       #expect(Base64URL.decode(encoded) == Array(plain.utf8))
