@@ -6,7 +6,8 @@ import LarderCrypto
 /// - `tmp/`: a temp file whose writer is gone (its `flock` is free) is removed. A file another
 ///   live process is still writing stays: its writer holds the lock.
 /// - `trash/`: under the catalog's write lock, an entry whose `blobs` row still exists goes back
-///   to its address (a collection crashed before committing); any other is removed.
+///   to its address (a collection crashed before committing); any other is removed. This is
+///   skipped while a live collector holds `gc.lock`: its trash entries are its own business.
 public struct RecoveryReport: Sendable, Equatable {
   public var tempFilesRemoved = 0
   public var trashRestored = 0
@@ -19,29 +20,54 @@ enum Recovery {
     for name in POSIX.listDirectory(blobs.tmpDirectory.path) {
       if removeIfAbandoned("\(blobs.tmpDirectory.path)/\(name)") { report.tempFilesRemoved += 1 }
     }
-    let trash = POSIX.listDirectory(blobs.trashDirectory.path)
-    if !trash.isEmpty {
-      try catalog.write { db in
-        for name in trash {
-          let path = "\(blobs.trashDirectory.path)/\(name)"
-          let hex = String(name.prefix(64))
-          if let digest = Hex.decode(hex), digest.count == 32,
-            try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [digest]) != nil
-          {
-            let target = blobs.path(forHex: hex)
-            try POSIX.makeDirectory((target as NSString).deletingLastPathComponent)
-            if rename(path, target) != 0 { throw LarderError.posix("rename", path) }
-            try POSIX.fsyncDirectory((target as NSString).deletingLastPathComponent)
-            report.trashRestored += 1
-          } else {
-            unlink(path)
-            report.trashRemoved += 1
-          }
-        }
-        if report.trashRestored + report.trashRemoved > 0 { try POSIX.fsyncDirectory(blobs.trashDirectory.path) }
-      }
+    // Trash entries belong to a running collector while it holds gc.lock; only a free lock
+    // means they are leftovers of a crash.
+    let lock: CollectorLock?
+    do {
+      lock = try CollectorLock.acquire(in: blobs.root, create: false)
+    } catch MaintenanceError.collectorBusy {
+      return report
     }
+    // A missing lock file means no collector ever ran here. Either way the entries are
+    // rechecked under the catalog's write lock.
+    defer { lock?.release() }
+    let (restored, removed) = try recoverTrash(blobs: blobs, catalog: catalog)
+    report.trashRestored = restored
+    report.trashRemoved = removed
     return report
+  }
+
+  /// Puts trash entries back (their `blobs` row exists) or removes them, under the write lock.
+  ///
+  /// Call only while holding gc.lock. An entry that vanished meanwhile is skipped.
+  static func recoverTrash(blobs: BlobStore, catalog: Catalog) throws -> (restored: Int, removed: Int) {
+    let trash = POSIX.listDirectory(blobs.trashDirectory.path)
+    guard !trash.isEmpty else { return (0, 0) }
+    return try catalog.write { db in
+      var restored = 0
+      var removed = 0
+      for name in trash {
+        let path = "\(blobs.trashDirectory.path)/\(name)"
+        let hex = String(name.prefix(64))
+        if let digest = Hex.decode(hex), digest.count == 32, hex == hex.lowercased(),
+          try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [digest]) != nil
+        {
+          let target = blobs.path(forHex: hex)
+          let leaf = (target as NSString).deletingLastPathComponent
+          try POSIX.makeDirectory(leaf)
+          if rename(path, target) != 0 {
+            if errno == ENOENT { continue }
+            throw LarderError.posix("rename", path)
+          }
+          try POSIX.fsyncDirectory(leaf)
+          restored += 1
+        } else if unlink(path) == 0 || errno != ENOENT {
+          removed += 1
+        }
+      }
+      if restored + removed > 0 { try POSIX.fsyncDirectory(blobs.trashDirectory.path) }
+      return (restored, removed)
+    }
   }
 
   /// Removes `path` if no process holds its lock; true if removed.

@@ -1,0 +1,62 @@
+import Foundation
+
+/// The `flock` on `<data>/gc.lock` that lets one collector (or repairing verifier) run at a time.
+///
+/// `flock` locks belong to an open file description, so two holders in the same process exclude
+/// each other exactly as two processes do. The lock is released when the value is released or
+/// when the process dies, so a crashed collector never leaves it stuck.
+/// ```swift
+/// let lock = try CollectorLock.acquire(in: larder.directory)   // throws .collectorBusy
+/// defer { lock?.release() }
+/// ```
+final class CollectorLock: @unchecked Sendable {
+  let path: String
+  private var fd: Int32
+
+  private init(path: String, fd: Int32) {
+    self.path = path
+    self.fd = fd
+  }
+
+  deinit { release() }
+
+  static func path(in directory: URL) -> String { directory.appendingPathComponent("gc.lock").path }
+
+  /// Takes the lock without waiting.
+  ///
+  /// With `create: false` a missing lock file is not created (a dry run must not change the
+  /// directory) and `nil` is returned: no collector has ever run there.
+  /// - Throws: ``MaintenanceError/collectorBusy(lockPath:)`` when someone else holds it.
+  static func acquire(in directory: URL, create: Bool = true) throws -> CollectorLock? {
+    let path = path(in: directory)
+    let flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0)
+    let fd = open(path, flags, 0o644)
+    guard fd >= 0 else {
+      if errno == ENOENT && !create { return nil }
+      throw LarderError.posix("open", path)
+    }
+    if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+      let code = errno
+      close(fd)
+      if code == EWOULDBLOCK { throw MaintenanceError.collectorBusy(lockPath: path) }
+      throw LarderError.posix("flock", path, code)
+    }
+    return CollectorLock(path: path, fd: fd)
+  }
+
+  /// True when nobody holds the lock right now (a missing lock file counts as free).
+  static func isFree(in directory: URL) -> Bool {
+    guard let lock = try? acquire(in: directory, create: false) else {
+      return !FileManager.default.fileExists(atPath: path(in: directory))
+    }
+    lock.release()
+    return true
+  }
+
+  func release() {
+    guard fd >= 0 else { return }
+    flock(fd, LOCK_UN)
+    close(fd)
+    fd = -1
+  }
+}

@@ -1,0 +1,52 @@
+import Foundation
+
+/// What one garbage collection did, or (dry run) would do. Encodes to JSON for `larder gc --json`.
+public struct GCReport: Codable, Sendable, Equatable {
+  public var dryRun: Bool
+  public var graceSeconds: Double
+  /// Resumable uploads past their `expires_at`: rows deleted, partial files removed.
+  public var uploadsExpired = 0
+  public var uploadBytesFreed: Int64 = 0
+  /// `files` rows no object and no attachment referred to, older than the grace period.
+  public var filesReleased = 0
+  /// `blobs` rows (and their files) no `files` row referred to.
+  public var blobsRemoved = 0
+  public var blobBytesFreed: Int64 = 0
+  /// Write transactions used for blobs.
+  public var batches = 0
+  /// Files under `blobs/` with no row (leftovers of crashed writes, or misplaced files).
+  public var strayFilesRemoved = 0
+  public var strayBytesFreed: Int64 = 0
+  /// Abandoned temp files (writer gone, older than a minute).
+  public var tempFilesRemoved = 0
+  public var tempBytesFreed: Int64 = 0
+  /// Leftovers of an earlier crashed collection found in `trash/` (restored / removed). In a dry
+  /// run, `trashRemoved` counts the entries found.
+  public var trashRestored = 0
+  public var trashRemoved = 0
+  /// Sum of all bytes freed.
+  public var bytesFreed: Int64 = 0
+  public var durationSeconds: Double = 0
+
+  public init(dryRun: Bool, graceSeconds: Double) {
+    self.dryRun = dryRun
+    self.graceSeconds = graceSeconds
+  }
+
+  /// True when nothing was (or would be) changed.
+  public var changedNothing: Bool {
+    uploadsExpired == 0 && filesReleased == 0 && blobsRemoved == 0 && strayFilesRemoved == 0
+      && tempFilesRemoved == 0 && trashRestored == 0 && trashRemoved == 0
+  }
+}
+
+/// Where a collection is, for a progress line on a terminal.
+public struct GCProgress: Sendable, Equatable {
+  public enum Phase: String, Sendable {
+    case trash, uploads, files, blobs, strays, temp, done
+  }
+
+  public var phase: Phase
+  /// Items handled so far in this phase (blobs removed, directories walked, …).
+  public var processed: Int
+}

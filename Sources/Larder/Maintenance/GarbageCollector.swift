@@ -1,0 +1,334 @@
+import Foundation
+import LarderCrypto
+
+/// Removes what nothing references any more, safely beside a running server (ARCHITECTURE §6).
+///
+/// ```swift
+/// let report = try GarbageCollector(larder: larder).collect(options: .init(grace: .seconds(86_400)))
+/// print(report.blobsRemoved, report.bytesFreed)
+/// ```
+/// Safety rests on SQLite's single writer: every decision to delete is taken inside a
+/// `BEGIN IMMEDIATE` transaction, the same lock under which an upload decides to dedupe against
+/// an existing `blobs` row. A blob's file is renamed into `trash/` inside the transaction that
+/// deletes its row and is unlinked only after the commit; a crash before the commit leaves the
+/// row and a trash entry, which recovery (at the next open, or the next collection) puts back.
+///
+/// One collector runs at a time per data directory (`flock` on `gc.lock`); a second one gets
+/// ``MaintenanceError/collectorBusy(lockPath:)`` at once.
+public struct GarbageCollector: Sendable {
+  public struct Options: Sendable {
+    /// Unreferenced files younger than this are kept (an upload not yet attached by its app).
+    public var grace: Duration
+    /// Compute the report without changing anything.
+    public var dryRun: Bool
+    /// Blobs per write transaction: bounds both memory and how long the write lock is held.
+    public var batchSize: Int
+    /// Abandoned temp files younger than this are kept.
+    public var tempAge: Duration
+    public var progress: (@Sendable (GCProgress) -> Void)?
+
+    public init(
+      grace: Duration = .seconds(24 * 3600), dryRun: Bool = false, batchSize: Int = 500,
+      tempAge: Duration = .seconds(60), progress: (@Sendable (GCProgress) -> Void)? = nil
+    ) {
+      self.grace = grace
+      self.dryRun = dryRun
+      self.batchSize = max(1, batchSize)
+      self.tempAge = tempAge
+      self.progress = progress
+    }
+  }
+
+  public let larder: Larder
+
+  public init(larder: Larder) { self.larder = larder }
+
+  private var catalog: Catalog { larder.catalog }
+  private var blobs: BlobStore { larder.blobs }
+  private var faults: FaultInjector { larder.files.faults }
+
+  /// Files no object or attachment references, created before the cutoff.
+  static let unreferencedFiles = """
+    files.created_at < ? \
+    AND NOT EXISTS (SELECT 1 FROM objects WHERE objects.file_id = files.id) \
+    AND NOT EXISTS (SELECT 1 FROM attachments WHERE attachments.file_id = files.id)
+    """
+
+  /// Runs one collection.
+  /// - Throws: ``MaintenanceError/collectorBusy(lockPath:)`` if another collector runs,
+  ///   ``DatabaseError`` or ``LarderError`` on failure (what was committed stays committed;
+  ///   anything left in `trash/` is recovered by the next run or the next open).
+  public func collect(options: Options = .init()) throws -> GCReport {
+    let clock = ContinuousClock()
+    let started = clock.now
+    let lock = try CollectorLock.acquire(in: larder.directory, create: !options.dryRun)
+    defer { lock?.release() }
+    var report = GCReport(dryRun: options.dryRun, graceSeconds: Self.seconds(options.grace))
+    let now = Date()
+    let cutoff = now.addingTimeInterval(-Self.seconds(options.grace))
+
+    options.progress?(.init(phase: .trash, processed: 0))
+    if options.dryRun {
+      report.trashRemoved = POSIX.listDirectory(blobs.trashDirectory.path).count
+    } else {
+      let (restored, removed) = try Recovery.recoverTrash(blobs: blobs, catalog: catalog)
+      report.trashRestored = restored
+      report.trashRemoved = removed
+    }
+    try expireUploads(now: now, options: options, report: &report)
+    try releaseFiles(cutoff: cutoff, options: options, report: &report)
+    if options.dryRun {
+      try countOrphanBlobs(cutoff: cutoff, options: options, report: &report)
+    } else {
+      try removeOrphanBlobs(options: options, report: &report)
+    }
+    try removeStrays(options: options, report: &report)
+    try removeAbandonedTemp(now: now, options: options, report: &report)
+
+    report.bytesFreed = report.uploadBytesFreed + report.blobBytesFreed + report.strayBytesFreed + report.tempBytesFreed
+    report.durationSeconds = Self.seconds(clock.now - started)
+    options.progress?(.init(phase: .done, processed: 0))
+    return report
+  }
+
+  // MARK: 1. expired resumable uploads
+
+  private func expireUploads(now: Date, options: Options, report: inout GCReport) throws {
+    options.progress?(.init(phase: .uploads, processed: 0))
+    let ids: [String]
+    if options.dryRun {
+      ids = try catalog.read { db in
+        try db.rows("SELECT id FROM uploads WHERE expires_at < ?", [now]).compactMap { $0.string("id") }
+      }
+    } else {
+      ids = try catalog.write { db in
+        try db.rows("DELETE FROM uploads WHERE expires_at < ? RETURNING id", [now]).compactMap { $0.string("id") }
+      }
+    }
+    report.uploadsExpired = ids.count
+    guard !ids.isEmpty else { return }
+    // Partial files are `uploads/<id>` and helpers `uploads/<id>.<suffix>`. An id is never
+    // trusted as a path: one that is not a plain name removes nothing.
+    let wanted = Set(ids.filter(Self.isPlainName))
+    let directory = blobs.uploadsDirectory.path
+    for name in POSIX.listDirectory(directory) {
+      let id = name.firstIndex(of: ".").map { String(name[..<$0]) } ?? name
+      guard wanted.contains(id), id.count > 0 else { continue }
+      let path = "\(directory)/\(name)"
+      let size = BlobTreeWalker.size(of: path)
+      if options.dryRun || unlink(path) == 0 { report.uploadBytesFreed += size }
+    }
+    if !options.dryRun { try? POSIX.fsyncDirectory(directory) }
+  }
+
+  static func isPlainName(_ name: String) -> Bool {
+    !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.contains("\0")
+      && !name.hasPrefix(".")
+  }
+
+  // MARK: 2. unreferenced files
+
+  private func releaseFiles(cutoff: Date, options: Options, report: inout GCReport) throws {
+    options.progress?(.init(phase: .files, processed: 0))
+    if options.dryRun {
+      report.filesReleased = try catalog.read { db in
+        Int(try db.row("SELECT count(*) AS n FROM files WHERE \(Self.unreferencedFiles)", [cutoff])?.int("n") ?? 0)
+      }
+    } else {
+      // Check and delete in one statement: an object or attachment inserted a moment earlier
+      // is seen (the write lock orders us after it); one inserted later finds no file and fails
+      // its foreign key instead of pointing at nothing.
+      report.filesReleased = try catalog.write { db in
+        try db.execute("DELETE FROM files WHERE \(Self.unreferencedFiles)", [cutoff])
+        return db.changes
+      }
+    }
+    options.progress?(.init(phase: .files, processed: report.filesReleased))
+  }
+
+  // MARK: 3. blobs without files
+
+  /// Finds candidates on a reader (no write lock held while scanning), then rechecks and deletes
+  /// each inside a short write transaction.
+  private func removeOrphanBlobs(options: Options, report: inout GCReport) throws {
+    var cursor: [UInt8] = []
+    while true {
+      let candidates: [[UInt8]] = try catalog.read { db in
+        try db.rows(
+          """
+          SELECT sha256 FROM blobs b WHERE sha256 > ?
+          AND NOT EXISTS (SELECT 1 FROM files f WHERE f.blob_sha256 = b.sha256)
+          ORDER BY sha256 LIMIT ?
+          """, [cursor, options.batchSize]
+        ).compactMap { $0.bytes("sha256") }
+      }
+      guard let last = candidates.last else { break }
+      cursor = last
+      let moved = try trashBatch(candidates, report: &report)
+      try faults.hit(.gcAfterCommit)
+      for entry in moved { unlink(entry.trash) }
+      if !moved.isEmpty { try POSIX.fsyncDirectory(blobs.trashDirectory.path) }
+      options.progress?(.init(phase: .blobs, processed: report.blobsRemoved))
+    }
+  }
+
+  private struct TrashEntry {
+    let trash: String
+    let original: String
+  }
+
+  /// One write transaction: delete the rows still unreferenced, move their files to `trash/`.
+  private func trashBatch(_ candidates: [[UInt8]], report: inout GCReport) throws -> [TrashEntry] {
+    let trashDirectory = blobs.trashDirectory.path
+    let (moved, removed, bytes) = try catalog.write { db -> ([TrashEntry], Int, Int64) in
+      var moved: [TrashEntry] = []
+      var removed = 0
+      var bytes: Int64 = 0
+      do {
+        for (index, sha256) in candidates.enumerated() {
+          if index == candidates.count / 2 && index > 0 { try faults.hit(.gcMidBatch) }
+          guard
+            let row = try db.row(
+              """
+              DELETE FROM blobs WHERE sha256 = ?
+              AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?) RETURNING size
+              """, [sha256, sha256])
+          else { continue }  // referenced again since the scan: it stays
+          removed += 1
+          let hex = Hex.encode(sha256)
+          let original = blobs.path(forHex: hex)
+          let trash = "\(trashDirectory)/\(hex)"
+          if rename(original, trash) == 0 {
+            moved.append(TrashEntry(trash: trash, original: original))
+            bytes += row.int("size") ?? 0
+          } else if errno != ENOENT {
+            // Missing is fine (a quarantined blob); anything else must not commit the delete.
+            throw LarderError.posix("rename", original)
+          }
+        }
+        if !moved.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
+        try faults.hit(.gcAfterTrash)
+        return (moved, removed, bytes)
+      } catch {
+        // The rows come back with the rollback; so must the files, before anyone (an upload
+        // deduping against a row) can look. We still hold the write lock.
+        for entry in moved { rename(entry.trash, entry.original) }
+        throw error
+      }
+    }
+    report.blobsRemoved += removed
+    report.blobBytesFreed += bytes
+    report.batches += 1
+    return moved
+  }
+
+  private func countOrphanBlobs(cutoff: Date, options: Options, report: inout GCReport) throws {
+    // What step 3 would remove once step 2 had run: blobs whose every file would be released.
+    try catalog.read { db in
+      try db.forEachRow(
+        """
+        SELECT b.size FROM blobs b WHERE NOT EXISTS (
+          SELECT 1 FROM files WHERE files.blob_sha256 = b.sha256 AND NOT (\(Self.unreferencedFiles)))
+        """, [cutoff]
+      ) { row in
+        report.blobsRemoved += 1
+        report.blobBytesFreed += row.int("size") ?? 0
+      }
+    }
+    report.batches = (report.blobsRemoved + options.batchSize - 1) / options.batchSize
+  }
+
+  // MARK: 4. stray files under blobs/
+
+  private func removeStrays(options: Options, report: inout GCReport) throws {
+    var pending: [BlobTreeWalker.Entry] = []
+    var walked = 0
+    let walker = BlobTreeWalker(root: blobs.blobsDirectory.path)
+    try walker.forEachLeaf { entries in
+      let unreferenced = try catalog.read { db in
+        try entries.filter { entry in
+          guard case .blob(let hex, _) = entry else { return true }
+          return try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [Hex.decode(hex) ?? []]) == nil
+        }
+      }
+      pending.append(contentsOf: unreferenced)
+      walked += 1
+      if pending.count >= options.batchSize {
+        try trashStrays(pending, options: options, report: &report)
+        pending.removeAll(keepingCapacity: true)
+      }
+      if walked % 4096 == 0 { options.progress?(.init(phase: .strays, processed: walked)) }
+    }
+    if !pending.isEmpty { try trashStrays(pending, options: options, report: &report) }
+  }
+
+  /// Rechecks candidates under the write lock (a commit may have linked a file whose row was not
+  /// yet visible), moves the strays into `trash/`, commits, then unlinks them.
+  private func trashStrays(_ candidates: [BlobTreeWalker.Entry], options: Options, report: inout GCReport) throws {
+    if options.dryRun {
+      for entry in candidates {
+        let path: String
+        switch entry {
+        case .blob(_, let p), .misplaced(let p): path = p
+        }
+        report.strayFilesRemoved += 1
+        report.strayBytesFreed += BlobTreeWalker.size(of: path)
+      }
+      return
+    }
+    let trashDirectory = blobs.trashDirectory.path
+    let moved: [(String, Int64)] = try catalog.write { db in
+      var moved: [(String, Int64)] = []
+      for entry in candidates {
+        let path: String
+        switch entry {
+        case .blob(let hex, let p):
+          if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [Hex.decode(hex) ?? []]) != nil { continue }
+          path = p
+        case .misplaced(let p): path = p
+        }
+        let size = BlobTreeWalker.size(of: path)
+        // Not named by a digest, so recovery can never mistake it for a blob to restore.
+        let trash = "\(trashDirectory)/stray-\(SecureRandom.hexIdentifier(byteCount: 8))"
+        if rename(path, trash) == 0 { moved.append((trash, size)) }
+      }
+      if !moved.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
+      return moved
+    }
+    for (trash, size) in moved where unlink(trash) == 0 {
+      report.strayFilesRemoved += 1
+      report.strayBytesFreed += size
+    }
+    if !moved.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
+  }
+
+  // MARK: 5. abandoned temp files
+
+  private func removeAbandonedTemp(now: Date, options: Options, report: inout GCReport) throws {
+    options.progress?(.init(phase: .temp, processed: 0))
+    let directory = blobs.tmpDirectory.path
+    let oldest = now.addingTimeInterval(-Self.seconds(options.tempAge))
+    for name in POSIX.listDirectory(directory) {
+      let path = "\(directory)/\(name)"
+      guard let modified = POSIX.modificationTime(path), modified < oldest else { continue }
+      let size = BlobTreeWalker.size(of: path)
+      let abandoned = options.dryRun ? Self.isAbandoned(path) : Recovery.removeIfAbandoned(path)
+      if abandoned {
+        report.tempFilesRemoved += 1
+        report.tempBytesFreed += size
+      }
+    }
+  }
+
+  /// True if no writer holds the file's lock (checked and released at once).
+  static func isAbandoned(_ path: String) -> Bool {
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+    guard fd >= 0 else { return true }
+    defer { close(fd) }
+    return flock(fd, LOCK_EX | LOCK_NB) == 0
+  }
+
+  static func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+  }
+}

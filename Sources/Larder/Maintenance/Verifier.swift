@@ -1,0 +1,270 @@
+import Foundation
+import LarderCrypto
+
+/// Checks every invariant of ARCHITECTURE §4 on a data directory, and optionally repairs.
+///
+/// ```swift
+/// let report = try Verifier(larder: larder).verify(repair: false)
+/// if !report.isClean { for finding in report.findings { print(finding.kind, finding.detail) } }
+/// ```
+/// Every blob is re-hashed, streaming, one at a time (flat memory). Catalog rows are read in
+/// short pages so a long verification never pins an old WAL snapshot beside a busy server.
+///
+/// Repair, and why it takes this shape:
+/// - A corrupt blob (wrong hash or size, or not a regular file) moves to `quarantine/<hex>` and
+///   every `files` row of it gets `quarantined = 1`, in one write transaction. The `blobs` row
+///   stays: the files still refer to it (`ON DELETE RESTRICT`), and their owners (objects,
+///   attachments) must keep existing so a download answers
+///   ``LarderError/corruptContent(sha256:)`` instead of wrong bytes or a vanished name. When the
+///   files go, the collector removes the row as usual. The quarantined file is kept for a human.
+/// - A missing blob file gets the same marking (the content is lost; say so clearly); a missing
+///   one with no files left just loses its row.
+/// - Wrong permissions are set back to 0444; strays, abandoned temp files and leftover trash
+///   are removed (trash goes back first if its row exists), each rechecked under the write lock.
+/// - Foreign-key and `integrity_check` failures are reported only: no automatic fix is safe.
+///
+/// Verification holds `gc.lock`, so it never races a collection (it gets
+/// ``MaintenanceError/collectorBusy(lockPath:)`` while one runs). Uploads may go on.
+public struct Verifier: Sendable {
+  public let larder: Larder
+
+  public init(larder: Larder) { self.larder = larder }
+
+  private var catalog: Catalog { larder.catalog }
+  private var blobs: BlobStore { larder.blobs }
+
+  /// Runs every check.
+  /// - Parameters:
+  ///   - repair: fix what can be fixed safely (see the type's documentation).
+  ///   - progress: called after each blob is hashed.
+  /// - Throws: ``MaintenanceError/collectorBusy(lockPath:)``, ``DatabaseError``, ``LarderError``.
+  public func verify(repair: Bool = false, progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
+    let clock = ContinuousClock()
+    let started = clock.now
+    let lock = try CollectorLock.acquire(in: larder.directory, create: repair)
+    defer { lock?.release() }
+    var report = VerifyReport(repair: repair)
+    try checkCatalog(&report)
+    try checkBlobs(repair: repair, progress: progress, &report)
+    try checkStrays(repair: repair, &report)
+    checkTemp(repair: repair, &report)
+    try checkTrash(repair: repair, &report)
+    report.durationSeconds = GarbageCollector.seconds(clock.now - started)
+    return report
+  }
+
+  // MARK: catalog
+
+  private func checkCatalog(_ report: inout VerifyReport) throws {
+    try catalog.read { db in
+      for row in try db.rows("PRAGMA integrity_check") {
+        let line = row.values.first.flatMap { if case .text(let t) = $0 { t } else { nil } } ?? "?"
+        if line != "ok" { report.add(.init(kind: .integrity, detail: line)) }
+      }
+      for row in try db.rows("PRAGMA foreign_key_check") {
+        let table = row.string("table") ?? "?"
+        let parent = row.string("parent") ?? "?"
+        report.add(.init(kind: .foreignKey, detail: "a row of \(table) refers to a missing row of \(parent)"))
+      }
+      for row in try db.rows(
+        "SELECT f.id, f.size AS fsize, b.size AS bsize, f.blob_sha256 FROM files f JOIN blobs b ON b.sha256 = f.blob_sha256 WHERE f.size != b.size"
+      ) {
+        report.add(
+          .init(
+            kind: .fileSizeMismatch, sha256: row.bytes("blob_sha256").map(Hex.encode),
+            detail: "file \(row.string("id") ?? "?") says \(row.int("fsize") ?? -1) bytes, its blob \(row.int("bsize") ?? -1)"))
+      }
+    }
+  }
+
+  // MARK: blobs
+
+  private func checkBlobs(repair: Bool, progress: (@Sendable (VerifyProgress) -> Void)?, _ report: inout VerifyReport)
+    throws
+  {
+    let (total, totalBytes) = try catalog.read { db in
+      let row = try db.row("SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs")
+      return (Int(row?.int("n") ?? 0), row?.int("bytes") ?? 0)
+    }
+    var cursor: [UInt8] = []
+    while true {
+      let page: [([UInt8], Int64)] = try catalog.read { db in
+        try db.rows("SELECT sha256, size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT 1000", [cursor]).map {
+          ($0.bytes("sha256") ?? [], $0.int("size") ?? 0)
+        }
+      }
+      guard let last = page.last else { break }
+      cursor = last.0
+      for (sha256, size) in page {
+        try checkBlob(sha256: sha256, size: size, repair: repair, &report)
+        report.blobsChecked += 1
+        progress?(
+          .init(blobsChecked: report.blobsChecked, blobsTotal: total, bytesHashed: report.bytesHashed, bytesTotal: totalBytes))
+      }
+    }
+  }
+
+  private func checkBlob(sha256: [UInt8], size: Int64, repair: Bool, _ report: inout VerifyReport) throws {
+    let hex = Hex.encode(sha256)
+    let path = blobs.path(forHex: hex)
+    var st = stat()
+    guard lstat(path, &st) == 0 else {
+      guard errno == ENOENT else { throw LarderError.posix("stat", path) }
+      try checkMissing(sha256: sha256, hex: hex, path: path, repair: repair, &report)
+      return
+    }
+    var problem: (VerifyReport.Finding.Kind, String)?
+    if (st.st_mode & S_IFMT) != S_IFREG {
+      problem = (.notRegularFile, "not a regular file (mode \(String(st.st_mode, radix: 8)))")
+    } else if Int64(st.st_size) != size {
+      problem = (.sizeMismatch, "file has \(st.st_size) bytes, row says \(size)")
+    } else {
+      let digest = Digest(.sha256)
+      let reader = try BlobReader(path: path)
+      try reader.forEachChunk { digest.update($0) }
+      report.bytesHashed += reader.size
+      let actual = digest.finalize()
+      if actual != sha256 { problem = (.hashMismatch, "content hashes to \(Hex.encode(actual))") }
+    }
+    if let (kind, detail) = problem {
+      let repaired = repair ? try quarantine(sha256: sha256, hex: hex, path: path) : false
+      report.add(.init(kind: kind, sha256: hex, path: path, detail: detail, repaired: repaired))
+      return
+    }
+    let mode = st.st_mode & 0o7777
+    if mode != 0o444 {
+      let repaired = repair && chmod(path, 0o444) == 0
+      report.add(
+        .init(
+          kind: .badPermissions, sha256: hex, path: path, detail: "mode \(String(mode, radix: 8)), expected 444",
+          repaired: repaired))
+    }
+  }
+
+  /// A row without its file: explained by a quarantine, or lost.
+  private func checkMissing(sha256: [UInt8], hex: String, path: String, repair: Bool, _ report: inout VerifyReport)
+    throws
+  {
+    let quarantined = try catalog.read { db in
+      try db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [sha256]) != nil
+    }
+    if quarantined {
+      report.quarantinedBlobs += 1
+      return
+    }
+    var repaired = false
+    if repair {
+      repaired = try catalog.write { db in
+        // Recheck under the lock; no files left: the row alone goes, else mark them.
+        if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [sha256]) == nil { return true }
+        if access(path, F_OK) == 0 { return true }
+        try db.execute(
+          "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
+          [sha256, sha256])
+        if db.changes == 0 {
+          try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
+        }
+        return true
+      }
+    }
+    report.add(.init(kind: .missingBlobFile, sha256: hex, path: path, detail: "the blob's file is missing", repaired: repaired))
+  }
+
+  /// Moves a corrupt blob aside and marks its files, in one write transaction.
+  private func quarantine(sha256: [UInt8], hex: String, path: String) throws -> Bool {
+    let directory = blobs.quarantineDirectory.path
+    return try catalog.write { db in
+      try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
+      var target = "\(directory)/\(hex)"
+      if access(target, F_OK) == 0 { target += ".\(SecureRandom.hexIdentifier(byteCount: 4))" }
+      guard rename(path, target) == 0 else { throw LarderError.posix("rename", path) }
+      try POSIX.fsyncDirectory(directory)
+      try POSIX.fsyncDirectory((path as NSString).deletingLastPathComponent)
+      return true
+    }
+  }
+
+  // MARK: files without rows
+
+  private func checkStrays(repair: Bool, _ report: inout VerifyReport) throws {
+    let walker = BlobTreeWalker(root: blobs.blobsDirectory.path)
+    var candidates: [BlobTreeWalker.Entry] = []
+    try walker.forEachLeaf { entries in
+      let strays = try catalog.read { db in
+        try entries.filter { entry in
+          guard case .blob(let hex, _) = entry else { return true }
+          return try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [Hex.decode(hex) ?? []]) == nil
+        }
+      }
+      candidates.append(contentsOf: strays)
+      if candidates.count >= 500 {
+        try settleStrays(candidates, repair: repair, &report)
+        candidates.removeAll(keepingCapacity: true)
+      }
+    }
+    if !candidates.isEmpty { try settleStrays(candidates, repair: repair, &report) }
+  }
+
+  /// Rechecks under the write lock: a commit in flight may have linked a file before its row.
+  private func settleStrays(_ candidates: [BlobTreeWalker.Entry], repair: Bool, _ report: inout VerifyReport) throws {
+    let trashDirectory = blobs.trashDirectory.path
+    let found: [VerifyReport.Finding] = try catalog.write { db in
+      var found: [VerifyReport.Finding] = []
+      var moved: [String] = []
+      for entry in candidates {
+        let path: String
+        var hex: String?
+        switch entry {
+        case .blob(let h, let p):
+          if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [Hex.decode(h) ?? []]) != nil { continue }
+          path = p
+          hex = h
+        case .misplaced(let p): path = p
+        }
+        guard access(path, F_OK) == 0 || errno != ENOENT else { continue }
+        var repaired = false
+        if repair {
+          let trash = "\(trashDirectory)/stray-\(SecureRandom.hexIdentifier(byteCount: 8))"
+          if rename(path, trash) == 0 {
+            moved.append(trash)
+            repaired = true
+          }
+        }
+        let detail = hex == nil ? "not at a blob address" : "no blobs row names it"
+        found.append(.init(kind: .strayBlobFile, sha256: hex, path: path, detail: detail, repaired: repaired))
+      }
+      if !moved.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
+      for trash in moved { unlink(trash) }
+      return found
+    }
+    if repair && !found.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
+    for finding in found { report.add(finding) }
+  }
+
+  // MARK: temp and trash
+
+  private func checkTemp(repair: Bool, _ report: inout VerifyReport) {
+    let directory = blobs.tmpDirectory.path
+    for name in POSIX.listDirectory(directory) {
+      let path = "\(directory)/\(name)"
+      guard GarbageCollector.isAbandoned(path) else { continue }
+      let repaired = repair && Recovery.removeIfAbandoned(path)
+      report.add(.init(kind: .abandonedTemp, path: path, detail: "no writer holds it", repaired: repaired))
+    }
+  }
+
+  private func checkTrash(repair: Bool, _ report: inout VerifyReport) throws {
+    let directory = blobs.trashDirectory.path
+    let names = POSIX.listDirectory(directory)
+    guard !names.isEmpty else { return }
+    var repaired = false
+    if repair {
+      _ = try Recovery.recoverTrash(blobs: blobs, catalog: catalog)
+      repaired = true
+    }
+    for name in names {
+      report.add(
+        .init(kind: .leftoverTrash, path: "\(directory)/\(name)", detail: "left by an interrupted collection", repaired: repaired))
+    }
+  }
+}

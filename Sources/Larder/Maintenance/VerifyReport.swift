@@ -1,0 +1,88 @@
+import Foundation
+
+/// What `verify` found. Encodes to JSON for `larder verify --json`.
+public struct VerifyReport: Codable, Sendable, Equatable {
+  /// One broken invariant.
+  public struct Finding: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable, CaseIterable {
+      /// A `blobs` row whose file is missing (I1), and no quarantine explains it.
+      case missingBlobFile = "missing-blob-file"
+      /// The blob file's size differs from its row.
+      case sizeMismatch = "size-mismatch"
+      /// The blob file's SHA-256 is not its name.
+      case hashMismatch = "hash-mismatch"
+      /// Something other than a regular file sits at a blob's address (a symlink, a directory).
+      case notRegularFile = "not-regular-file"
+      /// A blob file is writable or otherwise not mode 0444.
+      case badPermissions = "bad-permissions"
+      /// A file under `blobs/` that no row names, or that is not at its address.
+      case strayBlobFile = "stray-blob-file"
+      /// A `files` row whose size differs from its blob's.
+      case fileSizeMismatch = "file-size-mismatch"
+      /// A row of `PRAGMA foreign_key_check` (I2).
+      case foreignKey = "foreign-key"
+      /// A line of `PRAGMA integrity_check` other than `ok`.
+      case integrity = "integrity"
+      /// A temp file whose writer is gone.
+      case abandonedTemp = "abandoned-temp"
+      /// An entry left in `trash/` by a crashed collection.
+      case leftoverTrash = "leftover-trash"
+    }
+
+    public var kind: Kind
+    /// Lower-case hex digest, when the finding is about a blob.
+    public var sha256: String?
+    /// The filesystem path, when the finding is about a file.
+    public var path: String?
+    public var detail: String
+    /// True when `--repair` fixed it.
+    public var repaired: Bool
+
+    public init(kind: Kind, sha256: String? = nil, path: String? = nil, detail: String, repaired: Bool = false) {
+      self.kind = kind
+      self.sha256 = sha256
+      self.path = path
+      self.detail = detail
+      self.repaired = repaired
+    }
+  }
+
+  public var repair: Bool
+  public var blobsChecked = 0
+  public var bytesHashed: Int64 = 0
+  /// Blobs known to be corrupt or lost whose files are marked quarantined: downloads answer
+  /// ``LarderError/corruptContent(sha256:)``. Reported, but not a fault of the store's invariants.
+  public var quarantinedBlobs = 0
+  /// Findings, at most ``maxFindings`` of them; ``findingCount`` counts them all.
+  public var findings: [Finding] = []
+  public var findingCount = 0
+  /// Findings not repaired (all of them without `repair`).
+  public var unrepairedCount = 0
+  public var durationSeconds: Double = 0
+
+  public static let maxFindings = 10_000
+
+  public init(repair: Bool) { self.repair = repair }
+
+  /// True when no invariant is broken, or every broken one was repaired.
+  public var isClean: Bool { unrepairedCount == 0 }
+
+  /// Findings per kind, for a summary line.
+  public var counts: [Finding.Kind: Int] {
+    findings.reduce(into: [:]) { $0[$1.kind, default: 0] += 1 }
+  }
+
+  mutating func add(_ finding: Finding) {
+    findingCount += 1
+    if !finding.repaired { unrepairedCount += 1 }
+    if findings.count < Self.maxFindings { findings.append(finding) }
+  }
+}
+
+/// Where a verification is, for a progress line.
+public struct VerifyProgress: Sendable, Equatable {
+  public var blobsChecked: Int
+  public var blobsTotal: Int
+  public var bytesHashed: Int64
+  public var bytesTotal: Int64
+}
