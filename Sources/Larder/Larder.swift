@@ -21,6 +21,8 @@ public final class Larder: Sendable {
   public let blobs: BlobStore
   public let files: FileStore
   public let objects: ObjectStore
+  /// Application models and the files attached to them.
+  public let models: ModelStore
   /// What recovery found at open.
   public let recovery: RecoveryReport
   private let removeOnDeinit: Bool
@@ -38,6 +40,7 @@ public final class Larder: Sendable {
     catalog = try Catalog(path: self.directory.appendingPathComponent("larder.sqlite").path)
     files = FileStore(catalog: catalog, blobs: blobs, faults: configuration.faults)
     objects = ObjectStore(catalog: catalog, files: files)
+    models = ModelStore(catalog: catalog)
     recovery = try Recovery.run(blobs: blobs, catalog: catalog)
   }
 
@@ -46,6 +49,9 @@ public final class Larder: Sendable {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString)")
     return try Larder(at: dir, configuration: configuration, removeOnDeinit: true)
   }
+
+  /// Saves and deletes models atomically: `try larder.write { tx in try tx.save(a); try tx.delete(b) }`.
+  public func write<R>(_ body: (ModelTransaction) throws -> R) throws -> R { try models.write(body) }
 
   deinit {
     if removeOnDeinit {

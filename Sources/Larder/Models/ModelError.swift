@@ -1,0 +1,39 @@
+import Foundation
+
+/// Failures specific to models and queries, with a stable ``code``.
+///
+/// A model that refers to a `File` missing from the store fails with
+/// ``LarderError/fileNotFound(id:)`` instead, the same error the rest of Larder uses.
+public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// A field path that is not `name(.name|[index])*` with names of letters, digits and `_`.
+  case invalidFieldPath(String)
+  /// `modelType` is empty or contains a NUL character.
+  case invalidModelType(String)
+  case emptyIdentifier(type: String)
+  case encodingFailed(type: String, message: String)
+  /// A stored body no longer decodes as the type (the type changed since it was saved).
+  case decodingFailed(type: String, id: String, message: String)
+  case invalidQuery(String)
+
+  public var code: String {
+    switch self {
+    case .invalidFieldPath: "invalid-field-path"
+    case .invalidModelType: "invalid-model-type"
+    case .emptyIdentifier: "empty-identifier"
+    case .encodingFailed: "encoding-failed"
+    case .decodingFailed: "decoding-failed"
+    case .invalidQuery: "invalid-query"
+    }
+  }
+
+  public var description: String {
+    switch self {
+    case .invalidFieldPath(let path): "invalid field path '\(path.prefix(100))'"
+    case .invalidModelType(let type): "invalid model type name '\(type.prefix(100))'"
+    case .emptyIdentifier(let type): "a \(type) cannot be saved with an empty id"
+    case .encodingFailed(let type, let message): "cannot encode \(type): \(message)"
+    case .decodingFailed(let type, let id, let message): "stored \(type) '\(id)' does not decode: \(message)"
+    case .invalidQuery(let message): message
+    }
+  }
+}
