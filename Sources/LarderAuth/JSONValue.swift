@@ -36,9 +36,41 @@ public enum JSONValue: Sendable, Hashable {
     if case .object(let o) = self { o } else { nil }
   }
 
-  /// Parses a JSON document whose top level must be an object; nil for anything else.
-  public static func parseObject(_ bytes: [UInt8]) -> [String: JSONValue]? {
-    try? JSONDecoder().decode([String: JSONValue].self, from: Data(bytes))
+  /// Parses a JSON document whose top level must be an object; nil for anything else, including
+  /// nesting deeper than `maxDepth`, which is refused before decoding so a hostile token header
+  /// cannot make the recursive decoder exhaust a thread's stack.
+  public static func parseObject(_ bytes: [UInt8], maxDepth: Int = 32) -> [String: JSONValue]? {
+    guard nestingDepth(bytes) <= maxDepth else { return nil }
+    return try? JSONDecoder().decode([String: JSONValue].self, from: Data(bytes))
+  }
+
+  /// The deepest bracket nesting outside string literals.
+  static func nestingDepth(_ bytes: [UInt8]) -> Int {
+    var depth = 0
+    var deepest = 0
+    var inString = false
+    var escaped = false
+    for byte in bytes {
+      if inString {
+        if escaped {
+          escaped = false
+        } else if byte == UInt8(ascii: "\\") {
+          escaped = true
+        } else if byte == UInt8(ascii: "\"") {
+          inString = false
+        }
+        continue
+      }
+      switch byte {
+      case UInt8(ascii: "\""): inString = true
+      case UInt8(ascii: "["), UInt8(ascii: "{"):
+        depth += 1
+        deepest = max(deepest, depth)
+      case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+      default: break
+      }
+    }
+    return deepest
   }
 
   /// Compact JSON with sorted keys, so equal values always serialise to equal bytes.

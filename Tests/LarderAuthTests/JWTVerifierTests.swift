@@ -270,6 +270,18 @@ struct JWTVerifierTests {
     }
   }
 
+  @Test func deeplyNestedJSONIsRefusedWithoutRecursion() throws {
+    let deep = "{\"a\":" + String(repeating: "[", count: 6000) + String(repeating: "]", count: 6000) + "}"
+    #expect(JSONValue.nestingDepth(Array(deep.utf8)) == 6001)
+    #expect(JSONValue.parseObject(Array(deep.utf8)) == nil)
+    #expect(JSONValue.nestingDepth(Array(#"{"a":"[[[[\"[[{{"}"#.utf8)) == 1)
+    #expect(JSONValue.parseObject(Array(#"{"a":[[["\"]"]]]}"#.utf8)) == ["a": [[["\"]"]]]])
+    let header = Base64URL.encode(Array(#"{"alg":"HS256","x":\#(String(repeating: "[", count: 3000))}"#.utf8))
+    let token = header + ".e30.AAAA"
+    let v = JWTVerifier(hmacSecret: secret, maxTokenSize: 16384)
+    #expect(failure { try v.verify(token, now: now) } == .malformedToken("header is not a JSON object"))
+  }
+
   @Test func oversizedTokenIsRefusedBeforeDecoding() throws {
     var big = claims
     big["pad"] = .string(String(repeating: "x", count: 9000))
