@@ -6,14 +6,14 @@ let commands: [any Command.Type] = [
   PutCommand.self, GetCommand.self, ListCommand.self, StatCommand.self, RemoveCommand.self,
 ]
 
-func printHelp() {
+@MainActor func printHelp() {
   var text = "larder: self-hosted file and blob storage\n\nusage: larder COMMAND [options]\n\ncommands:\n"
   for c in commands { text += "  \(c.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(c.summary)\n" }
   text += "\nEvery command takes --data DIR (or LARDER_DATA; default ./data) and --help.\n"
   print(text, terminator: "")
 }
 
-func main() -> Int32 {
+@MainActor func main() -> Int32 {
   var args = Array(CommandLine.arguments.dropFirst())
   guard let first = args.first, first != "--help", first != "-h", first != "help" else {
     printHelp()

@@ -83,7 +83,9 @@ struct GetCommand: Command {
 
   init(_ arguments: inout Arguments) throws(UsageError) {
     data = try DataOptions(&arguments)
-    output = try arguments.option("-o") ?? arguments.option("--output")
+    let short = try arguments.option("-o")
+    let long = try arguments.option("--output")
+    output = short ?? long
     maxSize = try arguments.option("--max-size").map { text throws(UsageError) in try parseSize(text) }
     let pos = try arguments.finish(positionals: 1...1)
     (bucket, name) = try parseObjectPath(pos[0])

@@ -1,0 +1,73 @@
+import Foundation
+import LarderAuth
+import LarderRules
+import Synchronization
+
+/// The access policy of a `storage.rules` file: default deny, reloadable.
+///
+/// ```swift
+/// let policy = try RulesPolicy(file: URL(fileURLWithPath: "storage.rules"))
+/// policy.reload()   // on SIGHUP; a broken file keeps the old rules
+/// ```
+public final class RulesPolicy: AccessPolicy {
+  public let file: URL?
+  private let rules: Mutex<RuleSet>
+
+  /// Loads and parses the rules file.
+  /// - Throws: ``RulesDiagnostics`` with `file:line:col` messages, or a read error.
+  public init(file: URL) throws {
+    self.file = file
+    let source = try String(contentsOf: file, encoding: .utf8)
+    rules = Mutex(try RuleSet.parse(source, fileName: file.path))
+  }
+
+  public init(source: String, fileName: String = "storage.rules") throws {
+    file = nil
+    rules = Mutex(try RuleSet.parse(source, fileName: fileName))
+  }
+
+  /// Re-reads the file; returns nil on success, else the diagnostics (the old rules stay).
+  @discardableResult
+  public func reload() -> String? {
+    guard let file else { return nil }
+    do {
+      let source = try String(contentsOf: file, encoding: .utf8)
+      let parsed = try RuleSet.parse(source, fileName: file.path)
+      rules.withLock { $0 = parsed }
+      return nil
+    } catch {
+      return "\(error)"
+    }
+  }
+
+  public func decide(_ request: AccessRequest) -> AccessDecision {
+    let ruleSet = rules.withLock { $0 }
+    let decision = ruleSet.evaluate(
+      RuleRequest(
+        operation: RuleOperation(rawValue: request.operation.rawValue)!,
+        bucket: request.bucket, objectName: request.name,
+        auth: request.identity.map { RuleAuth(uid: $0.uid, token: $0.claims.mapValues(Self.ruleValue)) },
+        time: request.time, resource: request.resource.map(Self.ruleResource),
+        requestResource: request.incoming.map(Self.ruleResource)))
+    return AccessDecision(allowed: decision.allowed, reason: decision.description)
+  }
+
+  static func ruleResource(_ r: AccessResource) -> RuleResource {
+    RuleResource(
+      name: r.name, bucket: r.bucket, size: r.size, contentType: r.contentType, metadata: r.metadata,
+      md5Hash: r.md5Hash, sha256: r.sha256, timeCreated: r.timeCreated, updated: r.updated,
+      generation: r.generation, metageneration: r.metageneration)
+  }
+
+  static func ruleValue(_ json: JSONValue) -> RuleValue {
+    switch json {
+    case .null: .null
+    case .bool(let b): .bool(b)
+    case .int(let i): .int(i)
+    case .double(let d): .float(d)
+    case .string(let s): .string(s)
+    case .array(let a): .list(a.map(ruleValue))
+    case .object(let o): .map(o.mapValues(ruleValue))
+    }
+  }
+}

@@ -1,0 +1,30 @@
+import Foundation
+
+/// Collects a small body (JSON) in memory, up to a limit, then hands it to a closure.
+final class BufferedBodySink: HTTPBodySink {
+  private var buffer: [UInt8] = []
+  private let limit: Int
+  private let complete: ([UInt8]) throws -> HTTPResponse
+
+  init(limit: Int = 64 * 1024, complete: @escaping ([UInt8]) throws -> HTTPResponse) {
+    self.limit = limit
+    self.complete = complete
+  }
+
+  func receive(_ chunk: UnsafeRawBufferPointer) throws {
+    guard buffer.count + chunk.count <= limit else {
+      throw HTTPResponseError(.error(status: 413, message: "request body exceeds \(limit) bytes"))
+    }
+    buffer.append(contentsOf: chunk)
+  }
+
+  func finish() throws -> HTTPResponse {
+    do {
+      return try complete(buffer)
+    } catch {
+      return APIError.response(for: error)
+    }
+  }
+
+  func cancel() { buffer = [] }
+}

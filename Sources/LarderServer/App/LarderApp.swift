@@ -1,0 +1,145 @@
+import Foundation
+import Larder
+
+/// The HTTP application: routes requests to the object and upload endpoints.
+///
+/// ```
+/// GET  /healthz                      liveness
+/// GET  /metrics                      Prometheus text
+/// *    /v0/b/{bucket}/o[/{name}]     objects (Firebase Storage REST shape)
+/// *    /v0/b/{bucket}/uploads[/{id}] resumable uploads (tus 1.0.0)
+/// ```
+public final class LarderApp: HTTPHandler {
+  public let context: ServiceContext
+  let objects: ObjectsEndpoint
+  let uploads: (any BucketEndpoint)?
+  let metrics: Metrics?
+
+  public init(context: ServiceContext, uploads: (any BucketEndpoint)? = nil, metrics: Metrics? = nil) {
+    self.context = context
+    self.objects = ObjectsEndpoint(context: context)
+    self.uploads = uploads
+    self.metrics = metrics
+  }
+
+  public func head(_ request: HTTPRequest) -> HTTPHeadDecision {
+    do {
+      var decision = try route(request)
+      if case .respond(var response) = decision.action {
+        addCORS(to: &response, request: request)
+        decision.action = .respond(response)
+      }
+      return decision
+    } catch {
+      var response = errorResponse(for: error, request: request)
+      addCORS(to: &response, request: request)
+      return .respond(response, route: "error")
+    }
+  }
+
+  public func errorResponse(for error: any Error, request: HTTPRequest) -> HTTPResponse {
+    APIError.response(for: error)
+  }
+
+  func route(_ request: HTTPRequest) throws -> HTTPHeadDecision {
+    let segments = request.rawPathSegments
+    switch (request.method, segments.first) {
+    case ("GET", "healthz"), ("HEAD", "healthz"):
+      guard segments.count == 1 else { break }
+      return .respond(.json(["status": "ok"]), route: "healthz")
+    case ("GET", "metrics"):
+      guard segments.count == 1, let metrics else { break }
+      return .respond(
+        HTTPResponse(
+          status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
+          body: .bytes(Array(metrics.renderPrometheus().utf8))), route: "metrics")
+    default:
+      break
+    }
+    guard segments.count >= 4, segments[0] == "v0", segments[1] == "b" else {
+      return .respond(.error(status: 404, message: "no such endpoint"), route: "unmatched")
+    }
+    let bucket = try PathSegment.decode(segments[2])
+    try ObjectName.validateBucket(bucket)
+    let rest = Array(segments[3...])
+    if request.method == "OPTIONS" && rest.first == "o" {
+      return .respond(preflight(request, allow: "GET, HEAD, POST, PATCH, DELETE, OPTIONS"), route: "cors")
+    }
+    // Authenticate once; a bad credential is a 401 whatever the route.
+    let identity = try context.authenticator.authenticate(request.headers)
+    switch rest.first {
+    case "o":
+      return try objects.handle(request, bucket: bucket, rest: rest, identity: identity)
+    case "uploads":
+      guard let uploads else { break }
+      return try uploads.handle(request, bucket: bucket, rest: rest, identity: identity)
+    default:
+      break
+    }
+    return .respond(.error(status: 404, message: "no such endpoint"), route: "unmatched")
+  }
+
+  func preflight(_ request: HTTPRequest, allow: String) -> HTTPResponse {
+    var r = HTTPResponse(status: 204)
+    r.headers.set("Allow", allow)
+    guard allowedOrigin(request) != nil else { return r }
+    r.headers.set("Access-Control-Allow-Methods", allow)
+    r.headers.set(
+      "Access-Control-Allow-Headers",
+      request.headers["Access-Control-Request-Headers"]
+        ?? "Authorization, Content-Type, Range, If-None-Match, If-Match, X-Goog-Meta-*")
+    r.headers.set("Access-Control-Max-Age", "86400")
+    return r
+  }
+
+  func allowedOrigin(_ request: HTTPRequest) -> String? {
+    guard let origin = request.headers["Origin"], !context.corsOrigins.isEmpty else { return nil }
+    if context.corsOrigins.contains("*") { return "*" }
+    return context.corsOrigins.contains(origin) ? origin : nil
+  }
+
+  func addCORS(to response: inout HTTPResponse, request: HTTPRequest) {
+    guard let origin = allowedOrigin(request), !response.headers.contains("Access-Control-Allow-Origin") else { return }
+    response.headers.set("Access-Control-Allow-Origin", origin)
+    if origin != "*" { response.headers.add("Vary", "Origin") }
+    response.headers.set(
+      "Access-Control-Expose-Headers",
+      "ETag, Content-Range, Content-Length, Location, Upload-Offset, Upload-Length, Upload-Metadata, "
+        + "Upload-Defer-Length, Upload-Expires, Upload-Concat, Tus-Resumable, Tus-Version, Tus-Extension, "
+        + "Tus-Max-Size, Tus-Checksum-Algorithm, X-Request-Id")
+  }
+}
+
+/// Decoding of one percent-encoded path segment.
+enum PathSegment {
+  /// Decodes `%XX` escapes strictly (a `+` stays a `+`).
+  /// - Throws: ``HTTPRequestError`` for malformed escapes or bytes that are not UTF-8.
+  static func decode(_ raw: Substring) throws -> String {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(raw.utf8.count)
+    var it = raw.utf8.makeIterator()
+    func hex(_ c: UInt8?) -> UInt8? {
+      guard let c else { return nil }
+      switch c {
+      case 0x30...0x39: return c - 0x30
+      case 0x41...0x46: return c - 0x41 + 10
+      case 0x61...0x66: return c - 0x61 + 10
+      default: return nil
+      }
+    }
+    while let c = it.next() {
+      if c == 0x25 {
+        guard let hi = hex(it.next()), let lo = hex(it.next()) else {
+          throw HTTPRequestError.malformedPercentEncoding(String(raw))
+        }
+        bytes.append(hi << 4 | lo)
+      } else {
+        bytes.append(c)
+      }
+    }
+    guard let text = String(validating: bytes, as: UTF8.self) else {
+      throw HTTPRequestError.invalidUTF8(String(raw))
+    }
+    return text
+  }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import Larder
+
+/// Streams a simple upload's body into the blob write path, then publishes the object.
+///
+/// Memory stays flat: each chunk is written to the temp file and hashed, never kept. The
+/// policy runs again on the real size and sniffed type before anything becomes visible.
+final class ObjectUploadSink: HTTPBodySink {
+  private let context: ServiceContext
+  private let bucket: String
+  private let name: String
+  private let identity: Identity?
+  private let options: ObjectWriteOptions
+  private var writer: BlobWriter?
+
+  init(context: ServiceContext, bucket: String, name: String, identity: Identity?, options: ObjectWriteOptions, expectedMD5: [UInt8]?) throws {
+    self.context = context
+    self.bucket = bucket
+    self.name = name
+    self.identity = identity
+    self.options = options
+    writer = try context.larder.files.makeWriter(
+      options: .init(sizeLimit: context.maxUploadSize, expectedMD5: expectedMD5))
+  }
+
+  func receive(_ chunk: UnsafeRawBufferPointer) throws {
+    guard let writer else { throw LarderError.cancelled }
+    try writer.write(chunk)
+  }
+
+  func finish() throws -> HTTPResponse {
+    guard let writer else { throw LarderError.cancelled }
+    self.writer = nil
+    do {
+      let staged = try writer.finish()
+      let existing = try? context.larder.objects.get(bucket: bucket, name: name)
+      let incoming = AccessResource(
+        bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
+        md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex)
+      try context.authorize(
+        AccessRequest(
+          operation: existing == nil ? .create : .update, bucket: bucket, name: name, identity: identity,
+          resource: existing.map(AccessResource.init), incoming: incoming))
+      let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)
+      return .json(object.firebaseMetadata)
+    } catch {
+      return APIError.response(for: error)
+    }
+  }
+
+  func cancel() {
+    writer?.cancel()
+    writer = nil
+  }
+}

@@ -1,0 +1,313 @@
+import Foundation
+import Larder
+
+/// Firebase Storage's object REST API.
+///
+/// ```
+/// POST   /v0/b/{bucket}/o?name={name}        upload (raw body)            → 200 metadata
+/// GET    /v0/b/{bucket}/o/{name}             metadata
+/// GET    /v0/b/{bucket}/o/{name}?alt=media   content: Range, conditionals, maxSize, token
+/// HEAD   /v0/b/{bucket}/o/{name}[?alt=media] headers only
+/// PATCH  /v0/b/{bucket}/o/{name}             update metadata (JSON)
+/// DELETE /v0/b/{bucket}/o/{name}                                          → 204
+/// GET    /v0/b/{bucket}/o?prefix=&delimiter=&maxResults=&pageToken=       list
+/// ```
+struct ObjectsEndpoint: BucketEndpoint {
+  let context: ServiceContext
+
+  func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision {
+    switch rest.count {
+    case 1:
+      switch request.method {
+      case "POST": return .receiveBody(try upload(request, bucket: bucket, identity: identity), route: "objects.upload")
+      case "GET": return .respond(try list(request, bucket: bucket, identity: identity), route: "objects.list")
+      default: return .respond(methodNotAllowed("GET, POST, OPTIONS"), route: "objects")
+      }
+    case 2:
+      let name = try PathSegment.decode(rest[1])
+      try ObjectName.validateName(name)
+      switch request.method {
+      case "GET", "HEAD":
+        let media = request.queryValue("alt") == "media"
+        return .respond(
+          try read(request, bucket: bucket, name: name, identity: identity, media: media),
+          route: media ? "objects.download" : "objects.get")
+      case "PATCH":
+        return .receiveBody(
+          BufferedBodySink { body in try self.patch(body, bucket: bucket, name: name, identity: identity) },
+          route: "objects.patch")
+      case "DELETE":
+        return .respond(try delete(request, bucket: bucket, name: name, identity: identity), route: "objects.delete")
+      default:
+        return .respond(methodNotAllowed("GET, HEAD, PATCH, DELETE, OPTIONS"), route: "objects")
+      }
+    default:
+      return .respond(.error(status: 404, message: "no such endpoint"), route: "unmatched")
+    }
+  }
+
+  func methodNotAllowed(_ allow: String) -> HTTPResponse {
+    var r = HTTPResponse.error(status: 405, message: "method not allowed; allowed: \(allow)")
+    r.headers.set("Allow", allow)
+    return r
+  }
+
+  // MARK: upload
+
+  func upload(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> ObjectUploadSink {
+    if let type = request.queryValue("uploadType"), type != "media" {
+      throw LarderError.invalidArgument(
+        "uploadType '\(type.prefix(40))' is not supported here; use uploadType=media or the tus endpoint /v0/b/\(bucket)/uploads")
+    }
+    guard let name = request.queryValue("name") else {
+      throw LarderError.invalidArgument("the object name is required: POST /v0/b/\(bucket)/o?name=NAME")
+    }
+    try ObjectName.validateName(name)
+    if let length = request.contentLength, length > context.maxUploadSize {
+      throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
+    }
+    if request.contentLength == nil && request.headers["Transfer-Encoding"] == nil {
+      throw HTTPResponseError(.error(status: 411, message: "Content-Length is required"))
+    }
+    var metadata: [String: String] = [:]
+    for field in request.headers {
+      let lower = field.name.lowercased()
+      for prefix in ["x-goog-meta-", "x-larder-meta-"] where lower.hasPrefix(prefix) && lower.count > prefix.count {
+        metadata[String(lower.dropFirst(prefix.count))] = field.value
+      }
+    }
+    var expectedMD5: [UInt8]?
+    if let md5 = request.headers["Content-MD5"] {
+      guard let data = Data(base64Encoded: md5), data.count == 16 else {
+        throw LarderError.invalidArgument("Content-MD5 must be the base64 of 16 bytes")
+      }
+      expectedMD5 = Array(data)
+    }
+    let options = ObjectWriteOptions(
+      declaredContentType: request.headers["Content-Type"], metadata: metadata,
+      cacheControl: request.headers["X-Goog-Cache-Control"] ?? request.queryValue("cacheControl"),
+      contentDisposition: request.headers["X-Goog-Content-Disposition"] ?? request.queryValue("contentDisposition"),
+      ifGenerationMatch: try request.queryValue("ifGenerationMatch").map(Self.parseInt))
+    // Ask before reading a byte, on what the client declares; asked again on the real content.
+    let existing = try? context.larder.objects.get(bucket: bucket, name: name)
+    try context.authorize(
+      AccessRequest(
+        operation: existing == nil ? .create : .update, bucket: bucket, name: name, identity: identity,
+        resource: existing.map(AccessResource.init),
+        incoming: AccessResource(
+          bucket: bucket, name: name, size: request.contentLength ?? 0,
+          contentType: request.headers["Content-Type"] ?? "application/octet-stream", metadata: metadata)))
+    return try ObjectUploadSink(
+      context: context, bucket: bucket, name: name, identity: identity, options: options, expectedMD5: expectedMD5)
+  }
+
+  // MARK: read
+
+  func read(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?, media: Bool) throws
+    -> HTTPResponse
+  {
+    let object = try? context.larder.objects.get(bucket: bucket, name: name)
+    let token = request.queryValue("token")
+    let tokenGrants = media && object != nil && token.map { t in object!.downloadTokens.contains(t) } == true
+    if !tokenGrants {
+      try context.authorize(
+        AccessRequest(
+          operation: .get, bucket: bucket, name: name, identity: identity, resource: object.map(AccessResource.init)))
+    }
+    guard let object else { throw LarderError.notFound(bucket: bucket, name: name) }
+    guard media else {
+      var r = HTTPResponse.json(object.firebaseMetadata)
+      if request.method == "HEAD" { r.body = .lengthOnly(r.body.length) }
+      return r
+    }
+    return try download(request, object: object)
+  }
+
+  func download(_ request: HTTPRequest, object: StoredObject) throws -> HTTPResponse {
+    let maxSize = try request.queryValue("maxSize").map { text throws -> Int64 in
+      guard let n = Int64(text), n >= 0, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+        throw LarderError.invalidArgument("maxSize must be a non-negative number of bytes, got '\(text.prefix(40))'")
+      }
+      return n
+    }
+    let size = object.file.size
+    let etag = "\"\(object.file.sha256)\""
+    let lastModified = object.timeCreated
+    var headers = HTTPHeaders()
+    headers.set("ETag", etag)
+    headers.set("Last-Modified", HTTPDate.format(lastModified))
+    headers.set("Accept-Ranges", "bytes")
+    headers.set("Cache-Control", object.cacheControl ?? "private, max-age=0")
+    headers.set("X-Content-Type-Options", "nosniff")
+    headers.set("X-Goog-Generation", String(object.generation))
+    headers.set("X-Goog-Metageneration", String(object.metageneration))
+
+    switch Conditional.evaluate(request, etag: etag, lastModified: lastModified) {
+    case .preconditionFailed:
+      var r = HTTPResponse.error(status: 412, message: "precondition failed")
+      r.headers.set("ETag", etag)
+      return r
+    case .notModified:
+      var r = HTTPResponse(status: 304)
+      for name in ["ETag", "Last-Modified", "Cache-Control"] { if let v = headers[name] { r.headers.set(name, v) } }
+      return r
+    case .proceed(let honourRange):
+      var range = ByteRange.full
+      if honourRange && request.method == "GET" || honourRange && request.method == "HEAD" {
+        range = ByteRange.parse(request.headers["Range"], size: size)
+      }
+      if range == .unsatisfiable {
+        var r = HTTPResponse.error(status: 416, message: "range not satisfiable; the object is \(size) bytes")
+        r.headers.set("Content-Range", "bytes */\(size)")
+        return r
+      }
+      var first: Int64 = 0
+      var length = size
+      var status = 200
+      if case .partial(let f, let l) = range {
+        first = f
+        length = l - f + 1
+        status = 206
+        headers.set("Content-Range", "bytes \(f)-\(l)/\(size)")
+      }
+      if let maxSize, length > maxSize {
+        // Refused before any content byte: the client learns the size and its limit.
+        return .error(
+          status: 413,
+          message: "content is \(length) bytes, larger than the maximum of \(maxSize) bytes allowed for this download",
+          extra: ["size": length, "maxSize": maxSize])
+      }
+      headers.set("Content-Type", object.contentType)
+      headers.set("Content-Disposition", Self.contentDisposition(for: object))
+      headers.set("Content-Security-Policy", "default-src 'none'; sandbox")
+      if request.method == "HEAD" {
+        return HTTPResponse(status: status, headers: headers, body: .lengthOnly(length))
+      }
+      let reader = try context.larder.files.open(object.file)
+      guard reader.size == size else {
+        throw LarderError.corruptContent(sha256: object.file.sha256)
+      }
+      let body = HTTPFileBody(takingOwnershipOf: reader.takeDescriptor(), offset: first, length: length)
+      return HTTPResponse(status: status, headers: headers, body: .file(body))
+    }
+  }
+
+  /// Types a browser would render or run are always sent as attachments.
+  static func contentDisposition(for object: StoredObject) -> String {
+    let type = object.contentType.lowercased()
+    let active =
+      type.contains("html") || type.contains("svg") || type.contains("javascript") || type.contains("ecmascript")
+      || type.contains("xml") || type == "application/pdf" || type.contains("x-shockwave")
+    let filename = object.file.filename ?? object.name.split(separator: "/").last.map(String.init) ?? "download"
+    if let custom = object.contentDisposition, !active { return custom }
+    return "\(active ? "attachment" : "inline"); filename*=UTF-8''\(rfc5987(filename))"
+  }
+
+  static func rfc5987(_ s: String) -> String {
+    var out = ""
+    for b in s.utf8 {
+      let c = Character(Unicode.Scalar(b))
+      if b < 0x80 && (c.isLetter || c.isNumber || "!#$&+-.^_`|~".contains(c)) {
+        out.append(c)
+      } else {
+        out += String(format: "%%%02X", b)
+      }
+    }
+    return out
+  }
+
+  // MARK: patch, delete, list
+
+  func patch(_ body: [UInt8], bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
+    guard let json = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+      throw LarderError.invalidArgument("the body must be a JSON object")
+    }
+    var patch = ObjectPatch()
+    func stringOrNull(_ key: String) throws -> String?? {
+      guard let value = json[key] else { return nil }
+      if value is NSNull { return .some(nil) }
+      guard let s = value as? String else { throw LarderError.invalidArgument("\(key) must be a string or null") }
+      return .some(s)
+    }
+    if let type = try stringOrNull("contentType") {
+      guard let type else { throw LarderError.invalidArgument("contentType cannot be removed") }
+      patch.contentType = type
+    }
+    patch.cacheControl = try stringOrNull("cacheControl")
+    patch.contentDisposition = try stringOrNull("contentDisposition")
+    if let metadata = json["metadata"] {
+      if metadata is NSNull {
+        let current = try context.larder.objects.get(bucket: bucket, name: name)
+        patch.metadata = Dictionary(uniqueKeysWithValues: current.metadata.keys.map { ($0, String?.none) })
+      } else {
+        guard let map = metadata as? [String: Any] else { throw LarderError.invalidArgument("metadata must be an object") }
+        var changes: [String: String?] = [:]
+        for (k, v) in map {
+          if v is NSNull {
+            changes[k] = .some(nil)
+          } else if let s = v as? String {
+            changes[k] = s
+          } else {
+            throw LarderError.invalidArgument("metadata values must be strings or null")
+          }
+        }
+        patch.metadata = changes
+      }
+    }
+    if let rotate = json["rotateDownloadToken"] {
+      guard let flag = rotate as? Bool else { throw LarderError.invalidArgument("rotateDownloadToken must be a boolean") }
+      patch.rotateDownloadToken = flag
+    }
+    let known: Set<String> = ["contentType", "cacheControl", "contentDisposition", "metadata", "rotateDownloadToken"]
+    if let unknown = json.keys.first(where: { !known.contains($0) }) {
+      throw LarderError.invalidArgument("field '\(unknown.prefix(60))' cannot be changed")
+    }
+    let current = try? context.larder.objects.get(bucket: bucket, name: name)
+    var incoming = current.map(AccessResource.init)
+    if let incomingValue = incoming {
+      var next = incomingValue
+      if let t = patch.contentType { next.contentType = t }
+      for (k, v) in patch.metadata ?? [:] { next.metadata[k] = v }
+      incoming = next
+    }
+    try context.authorize(
+      AccessRequest(
+        operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init),
+        incoming: incoming))
+    let updated = try context.larder.objects.update(bucket: bucket, name: name, patch: patch)
+    return .json(updated.firebaseMetadata)
+  }
+
+  func delete(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
+    let current = try? context.larder.objects.get(bucket: bucket, name: name)
+    try context.authorize(
+      AccessRequest(
+        operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init)))
+    try context.larder.objects.delete(
+      bucket: bucket, name: name, ifGenerationMatch: try request.queryValue("ifGenerationMatch").map(Self.parseInt))
+    return HTTPResponse(status: 204)
+  }
+
+  func list(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPResponse {
+    let prefix = request.queryValue("prefix") ?? ""
+    let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
+    let maxResults = try request.queryValue("maxResults").map(Self.parseInt).map(Int.init) ?? 1000
+    // Rules see the folder being listed, as Firebase's list rules do.
+    let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+    try context.authorize(AccessRequest(operation: .list, bucket: bucket, name: folder, identity: identity))
+    let page = try context.larder.objects.list(
+      bucket: bucket, prefix: prefix, delimiter: delimiter, maxResults: maxResults,
+      pageToken: request.queryValue("pageToken"))
+    struct Listing: Encodable {
+      var prefixes: [String]
+      var items: [FirebaseObjectMetadata]
+      var nextPageToken: String?
+    }
+    return .json(Listing(prefixes: page.prefixes, items: page.items.map(\.firebaseMetadata), nextPageToken: page.nextPageToken))
+  }
+
+  static func parseInt(_ text: String) throws -> Int64 {
+    guard let n = Int64(text), n >= 0 else { throw LarderError.invalidArgument("'\(text.prefix(40))' is not a non-negative integer") }
+    return n
+  }
+}
