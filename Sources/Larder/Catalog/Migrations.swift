@@ -75,7 +75,12 @@ enum Migrations {
       created_at INTEGER NOT NULL
     ) WITHOUT ROWID;
     CREATE INDEX uploads_by_expiry ON uploads(expires_at);
+    """,
+    // 2: resumable uploads keep a completed row (offset = length, no bytes) until they expire, so
+    // a client whose last answer was lost finds the upload finished instead of missing.
     """
+    ALTER TABLE uploads ADD COLUMN completed_at INTEGER;
+    """,
   ]
 
   static func run(on db: Database) throws {
