@@ -3,12 +3,13 @@ import Larder
 
 /// The subcommands, in the order `larder --help` lists them.
 let commands: [any Command.Type] = [
-  PutCommand.self, GetCommand.self, ListCommand.self, StatCommand.self, RemoveCommand.self,
+  ServeCommand.self, PutCommand.self, GetCommand.self, ListCommand.self, StatCommand.self, RemoveCommand.self,
+  GCCommand.self, VerifyCommand.self, TokenCommand.self, RulesCheckCommand.self, RulesEvalCommand.self,
 ]
 
 @MainActor func printHelp() {
   var text = "larder: self-hosted file and blob storage\n\nusage: larder COMMAND [options]\n\ncommands:\n"
-  for c in commands { text += "  \(c.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(c.summary)\n" }
+  for c in commands { text += "  \(c.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(c.summary)\n" }
   text += "\nEvery command takes --data DIR (or LARDER_DATA; default ./data) and --help.\n"
   print(text, terminator: "")
 }
@@ -46,6 +47,8 @@ let commands: [any Command.Type] = [
   do {
     try command.run()
     return 0
+  } catch let exit as Exit {
+    return exit.code
   } catch let error as UsageError {
     Output.error("\(error)")
     return 2
