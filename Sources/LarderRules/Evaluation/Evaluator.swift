@@ -14,8 +14,6 @@ final class Evaluator {
     self.regexCache = regexCache
   }
 
-  typealias Result = Swift.Result
-
   /// Charges `cost` steps; throws an unabsorbable error when the budget is gone.
   func charge(_ cost: Int, at location: SourceLocation) throws(EvaluationError) {
     steps += cost
