@@ -15,14 +15,17 @@ public struct RuleSet: Sendable {
 
   /// Parses rules source.
   /// - Throws: `RulesDiagnostics` with `file:line:col`, a message and a caret snippet.
-  public static func parse(_ source: String, fileName: String = "storage.rules") throws(RulesDiagnostics) -> RuleSet {
+  public static func parse(_ source: String, fileName: String = "storage.rules") throws(RulesDiagnostics)
+    -> RuleSet
+  {
     let bytes = Array(source.utf8)
     do {
       var parser = try Parser(source: bytes, fileName: fileName)
       let file = try parser.parseFile()
       return RuleSet(version: file.version, fileName: fileName, root: file.root)
     } catch {
-      throw RulesDiagnostics([Diagnostic.at(error.location, error.message, fileName: fileName, source: bytes)])
+      throw RulesDiagnostics([Diagnostic.at(error.location, error.message, fileName: fileName, source: bytes)]
+      )
     }
   }
 
@@ -33,11 +36,16 @@ public struct RuleSet: Sendable {
     if name.hasSuffix("/") { name = name.dropLast() }
     let fullPath = "/b/\(request.bucket)/o/\(name)"
     guard name.utf8.count <= EvaluationLimits.maxObjectNameBytes, request.bucket.utf8.count <= 1024 else {
-      return RuleDecision(allowed: false, rule: nil, reason: "object name longer than \(EvaluationLimits.maxObjectNameBytes) bytes")
+      return RuleDecision(
+        allowed: false, rule: nil,
+        reason: "object name longer than \(EvaluationLimits.maxObjectNameBytes) bytes")
     }
-    let objectSegments = name.isEmpty ? [] : name.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+    let objectSegments =
+      name.isEmpty ? [] : name.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
     guard objectSegments.count <= EvaluationLimits.maxPathSegments else {
-      return RuleDecision(allowed: false, rule: nil, reason: "object name has more than \(EvaluationLimits.maxPathSegments) segments")
+      return RuleDecision(
+        allowed: false, rule: nil,
+        reason: "object name has more than \(EvaluationLimits.maxPathSegments) segments")
     }
     let path = ["b", request.bucket, "o"] + objectSegments
     let shownPath = fullPath.count > 200 ? String(fullPath.prefix(200)) + "…" : fullPath
@@ -49,14 +57,16 @@ public struct RuleSet: Sendable {
     }
     guard !candidates.isEmpty else {
       return RuleDecision(
-        allowed: false, rule: nil, reason: "no allow rule for '\(request.operation.rawValue)' matches \(shownPath)")
+        allowed: false, rule: nil,
+        reason: "no allow rule for '\(request.operation.rawValue)' matches \(shownPath)")
     }
 
     let evaluator = Evaluator(globals: globals(for: request, path: path))
     var failures: [String] = []
     for (rule, scope) in candidates {
       guard let condition = rule.condition else {
-        return RuleDecision(allowed: true, rule: rule.origin, reason: "allowed by \(rule.origin) (unconditional)")
+        return RuleDecision(
+          allowed: true, rule: rule.origin, reason: "allowed by \(rule.origin) (unconditional)")
       }
       do {
         if try evaluator.condition(condition, scope: scope) {
@@ -65,7 +75,8 @@ public struct RuleSet: Sendable {
         failures.append("\(rule.origin): false")
       } catch {
         failures.append(
-          "\(rule.origin): error at \(fileName):\(error.location.line):\(error.location.column): \(error.message)")
+          "\(rule.origin): error at \(fileName):\(error.location.line):\(error.location.column): \(error.message)"
+        )
         if error.exhausted { break }
       }
     }
@@ -106,7 +117,8 @@ public struct RuleSet: Sendable {
   }
 
   private func globals(for request: RuleRequest, path: [String]) -> [String: RuleValue] {
-    let auth: RuleValue = request.auth.map { .map(["uid": .string($0.uid), "token": .map($0.token)]) } ?? .null
+    let auth: RuleValue =
+      request.auth.map { .map(["uid": .string($0.uid), "token": .map($0.token)]) } ?? .null
     return [
       "request": .map([
         "auth": auth,

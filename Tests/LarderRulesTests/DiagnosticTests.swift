@@ -34,10 +34,12 @@ struct DiagnosticTests {
       source: "service firebase.storage {\n  match /b/{b}/o {\n    allow read: if # true;\n  }\n}\n",
       line: 3, column: 20, message: "unexpected character '#'"),
     .init(
-      source: "service firebase.storage {\n  match /b/{b}/o {\n    allow read: if 99999999999999999999 > 1;\n  }\n}\n",
+      source:
+        "service firebase.storage {\n  match /b/{b}/o {\n    allow read: if 99999999999999999999 > 1;\n  }\n}\n",
       line: 3, column: 20, message: "integer literal '99999999999999999999' does not fit in 64 bits"),
     .init(
-      source: "service firebase.storage {\n  function f() { return true; }\n  function f() { return false; }\n}\n",
+      source:
+        "service firebase.storage {\n  function f() { return true; }\n  function f() { return false; }\n}\n",
       line: 3, column: 3, message: "function 'f' is already declared in this scope"),
     .init(
       source: "rules_version = '3';\nservice firebase.storage {}\n",
@@ -98,7 +100,8 @@ struct DiagnosticTests {
   @Test func diagnosticRendersACaretUnderTheColumn() {
     do {
       _ = try RuleSet.parse(
-        "service firebase.storage {\n  match /b/{bucket}/o {\n    allow read: if true\n  }\n}\n", fileName: "storage.rules")
+        "service firebase.storage {\n  match /b/{bucket}/o {\n    allow read: if true\n  }\n}\n",
+        fileName: "storage.rules")
       Issue.record("expected a diagnostic")
     } catch {
       #expect(

@@ -17,10 +17,14 @@ struct ExampleRulesTests {
   static let cases: [PathCase] = [
     // users/{uid}/**: owner only
     .init(op: .create, name: "users/u1/notes.txt", allowed: false),
-    .init(op: .create, name: "users/u1/notes.txt", uid: "u1", allowed: true, rule: "storage.rules.example:27:7"),
-    .init(op: .get, name: "users/u1/deep/er/notes.txt", uid: "u1", allowed: true, rule: "storage.rules.example:27:7"),
+    .init(
+      op: .create, name: "users/u1/notes.txt", uid: "u1", allowed: true, rule: "storage.rules.example:27:7"),
+    .init(
+      op: .get, name: "users/u1/deep/er/notes.txt", uid: "u1", allowed: true,
+      rule: "storage.rules.example:27:7"),
     .init(op: .list, name: "users/u1/", uid: "u1", allowed: true, rule: "storage.rules.example:27:7"),
-    .init(op: .delete, name: "users/u1/notes.txt", uid: "u1", allowed: true, rule: "storage.rules.example:27:7"),
+    .init(
+      op: .delete, name: "users/u1/notes.txt", uid: "u1", allowed: true, rule: "storage.rules.example:27:7"),
     .init(op: .get, name: "users/u1/notes.txt", uid: "u2", allowed: false),
     .init(op: .update, name: "users/u1/notes.txt", uid: "u2", allowed: false),
     .init(op: .get, name: "users/u1/notes.txt", allowed: false),
@@ -30,22 +34,29 @@ struct ExampleRulesTests {
     .init(op: .get, name: "public/u1/a/b.txt", allowed: true, rule: "storage.rules.example:35:7"),
     .init(op: .create, name: "public/u1/a.txt", allowed: false),
     .init(op: .create, name: "public/u1/a.txt", uid: "u1", allowed: true, rule: "storage.rules.example:38:7"),
-    .init(op: .create, name: "public/u1/a.txt", uid: "u1", size: 10 * mib, allowed: true, rule: "storage.rules.example:38:7"),
+    .init(
+      op: .create, name: "public/u1/a.txt", uid: "u1", size: 10 * mib, allowed: true,
+      rule: "storage.rules.example:38:7"),
     .init(op: .create, name: "public/u1/a.txt", uid: "u1", size: 10 * mib + 1, allowed: false),
     .init(op: .create, name: "public/u2/a.txt", uid: "u1", allowed: false),
     .init(op: .create, name: "public/readme.txt", uid: "u1", allowed: false),
     .init(op: .delete, name: "public/u1/a.txt", uid: "u1", allowed: true, rule: "storage.rules.example:39:7"),
     .init(op: .delete, name: "public/u1/a.txt", uid: "u2", allowed: false),
     // images/{uid}/**: images only, up to 5 MiB, owner writes, signed-in users read
-    .init(op: .create, name: "images/u1/cat.png", uid: "u1", size: mib, allowed: true, rule: "storage.rules.example:47:7"),
-    .init(op: .create, name: "images/u1/cat.png", uid: "u1", size: 5 * mib, allowed: true, rule: "storage.rules.example:47:7"),
+    .init(
+      op: .create, name: "images/u1/cat.png", uid: "u1", size: mib, allowed: true,
+      rule: "storage.rules.example:47:7"),
+    .init(
+      op: .create, name: "images/u1/cat.png", uid: "u1", size: 5 * mib, allowed: true,
+      rule: "storage.rules.example:47:7"),
     .init(op: .create, name: "images/u1/cat.png", uid: "u1", size: 5 * mib + 1, allowed: false),
     .init(op: .create, name: "images/u1/cat.png", uid: "u1", contentType: "text/plain", allowed: false),
     .init(op: .update, name: "images/u1/cat.png", uid: "u2", allowed: false),
     .init(op: .create, name: "images/u1/cat.png", allowed: false),
     .init(op: .get, name: "images/u1/cat.png", uid: "u2", allowed: true, rule: "storage.rules.example:46:7"),
     .init(op: .get, name: "images/u1/cat.png", allowed: false),
-    .init(op: .delete, name: "images/u1/cat.png", uid: "u1", allowed: true, rule: "storage.rules.example:50:7"),
+    .init(
+      op: .delete, name: "images/u1/cat.png", uid: "u1", allowed: true, rule: "storage.rules.example:50:7"),
     // everything else is denied
     .init(op: .get, name: "other/file.txt", uid: "u1", allowed: false),
     .init(op: .create, name: "top-level.txt", uid: "u1", allowed: false),

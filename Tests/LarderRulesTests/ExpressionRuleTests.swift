@@ -149,7 +149,8 @@ struct ExpressionRuleTests {
     .init("math.min(3, 1, 2) == 1 && math.max([4, 9, 2]) == 9", true),
     .init("int('42') + 1 == 43 && int(3.9) == 3", true),
     .init("float(1) == 1.0 && float('2.5') == 2.5", true),
-    .init("string(42) == '42' && string(true) == 'true' && string(null) == 'null' && string(1.0) == '1.0'", true),
+    .init(
+      "string(42) == '42' && string(true) == 'true' && string(null) == 'null' && string(1.0) == '1.0'", true),
     .init("int('x') == 0", false),
   ]
 

@@ -35,7 +35,8 @@ enum Fixtures {
     return RuleRequest(
       operation: op, bucket: "bkt", objectName: name, auth: uid.map { RuleAuth(uid: $0, token: token) },
       time: now,
-      resource: op == .create || op == .list ? nil : (stored ?? object(name, size: size, contentType: contentType)),
+      resource: op == .create || op == .list
+        ? nil : (stored ?? object(name, size: size, contentType: contentType)),
       requestResource: op == .create || op == .update ? incoming : nil)
   }
 }

@@ -42,8 +42,12 @@ struct FunctionRuleTests {
     let ok = rules.evaluate(Fixtures.request(.create, "users/u1/a.png", uid: "u1", size: 1 << 20))
     #expect(ok.allowed == true)
     #expect(ok.rule == "storage.rules:15:7")
-    #expect(rules.evaluate(Fixtures.request(.create, "users/u1/a.png", uid: "u1", size: (1 << 20) + 1)).allowed == false)
-    #expect(rules.evaluate(Fixtures.request(.create, "users/u1/a.txt", uid: "u1", contentType: "text/plain")).allowed == false)
+    #expect(
+      rules.evaluate(Fixtures.request(.create, "users/u1/a.png", uid: "u1", size: (1 << 20) + 1)).allowed
+        == false)
+    #expect(
+      rules.evaluate(Fixtures.request(.create, "users/u1/a.txt", uid: "u1", contentType: "text/plain"))
+        .allowed == false)
     #expect(rules.evaluate(Fixtures.request(.create, "users/u1/a.png", uid: "u2")).allowed == false)
     #expect(rules.evaluate(Fixtures.request(.create, "users/u1/a.png")).allowed == false)
     #expect(rules.evaluate(Fixtures.request(.get, "users/u1/a.png")).allowed == true)
@@ -75,7 +79,8 @@ struct FunctionRuleTests {
 
   @Test func wrongArgumentCountDenies() throws {
     let rules = try RuleSet.parse(
-      "service firebase.storage { function f(a, b) { return true; } match /b/{x}/o/{y} { allow get: if f(1); } }")
+      "service firebase.storage { function f(a, b) { return true; } match /b/{x}/o/{y} { allow get: if f(1); } }"
+    )
     let decision = rules.evaluate(RuleRequest(operation: .get, bucket: "b", objectName: "y"))
     #expect(decision.allowed == false)
     #expect(decision.reason.hasSuffix("function 'f' takes 2 arguments, got 1"))

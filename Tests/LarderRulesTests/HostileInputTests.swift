@@ -46,17 +46,20 @@ struct HostileInputTests {
   @Test func megabyteStringLiteralParsesAndDenies() throws {
     let big = String(repeating: "x", count: 1 << 20)
     let rules = try RuleSet.parse(Self.wrap("request.auth.uid == '\(big)' || '\(big)'.size() == 1"))
-    let decision = rules.evaluate(RuleRequest(operation: .get, bucket: "b", objectName: "f", auth: RuleAuth(uid: "u")))
+    let decision = rules.evaluate(
+      RuleRequest(operation: .get, bucket: "b", objectName: "f", auth: RuleAuth(uid: "u")))
     #expect(decision.allowed == false)
     let sized = try RuleSet.parse(Self.wrap("'\(big)'.size() == 1048576"))
     #expect(sized.evaluate(RuleRequest(operation: .get, bucket: "b", objectName: "f")).allowed == true)
   }
 
   @Test func pathologicalRegexRunsInLinearTime() throws {
-    let rules = try RuleSet.parse(Self.wrap("resource.metadata.s.matches('(a+)+$') || resource.metadata.s.matches('(a|aa)+b')"))
+    let rules = try RuleSet.parse(
+      Self.wrap("resource.metadata.s.matches('(a+)+$') || resource.metadata.s.matches('(a|aa)+b')"))
     let hostile = String(repeating: "a", count: 100_000) + "!"
     var request = RuleRequest(operation: .get, bucket: "b", objectName: "f")
-    request.resource = RuleResource(name: "f", bucket: "b", size: 1, contentType: "text/plain", metadata: ["s": hostile])
+    request.resource = RuleResource(
+      name: "f", bucket: "b", size: 1, contentType: "text/plain", metadata: ["s": hostile])
     #expect(rules.evaluate(request).allowed == false)
     request.resource?.metadata["s"] = String(repeating: "a", count: 100_000)
     #expect(rules.evaluate(request).allowed == true)
@@ -73,10 +76,12 @@ struct HostileInputTests {
     let name = Array(repeating: "abc", count: 1_000).joined(separator: "/")
     #expect(name.utf8.count == 3_999)
     let counting = try RuleSet.parse(
-      "rules_version = '2'; service firebase.storage { match /b/{bucket}/o/{all=**} { allow get: if all.size() == 1000; } }")
+      "rules_version = '2'; service firebase.storage { match /b/{bucket}/o/{all=**} { allow get: if all.size() == 1000; } }"
+    )
     #expect(counting.evaluate(RuleRequest(operation: .get, bucket: "b", objectName: name)).allowed == true)
     let example = try RuleSet.parse(String(contentsOf: ExampleRulesTests.exampleURL, encoding: .utf8))
-    let decision = example.evaluate(RuleRequest(operation: .get, bucket: "b", objectName: name, auth: RuleAuth(uid: "abc")))
+    let decision = example.evaluate(
+      RuleRequest(operation: .get, bucket: "b", objectName: name, auth: RuleAuth(uid: "abc")))
     #expect(decision.allowed == false)
     #expect(decision.reason == "no allow rule for 'get' matches /b/b/o/" + String(name.prefix(193)) + "…")
   }

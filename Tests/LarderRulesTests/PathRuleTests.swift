@@ -89,11 +89,15 @@ struct PathRuleTests {
     .init(op: .get, name: "files/report.pdf", allowed: true, rule: "storage.rules:16:7"),
     .init(op: .list, name: "files/report.pdf", allowed: false),
     .init(op: .create, name: "files/report.pdf", uid: "u1", allowed: false),
-    .init(op: .delete, name: "files/report.pdf", uid: "u1", ownerMetadata: "u1", allowed: true, rule: "storage.rules:18:7"),
+    .init(
+      op: .delete, name: "files/report.pdf", uid: "u1", ownerMetadata: "u1", allowed: true,
+      rule: "storage.rules:18:7"),
     .init(op: .delete, name: "files/report.pdf", uid: "u2", ownerMetadata: "u1", allowed: false),
     .init(op: .delete, name: "files/report.pdf", ownerMetadata: "u1", allowed: false),
     .init(op: .delete, name: "files/report.pdf", uid: "u1", allowed: false),
-    .init(op: .get, name: "team/red/docs/plan", uid: "u1", token: ["team": .string("red")], allowed: true, rule: "storage.rules:22:7"),
+    .init(
+      op: .get, name: "team/red/docs/plan", uid: "u1", token: ["team": .string("red")], allowed: true,
+      rule: "storage.rules:22:7"),
     .init(op: .get, name: "team/red/docs/plan", uid: "u1", token: ["team": .string("blue")], allowed: false),
     .init(op: .get, name: "team/red/docs/plan", uid: "u1", allowed: false),
     .init(op: .get, name: "team/red/docs/plan", allowed: false),
@@ -109,7 +113,8 @@ struct PathRuleTests {
   @Test(arguments: cases)
   func pathAndOperationDecideAccess(_ c: PathCase) throws {
     let rules = try RuleSet.parse(Self.source)
-    var request = Fixtures.request(c.op, c.name, uid: c.uid, token: c.token, size: c.size, contentType: c.contentType)
+    var request = Fixtures.request(
+      c.op, c.name, uid: c.uid, token: c.token, size: c.size, contentType: c.contentType)
     if let owner = c.ownerMetadata {
       request.resource = Fixtures.object(c.name, metadata: ["owner": owner])
     }
@@ -154,7 +159,9 @@ struct PathRuleTests {
         allow get: if rest == 'x/y/z' && rest.size() == 3 && rest[1] == 'y' && string(rest) == 'x/y/z';
       } } }
       """)
-    #expect(rules.evaluate(RuleRequest(operation: .get, bucket: "x", objectName: "docs/x/y/z")).allowed == true)
-    #expect(rules.evaluate(RuleRequest(operation: .get, bucket: "x", objectName: "docs/x/y")).allowed == false)
+    #expect(
+      rules.evaluate(RuleRequest(operation: .get, bucket: "x", objectName: "docs/x/y/z")).allowed == true)
+    #expect(
+      rules.evaluate(RuleRequest(operation: .get, bucket: "x", objectName: "docs/x/y")).allowed == false)
   }
 }

@@ -23,11 +23,14 @@ struct RuleValueJSONTests {
   }
 
   @Test func claimsDriveTokenConditions() throws {
-    let claims = try JSONSerialization.jsonObject(with: Data(#"{"admin":true,"tier":3}"#.utf8)) as? [String: Any] ?? [:]
+    let claims =
+      try JSONSerialization.jsonObject(with: Data(#"{"admin":true,"tier":3}"#.utf8)) as? [String: Any] ?? [:]
     let token = claims.compactMapValues(RuleValue.init(jsonObject:))
     let rules = try RuleSet.parse(
-      "service firebase.storage { match /b/{b}/o/{f} { allow get: if request.auth.token.admin == true && request.auth.token.tier > 2; } }")
-    let request = RuleRequest(operation: .get, bucket: "b", objectName: "x", auth: RuleAuth(uid: "u", token: token))
+      "service firebase.storage { match /b/{b}/o/{f} { allow get: if request.auth.token.admin == true && request.auth.token.tier > 2; } }"
+    )
+    let request = RuleRequest(
+      operation: .get, bucket: "b", objectName: "x", auth: RuleAuth(uid: "u", token: token))
     #expect(rules.evaluate(request).allowed == true)
   }
 }

@@ -19,7 +19,8 @@ struct RulesToolTests {
   }
 
   @Test func checkReportsDiagnostics() throws {
-    let path = try Self.temporaryFile("service firebase.storage {\n  match /b/{b}/o {\n    allow nope;\n  }\n}\n")
+    let path = try Self.temporaryFile(
+      "service firebase.storage {\n  match /b/{b}/o {\n    allow nope;\n  }\n}\n")
     defer { try? FileManager.default.removeItem(atPath: path) }
     let result = RulesTool.check(path: path)
     #expect(result.ok == false)
@@ -37,7 +38,8 @@ struct RulesToolTests {
 
   @Test func evalWriteAsOwnerAllowsEachWriteOperation() {
     let path = ExampleRulesTests.exampleURL.path
-    let result = RulesTool.eval(path: path, operation: "write", requestPath: "/b/dev/o/users/u1/a.txt", uid: "u1")
+    let result = RulesTool.eval(
+      path: path, operation: "write", requestPath: "/b/dev/o/users/u1/a.txt", uid: "u1")
     #expect(result.exitCode == 0)
     #expect(
       result.output == """
@@ -49,9 +51,11 @@ struct RulesToolTests {
 
   @Test func evalDeniesAnotherUserAndOversizedImages() {
     let path = ExampleRulesTests.exampleURL.path
-    let other = RulesTool.eval(path: path, operation: "get", requestPath: "/b/dev/o/users/u1/a.txt", uid: "u2")
+    let other = RulesTool.eval(
+      path: path, operation: "get", requestPath: "/b/dev/o/users/u1/a.txt", uid: "u2")
     #expect(other.exitCode == 1)
-    #expect(other.output.hasPrefix("get: DENY - denied 'get' on /b/dev/o/users/u1/a.txt: \(path):27:7: false"))
+    #expect(
+      other.output.hasPrefix("get: DENY - denied 'get' on /b/dev/o/users/u1/a.txt: \(path):27:7: false"))
     let image = RulesTool.eval(
       path: path, operation: "create", requestPath: "/b/dev/o/images/u1/big.png", uid: "u1", size: 6 << 20,
       contentType: "image/png")

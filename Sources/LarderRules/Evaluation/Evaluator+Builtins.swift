@@ -1,23 +1,31 @@
 import Foundation
 
 extension Evaluator {
-  private func arity(_ name: String, _ args: [RuleValue], _ count: Int, _ location: SourceLocation) throws(EvaluationError) {
+  private func arity(_ name: String, _ args: [RuleValue], _ count: Int, _ location: SourceLocation)
+    throws(EvaluationError)
+  {
     guard args.count == count else {
       throw fail("\(name)() takes \(count) argument\(count == 1 ? "" : "s"), got \(args.count)", location)
     }
   }
 
-  private func int(_ v: RuleValue, _ what: String, _ location: SourceLocation) throws(EvaluationError) -> Int64 {
+  private func int(_ v: RuleValue, _ what: String, _ location: SourceLocation) throws(EvaluationError)
+    -> Int64
+  {
     guard case .int(let i) = v else { throw fail("\(what) must be int, got \(v.typeName)", location) }
     return i
   }
 
-  private func string(_ v: RuleValue, _ what: String, _ location: SourceLocation) throws(EvaluationError) -> String {
+  private func string(_ v: RuleValue, _ what: String, _ location: SourceLocation) throws(EvaluationError)
+    -> String
+  {
     guard case .string(let s) = v else { throw fail("\(what) must be string, got \(v.typeName)", location) }
     return s
   }
 
-  private func list(_ v: RuleValue, _ what: String, _ location: SourceLocation) throws(EvaluationError) -> [RuleValue] {
+  private func list(_ v: RuleValue, _ what: String, _ location: SourceLocation) throws(EvaluationError)
+    -> [RuleValue]
+  {
     guard case .list(let l) = v else { throw fail("\(what) must be list, got \(v.typeName)", location) }
     return l
   }
@@ -31,7 +39,9 @@ extension Evaluator {
   }
 
   /// `int(x)`, `float(x)`, `string(x)`, `bool(x)`.
-  func globalFunction(_ name: String, _ args: [RuleValue], _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  func globalFunction(_ name: String, _ args: [RuleValue], _ location: SourceLocation) throws(EvaluationError)
+    -> RuleValue
+  {
     switch name {
     case "int":
       try arity(name, args, 1, location)
@@ -43,7 +53,9 @@ extension Evaluator {
         }
         return .int(Int64(f))
       case .string(let s):
-        guard let i = Int64(s.trimmingCharacters(in: .whitespaces)) else { throw fail("'\(s.prefix(40))' is not an int", location) }
+        guard let i = Int64(s.trimmingCharacters(in: .whitespaces)) else {
+          throw fail("'\(s.prefix(40))' is not an int", location)
+        }
         return .int(i)
       case .bool(let b): return .int(b ? 1 : 0)
       default: throw fail("cannot convert \(args[0].typeName) to int", location)
@@ -54,7 +66,9 @@ extension Evaluator {
       case .int(let i): return .float(Double(i))
       case .float: return args[0]
       case .string(let s):
-        guard let f = Double(s.trimmingCharacters(in: .whitespaces)) else { throw fail("'\(s.prefix(40))' is not a float", location) }
+        guard let f = Double(s.trimmingCharacters(in: .whitespaces)) else {
+          throw fail("'\(s.prefix(40))' is not a float", location)
+        }
         return .float(f)
       default: throw fail("cannot convert \(args[0].typeName) to float", location)
       }
@@ -88,7 +102,9 @@ extension Evaluator {
       let (y, m, d) = CivilTime.civil(days: days)
       let s = nanos / 1_000_000_000
       let ms = (nanos / 1_000_000) % 1000
-      return String(format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", y, m, d, s / 3600, (s / 60) % 60, s % 60, ms)
+      return String(
+        format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", y, m, d, s / 3600, (s / 60) % 60, s % 60,
+        ms)
     case .duration(let ns):
       return "\(Double(ns) / 1e9)s"
     default:
@@ -97,7 +113,9 @@ extension Evaluator {
   }
 
   /// `math.*`, `timestamp.*`, `duration.*`.
-  func namespaceFunction(_ namespace: String, _ name: String, _ args: [RuleValue], _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  func namespaceFunction(_ namespace: String, _ name: String, _ args: [RuleValue], _ location: SourceLocation)
+    throws(EvaluationError) -> RuleValue
+  {
     let qualified = "\(namespace).\(name)"
     switch qualified {
     case "math.abs":
@@ -114,7 +132,9 @@ extension Evaluator {
       let rule: FloatingPointRoundingRule =
         name == "ceil" ? .up : name == "floor" ? .down : .toNearestOrAwayFromZero
       let rounded = f.rounded(rule)
-      guard rounded.isFinite, rounded.magnitude < 9.2e18 else { throw fail("\(qualified) result does not fit in int", location) }
+      guard rounded.isFinite, rounded.magnitude < 9.2e18 else {
+        throw fail("\(qualified) result does not fit in int", location)
+      }
       return .int(Int64(rounded))
     case "math.min", "math.max":
       let values = args.count == 1 ? try list(args[0], "\(qualified) argument", location) : args
@@ -146,11 +166,14 @@ extension Evaluator {
         throw fail("invalid date \(y)-\(m)-\(d)", location)
       }
       let days = CivilTime.days(year: y, month: m, day: d)
-      guard CivilTime.civil(days: days) == (y, m, d) else { throw fail("invalid date \(y)-\(m)-\(d)", location) }
+      guard CivilTime.civil(days: days) == (y, m, d) else {
+        throw fail("invalid date \(y)-\(m)-\(d)", location)
+      }
       return .timestamp(Date(timeIntervalSince1970: Double(days) * 86_400))
     case "timestamp.value":
       try arity(qualified, args, 1, location)
-      return .timestamp(Date(timeIntervalSince1970: Double(try int(args[0], "epoch millis", location)) / 1000))
+      return .timestamp(
+        Date(timeIntervalSince1970: Double(try int(args[0], "epoch millis", location)) / 1000))
     case "duration.value":
       try arity(qualified, args, 2, location)
       let magnitude = try number(args[0], location)
@@ -171,14 +194,19 @@ extension Evaluator {
       return .duration(nanoseconds: Int64(ns.rounded()))
     case "duration.time":
       try arity(qualified, args, 4, location)
-      let parts = [try int(args[0], "hours", location), try int(args[1], "minutes", location),
-                   try int(args[2], "seconds", location), try int(args[3], "nanos", location)]
-      let ns = Double(parts[0]) * 3_600e9 + Double(parts[1]) * 60e9 + Double(parts[2]) * 1e9 + Double(parts[3])
+      let parts = [
+        try int(args[0], "hours", location), try int(args[1], "minutes", location),
+        try int(args[2], "seconds", location), try int(args[3], "nanos", location),
+      ]
+      let ns =
+        Double(parts[0]) * 3_600e9 + Double(parts[1]) * 60e9 + Double(parts[2]) * 1e9 + Double(parts[3])
       guard ns.magnitude < 9.2e18 else { throw fail("duration out of range", location) }
       return .duration(nanoseconds: ((parts[0] * 60 + parts[1]) * 60 + parts[2]) * 1_000_000_000 + parts[3])
     case "duration.abs":
       try arity(qualified, args, 1, location)
-      guard case .duration(let ns) = args[0], ns != .min else { throw fail("duration.abs needs a duration", location) }
+      guard case .duration(let ns) = args[0], ns != .min else {
+        throw fail("duration.abs needs a duration", location)
+      }
       return .duration(nanoseconds: Swift.abs(ns))
     default:
       throw fail("unknown function '\(qualified)'", location)
@@ -186,7 +214,9 @@ extension Evaluator {
   }
 
   /// Methods on strings, lists, maps, timestamps, durations and paths.
-  func method(_ target: RuleValue, _ name: String, _ args: [RuleValue], _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  func method(_ target: RuleValue, _ name: String, _ args: [RuleValue], _ location: SourceLocation)
+    throws(EvaluationError) -> RuleValue
+  {
     switch target {
     case .string(let s): return try stringMethod(s, name, args, location)
     case .list(let items): return try listMethod(items, name, args, location)
@@ -212,7 +242,9 @@ extension Evaluator {
     throw fail("\(target.typeName) has no method '\(name)'", location)
   }
 
-  private func stringMethod(_ s: String, _ name: String, _ args: [RuleValue], _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  private func stringMethod(_ s: String, _ name: String, _ args: [RuleValue], _ location: SourceLocation)
+    throws(EvaluationError) -> RuleValue
+  {
     try charge(s.utf8.count / 4096, at: location)
     switch name {
     case "size":
@@ -283,14 +315,18 @@ extension Evaluator {
   }
 
   /// Whether `items` contains `element`, using `keys` when the element is a scalar.
-  private func member(of items: [RuleValue], keys: Set<String>, _ element: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> Bool {
+  private func member(
+    of items: [RuleValue], keys: Set<String>, _ element: RuleValue, _ location: SourceLocation
+  ) throws(EvaluationError) -> Bool {
     if let key = setKey(element) { return keys.contains(key) }
     try charge(items.count / 16, at: location)
     for item in items where try equals(item, element, location) { return true }
     return false
   }
 
-  private func listMethod(_ items: [RuleValue], _ name: String, _ args: [RuleValue], _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  private func listMethod(
+    _ items: [RuleValue], _ name: String, _ args: [RuleValue], _ location: SourceLocation
+  ) throws(EvaluationError) -> RuleValue {
     switch name {
     case "size":
       try arity(name, args, 0, location)
@@ -337,7 +373,9 @@ extension Evaluator {
     }
   }
 
-  private func mapMethod(_ m: [String: RuleValue], _ name: String, _ args: [RuleValue], _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  private func mapMethod(
+    _ m: [String: RuleValue], _ name: String, _ args: [RuleValue], _ location: SourceLocation
+  ) throws(EvaluationError) -> RuleValue {
     switch name {
     case "size":
       try arity(name, args, 0, location)
@@ -366,7 +404,9 @@ extension Evaluator {
     }
   }
 
-  private func timestampMethod(_ t: Date, _ name: String, _ args: [RuleValue], _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  private func timestampMethod(_ t: Date, _ name: String, _ args: [RuleValue], _ location: SourceLocation)
+    throws(EvaluationError) -> RuleValue
+  {
     try arity(name, args, 0, location)
     let (days, nanosOfDay) = CivilTime.split(t)
     let (y, m, d) = CivilTime.civil(days: days)

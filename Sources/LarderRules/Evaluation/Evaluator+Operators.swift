@@ -5,7 +5,9 @@ extension Evaluator {
     EvaluationError(message: message, location: location)
   }
 
-  func member(_ base: RuleValue, _ name: String, _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  func member(_ base: RuleValue, _ name: String, _ location: SourceLocation) throws(EvaluationError)
+    -> RuleValue
+  {
     switch base {
     case .map(let m):
       guard let v = m[name] else { throw fail("no such key '\(name)' in map", location) }
@@ -17,13 +19,17 @@ extension Evaluator {
     }
   }
 
-  func index(_ base: RuleValue, _ index: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  func index(_ base: RuleValue, _ index: RuleValue, _ location: SourceLocation) throws(EvaluationError)
+    -> RuleValue
+  {
     switch (base, index) {
     case (.map(let m), .string(let key)):
       guard let v = m[key] else { throw fail("no such key '\(key)' in map", location) }
       return v
     case (.list(let items), .int(let i)):
-      guard i >= 0 && i < items.count else { throw fail("list index \(i) out of range (size \(items.count))", location) }
+      guard i >= 0 && i < items.count else {
+        throw fail("list index \(i) out of range (size \(items.count))", location)
+      }
       return items[Int(i)]
     case (.path(let segments), .int(let i)):
       guard i >= 0 && i < segments.count else { throw fail("path index \(i) out of range", location) }
@@ -37,7 +43,9 @@ extension Evaluator {
     }
   }
 
-  func unary(_ op: UnaryOperator, _ value: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  func unary(_ op: UnaryOperator, _ value: RuleValue, _ location: SourceLocation) throws(EvaluationError)
+    -> RuleValue
+  {
     switch (op, value) {
     case (.not, .bool(let b)): return .bool(!b)
     case (.negate, .int(let i)):
@@ -52,7 +60,9 @@ extension Evaluator {
     }
   }
 
-  func binary(_ op: BinaryOperator, _ l: RuleValue, _ r: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  func binary(_ op: BinaryOperator, _ l: RuleValue, _ r: RuleValue, _ location: SourceLocation)
+    throws(EvaluationError) -> RuleValue
+  {
     switch op {
     case .equal: return .bool(try equals(l, r, location))
     case .notEqual: return .bool(!(try equals(l, r, location)))
@@ -113,7 +123,9 @@ extension Evaluator {
     }
   }
 
-  func contains(_ collection: RuleValue, _ element: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> Bool {
+  func contains(_ collection: RuleValue, _ element: RuleValue, _ location: SourceLocation)
+    throws(EvaluationError) -> Bool
+  {
     switch collection {
     case .list(let items):
       try charge(items.count / 16, at: location)
@@ -134,7 +146,9 @@ extension Evaluator {
     return .string(s)
   }
 
-  private func arithmetic(_ op: BinaryOperator, _ l: RuleValue, _ r: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  private func arithmetic(_ op: BinaryOperator, _ l: RuleValue, _ r: RuleValue, _ location: SourceLocation)
+    throws(EvaluationError) -> RuleValue
+  {
     switch (op, l, r) {
     case (_, .int(let a), .int(let b)):
       let result: (Int64, Bool)

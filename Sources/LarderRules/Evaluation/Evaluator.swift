@@ -19,7 +19,8 @@ final class Evaluator {
     steps += cost
     if steps > EvaluationLimits.maxSteps {
       throw EvaluationError(
-        message: "evaluation exceeded \(EvaluationLimits.maxSteps) steps", location: location, exhausted: true)
+        message: "evaluation exceeded \(EvaluationLimits.maxSteps) steps", location: location, exhausted: true
+      )
     }
   }
 
@@ -63,7 +64,8 @@ final class Evaluator {
     case .ternary(let condition, let whenTrue, let whenFalse):
       let c = try eval(condition, frame)
       guard case .bool(let b) = c else {
-        throw EvaluationError(message: "ternary condition is \(c.typeName), not bool", location: condition.location)
+        throw EvaluationError(
+          message: "ternary condition is \(c.typeName), not bool", location: condition.location)
       }
       return try eval(b ? whenTrue : whenFalse, frame)
     case .list(let items):
@@ -86,7 +88,9 @@ final class Evaluator {
     }
   }
 
-  private func lookup(_ name: String, _ frame: Frame, _ location: SourceLocation) throws(EvaluationError) -> RuleValue {
+  private func lookup(_ name: String, _ frame: Frame, _ location: SourceLocation) throws(EvaluationError)
+    -> RuleValue
+  {
     if let v = frame.locals[name] { return v }
     if let v = frame.scope.variable(name) { return v }
     if let v = globals[name] { return v }
@@ -106,7 +110,8 @@ final class Evaluator {
     do throws(EvaluationError) {
       let l = try eval(lhs, frame)
       guard case .bool(let b) = l else {
-        throw EvaluationError(message: "'\(isAnd ? "&&" : "||")' needs bool operands, got \(l.typeName)", location: lhs.location)
+        throw EvaluationError(
+          message: "'\(isAnd ? "&&" : "||")' needs bool operands, got \(l.typeName)", location: lhs.location)
       }
       if b == decisive { return .bool(decisive) }
     } catch {
@@ -115,7 +120,8 @@ final class Evaluator {
     }
     let r = try eval(rhs, frame)
     guard case .bool(let b) = r else {
-      throw EvaluationError(message: "'\(isAnd ? "&&" : "||")' needs bool operands, got \(r.typeName)", location: rhs.location)
+      throw EvaluationError(
+        message: "'\(isAnd ? "&&" : "||")' needs bool operands, got \(r.typeName)", location: rhs.location)
     }
     if b == decisive { return .bool(decisive) }
     if let leftError { throw leftError }
@@ -137,7 +143,8 @@ final class Evaluator {
       }
       return try globalFunction(name, try evalArguments(), location)
     case .member(let receiver, let name):
-      if case .identifier(let namespace) = receiver.kind, ["math", "timestamp", "duration"].contains(namespace),
+      if case .identifier(let namespace) = receiver.kind,
+        ["math", "timestamp", "duration"].contains(namespace),
         frame.locals[namespace] == nil, frame.scope.variable(namespace) == nil
       {
         return try namespaceFunction(namespace, name, try evalArguments(), location)
@@ -154,7 +161,8 @@ final class Evaluator {
   ) throws(EvaluationError) -> RuleValue {
     guard arguments.count == function.parameters.count else {
       throw EvaluationError(
-        message: "function '\(function.name)' takes \(function.parameters.count) arguments, got \(arguments.count)",
+        message:
+          "function '\(function.name)' takes \(function.parameters.count) arguments, got \(arguments.count)",
         location: location)
     }
     callDepth += 1
@@ -164,7 +172,8 @@ final class Evaluator {
         message: "function calls nested deeper than \(EvaluationLimits.maxCallDepth) (in '\(function.name)')",
         location: location, exhausted: true)
     }
-    var inner = Frame(locals: Dictionary(uniqueKeysWithValues: zip(function.parameters, arguments)), scope: declaringScope)
+    var inner = Frame(
+      locals: Dictionary(uniqueKeysWithValues: zip(function.parameters, arguments)), scope: declaringScope)
     for (name, value) in function.lets {
       inner.locals[name] = try eval(value, inner)
     }

@@ -64,7 +64,9 @@ struct Lexer {
         advance()
         advance()
         while true {
-          guard let c = peekByte() else { throw SyntaxError(location: start, message: "unterminated block comment") }
+          guard let c = peekByte() else {
+            throw SyntaxError(location: start, message: "unterminated block comment")
+          }
           if c == UInt8(ascii: "*") && peekByte(1) == UInt8(ascii: "/") {
             advance()
             advance()
@@ -91,7 +93,8 @@ struct Lexer {
     if Lexer.isIdentStart(b) {
       let begin = offset
       while let c = peekByte(), Lexer.isIdentStart(c) || Lexer.isDigit(c) { advance() }
-      return Token(kind: .identifier(String(decoding: source[begin..<offset], as: UTF8.self)), location: start)
+      return Token(
+        kind: .identifier(String(decoding: source[begin..<offset], as: UTF8.self)), location: start)
     }
     if Lexer.isDigit(b) { return try number(start) }
     if b == UInt8(ascii: "'") || b == UInt8(ascii: "\"") { return try string(quote: b, start) }
@@ -139,7 +142,8 @@ struct Lexer {
       return Token(kind: .float(value), location: start)
     }
     guard let value = Int64(text) else {
-      throw SyntaxError(location: start, message: "integer literal '\(text.prefix(30))' does not fit in 64 bits")
+      throw SyntaxError(
+        location: start, message: "integer literal '\(text.prefix(30))' does not fit in 64 bits")
     }
     return Token(kind: .int(value), location: start)
   }
@@ -152,7 +156,8 @@ struct Lexer {
         throw SyntaxError(location: start, message: "unterminated string literal")
       }
       if bytes.count > Lexer.maxStringLiteralBytes {
-        throw SyntaxError(location: start, message: "string literal longer than \(Lexer.maxStringLiteralBytes) bytes")
+        throw SyntaxError(
+          location: start, message: "string literal longer than \(Lexer.maxStringLiteralBytes) bytes")
       }
       if c == quote {
         advance()
@@ -165,7 +170,9 @@ struct Lexer {
       }
       let escapeLocation = location
       advance()
-      guard let e = peekByte() else { throw SyntaxError(location: start, message: "unterminated string literal") }
+      guard let e = peekByte() else {
+        throw SyntaxError(location: start, message: "unterminated string literal")
+      }
       advance()
       switch e {
       case UInt8(ascii: "n"): bytes.append(0x0A)
@@ -187,7 +194,8 @@ struct Lexer {
         }
         bytes.append(contentsOf: Array(String(Character(scalar)).utf8))
       default:
-        throw SyntaxError(location: escapeLocation, message: "unknown escape sequence '\\\(UnicodeScalar(e))'")
+        throw SyntaxError(
+          location: escapeLocation, message: "unknown escape sequence '\\\(UnicodeScalar(e))'")
       }
     }
     return Token(kind: .string(String(decoding: bytes, as: UTF8.self)), location: start)
@@ -237,7 +245,8 @@ struct Lexer {
         segments.append(recursive ? .recursive(name) : .variable(name))
       } else {
         let begin = offset
-        while let c = peekByte(), c > 0x20, c != UInt8(ascii: "/"), c != UInt8(ascii: "{"), c != UInt8(ascii: "}"),
+        while let c = peekByte(), c > 0x20, c != UInt8(ascii: "/"), c != UInt8(ascii: "{"),
+          c != UInt8(ascii: "}"),
           c != UInt8(ascii: "(")
         {
           advance()

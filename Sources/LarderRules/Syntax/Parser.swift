@@ -69,7 +69,9 @@ struct Parser {
       try advance()
       try expectPunct(";", "after the rules_version")
     }
-    guard token.isKeyword("service") else { throw fail("expected 'service firebase.storage', found \(tokenText)") }
+    guard token.isKeyword("service") else {
+      throw fail("expected 'service firebase.storage', found \(tokenText)")
+    }
     try advance()
     let serviceLocation = token.location
     var name = try identifier("a service name")
@@ -82,7 +84,9 @@ struct Parser {
     }
     try expectPunct("{", "to open the service body")
     let root = try parseBlockBody(pattern: [], matchDepth: 0, isService: true)
-    guard case .end = token.kind else { throw fail("expected end of file after the service block, found \(tokenText)") }
+    guard case .end = token.kind else {
+      throw fail("expected end of file after the service block, found \(tokenText)")
+    }
     return File(version: version, root: root)
   }
 
@@ -106,7 +110,8 @@ struct Parser {
         try checkPattern(segments, at: matchLocation)
         try advance()
         try expectPunct("{", "after the match path")
-        block.children.append(try parseBlockBody(pattern: segments, matchDepth: matchDepth + 1, isService: false))
+        block.children.append(
+          try parseBlockBody(pattern: segments, matchDepth: matchDepth + 1, isService: false))
       } else if token.isKeyword("function") {
         let function = try parseFunction()
         guard block.functions[function.name] == nil else {
@@ -122,14 +127,16 @@ struct Parser {
     }
   }
 
-  private func checkPattern(_ segments: [PathPatternSegment], at location: SourceLocation) throws(SyntaxError) {
+  private func checkPattern(_ segments: [PathPatternSegment], at location: SourceLocation) throws(SyntaxError)
+  {
     var names = Set<String>()
     for (i, segment) in segments.enumerated() {
       switch segment {
       case .literal: continue
       case .variable(let name), .recursive(let name):
         if case .recursive = segment, i != segments.count - 1 {
-          throw fail("recursive wildcard '{\(name)=**}' must be the last segment of a match path", at: location)
+          throw fail(
+            "recursive wildcard '{\(name)=**}' must be the last segment of a match path", at: location)
         }
         guard names.insert(name).inserted else {
           throw fail("wildcard '\(name)' appears twice in one match path", at: location)
@@ -193,7 +200,9 @@ struct Parser {
       lets.append((variable, try parseExpression()))
       try expectPunct(";", "after the let statement")
     }
-    guard token.isKeyword("return") else { throw fail("expected 'return' in function '\(name)', found \(tokenText)") }
+    guard token.isKeyword("return") else {
+      throw fail("expected 'return' in function '\(name)', found \(tokenText)")
+    }
     try advance()
     let body = try parseExpression()
     if token.isPunct(";") { try advance() }
@@ -203,11 +212,15 @@ struct Parser {
 
   // MARK: - Expressions
 
-  private func node(_ kind: Expr.Kind, _ location: SourceLocation, _ children: Expr...) throws(SyntaxError) -> Expr {
+  private func node(_ kind: Expr.Kind, _ location: SourceLocation, _ children: Expr...) throws(SyntaxError)
+    -> Expr
+  {
     try node(kind, location, children: children)
   }
 
-  private func node(_ kind: Expr.Kind, _ location: SourceLocation, children: [Expr]) throws(SyntaxError) -> Expr {
+  private func node(_ kind: Expr.Kind, _ location: SourceLocation, children: [Expr]) throws(SyntaxError)
+    -> Expr
+  {
     let height = 1 + (children.map(\.height).max() ?? 0)
     guard height <= Parser.maxExpressionHeight else {
       throw fail("expression nested too deeply (limit \(Parser.maxExpressionHeight))", at: location)
@@ -258,7 +271,10 @@ struct Parser {
         let location = token.location
         try advance()
         let typeName = try identifier("a type name after 'is'")
-        let known = ["null", "bool", "int", "float", "number", "string", "bytes", "list", "map", "timestamp", "duration", "path"]
+        let known = [
+          "null", "bool", "int", "float", "number", "string", "bytes", "list", "map", "timestamp", "duration",
+          "path",
+        ]
         guard known.contains(typeName) else { throw fail("unknown type '\(typeName)'", at: location) }
         lhs = try node(.isType(lhs, typeName), location, lhs)
         continue

@@ -20,13 +20,26 @@ struct Expr: Sendable {
   var height: Int
 }
 
-enum UnaryOperator: String, Sendable { case not = "!", negate = "-" }
+enum UnaryOperator: String, Sendable {
+  case not = "!"
+  case negate = "-"
+}
 
 enum BinaryOperator: String, Sendable {
-  case or = "||", and = "&&"
-  case equal = "==", notEqual = "!=", less = "<", lessEqual = "<=", greater = ">", greaterEqual = ">="
+  case or = "||"
+  case and = "&&"
+  case equal = "=="
+  case notEqual = "!="
+  case less = "<"
+  case lessEqual = "<="
+  case greater = ">"
+  case greaterEqual = ">="
   case `in` = "in"
-  case add = "+", subtract = "-", multiply = "*", divide = "/", remainder = "%"
+  case add = "+"
+  case subtract = "-"
+  case multiply = "*"
+  case divide = "/"
+  case remainder = "%"
 }
 
 /// One segment of a `match` path.

@@ -39,7 +39,8 @@ public enum RulesTool {
       return (2, "error: path must look like /b/BUCKET/o/OBJECT, got '\(requestPath)'")
     }
     let afterBucketPrefix = requestPath.dropFirst(3)
-    guard let slash = afterBucketPrefix.firstIndex(of: "/"), afterBucketPrefix[slash...].hasPrefix("/o") else {
+    guard let slash = afterBucketPrefix.firstIndex(of: "/"), afterBucketPrefix[slash...].hasPrefix("/o")
+    else {
       return (2, "error: path must look like /b/BUCKET/o/OBJECT, got '\(requestPath)'")
     }
     let bucket = String(afterBucketPrefix[..<slash])
@@ -60,13 +61,15 @@ public enum RulesTool {
       return (2, error.description)
     }
     let object = RuleResource(
-      name: objectName, bucket: bucket, size: size ?? 0, contentType: contentType ?? "application/octet-stream",
+      name: objectName, bucket: bucket, size: size ?? 0,
+      contentType: contentType ?? "application/octet-stream",
       timeCreated: time, updated: time)
     var lines: [String] = []
     var allAllowed = true
     for op in operations {
       let request = RuleRequest(
-        operation: op, bucket: bucket, objectName: objectName, auth: uid.map { RuleAuth(uid: $0, token: ["sub": .string($0)]) },
+        operation: op, bucket: bucket, objectName: objectName,
+        auth: uid.map { RuleAuth(uid: $0, token: ["sub": .string($0)]) },
         time: time,
         resource: op == .create || op == .list ? nil : object,
         requestResource: op == .create || op == .update ? object : nil)
