@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `make serve`: runs Larder on DATA with storage.rules.example, printing a development token
+# and a curl command that works against it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA="${1:-data}"
+PORT="${2:-8080}"
+BIN="$(swift build -c release --show-bin-path)/larder"
+mkdir -p "$DATA"
+TOKEN="$("$BIN" token --uid dev --ttl 24h --data "$DATA")"
+cat <<MSG
+Larder on http://127.0.0.1:$PORT with data in $DATA/ and rules from storage.rules.example.
+A development token for uid "dev" (valid 24 h):
+
+  export TOKEN=$TOKEN
+
+Try:
+  curl -H "Authorization: Bearer \$TOKEN" --data-binary @README.md \\
+       "http://127.0.0.1:$PORT/v0/b/app/o?name=users%2Fdev%2Freadme.md"
+  curl -H "Authorization: Bearer \$TOKEN" "http://127.0.0.1:$PORT/v0/b/app/o/users%2Fdev%2Freadme.md?alt=media"
+
+MSG
+exec "$BIN" serve --data "$DATA" --port "$PORT" --rules storage.rules.example
