@@ -56,7 +56,11 @@ enum QuerySQL {
   /// `SELECT <columns> FROM records WHERE type = '<type>' AND … ORDER BY … LIMIT ? OFFSET ?`.
   static func select<T>(_ columns: String, _ query: Query<T>, window: Bool = true) throws -> Compiled {
     var arguments: [any SQLBindable] = []
-    var sql = "SELECT \(columns) FROM records WHERE type = \(try typeLiteral(T.modelType))"
+    var sql = "SELECT \(columns) FROM records"
+    if let index = try chooseIndex(for: query, window: window) {
+      sql += " INDEXED BY \"\(indexName(type: T.modelType, fields: index.fields))\""
+    }
+    sql += " WHERE type = \(try typeLiteral(T.modelType))"
     for predicate in query.predicates {
       sql += " AND (" + (try condition(predicate, &arguments)) + ")"
     }
@@ -77,6 +81,39 @@ enum QuerySQL {
     arguments.append(query.fetchLimit ?? -1)
     arguments.append(query.fetchOffset)
     return Compiled(sql: sql, arguments: arguments)
+  }
+
+  /// The declared index to search, if one fits.
+  ///
+  /// Without statistics SQLite's planner prefers the primary key's `type = ?` prefix to a
+  /// range or `IN` on an expression index, and so scans the whole type; it is told instead.
+  /// An index fits when its first field is tested with `=`, `IN` or `IS NULL` (preferred), or
+  /// with a range or prefix, in a top-level AND term — forms the index always serves — or,
+  /// for a limited query, when it is the first sort key.
+  static func chooseIndex<T>(for query: Query<T>, window: Bool) throws -> ModelIndex? {
+    var equal: Set<String> = []
+    var ranged: Set<String> = []
+    func collect(_ predicate: ModelPredicate) {
+      switch predicate {
+      case .compare(let field, .equal, _), .isIn(let field, _), .isNil(let field): equal.insert(field)
+      case .compare(let field, .notEqual, _): _ = field
+      case .compare(let field, _, _), .hasPrefix(let field, _): ranged.insert(field)
+      case .and(let a, let b):
+        collect(a)
+        collect(b)
+      default: break
+      }
+    }
+    query.predicates.forEach(collect)
+    let indexes = T.indexes.filter { !$0.fields.isEmpty }
+    if let index = indexes.first(where: { equal.contains($0.fields[0]) }) { return index }
+    if let index = indexes.first(where: { ranged.contains($0.fields[0]) }) { return index }
+    if window, query.fetchLimit != nil, let first = query.sortKeys.first,
+      let index = indexes.first(where: { $0.fields[0] == first.field })
+    {
+      return index
+    }
+    return nil
   }
 
   static func condition(_ predicate: ModelPredicate, _ arguments: inout [any SQLBindable]) throws -> String {
@@ -110,7 +147,7 @@ enum QuerySQL {
     }
   }
 
-  /// `CREATE INDEX IF NOT EXISTS` for a declared index of `type`.
+  /// `CREATE INDEX IF NOT EXISTS` for a declared index of `type`: partial, over this type's rows only.
   static func createIndex(type: String, index: ModelIndex) throws -> String {
     guard !index.fields.isEmpty else { throw ModelError.invalidQuery("an index needs at least one field") }
     let expressions = try index.fields.map { try extract($0) }
