@@ -19,6 +19,23 @@ public struct AccessLogEntry: Sendable, Equatable {
   /// `ok`, or why the request ended early: `error`, `timeout`, `shutdown`, `read_error`, `client_abort`.
   public var outcome: String
 
+  public init(
+    time: Double, requestID: String, method: String, path: String, route: String, status: Int, bytesIn: Int64,
+    bytesOut: Int64, durationMilliseconds: Double, remote: String, outcome: String
+  ) {
+    self.time = time
+    self.requestID = requestID
+    self.method = method
+    self.path = path
+    self.route = route
+    self.status = status
+    self.bytesIn = bytesIn
+    self.bytesOut = bytesOut
+    self.durationMilliseconds = durationMilliseconds
+    self.remote = remote
+    self.outcome = outcome
+  }
+
   /// The JSON line, without the newline. Keys are fixed so log tooling can rely on them.
   public var json: String {
     var s = "{\"time\":\"\(Self.iso8601(time))\",\"request_id\":"

@@ -16,7 +16,8 @@ public struct HTTPRequest: Sendable {
   public let headers: HTTPHeaders
   /// The peer's IP address (`127.0.0.1`, `::1`), or `""` when unknown.
   public let remoteAddress: String
-  /// The incoming `X-Request-Id` when it is sane, else a random one; echoed on the response.
+  /// The incoming `X-Request-Id` (or the `id` passed to `init`) when it is a short plain
+  /// token, else 32 random hex digits; echoed on the response.
   public let id: String
   /// The declared `Content-Length`; `nil` when absent (no body, or chunked).
   public private(set) var contentLength: Int64?
@@ -57,7 +58,7 @@ public struct HTTPRequest: Sendable {
     query = []
     self.headers = headers
     self.remoteAddress = remoteAddress
-    self.id = id.flatMap { Self.isSaneRequestID($0) ? $0 : nil } ?? Self.randomID()
+    self.id = (id ?? headers["X-Request-Id"]).flatMap { Self.isSaneRequestID($0) ? $0 : nil } ?? Self.randomID()
     contentLength = nil
     self.version = version
   }
