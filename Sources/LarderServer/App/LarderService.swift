@@ -93,7 +93,7 @@ public final class LarderService: Sendable {
 
   /// The resumable-upload endpoint mounted at `/v0/b/{bucket}/uploads`.
   static func uploadsEndpoint(_ context: ServiceContext) -> (any BucketEndpoint)? {
-    nil
+    TusEndpoint(context: context)
   }
 
   public func start() throws { try server.start() }

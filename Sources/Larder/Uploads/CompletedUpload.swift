@@ -1,0 +1,40 @@
+import Foundation
+import LarderCrypto
+
+/// An upload whose last byte has arrived: durable, hashed and sniffed, not yet visible.
+///
+/// Hand it to ``UploadStore/publish(_:)`` (after asking the access policy with ``size``,
+/// ``contentType`` and ``sha256Hex``) or ``UploadStore/reject(_:)``. Until then the upload
+/// stays locked; one dropped unsettled is rolled back to its last acknowledged offset.
+public final class CompletedUpload: @unchecked Sendable {
+  /// The upload as it will be recorded once published (offset = length).
+  public let upload: Upload
+  public let staged: StagedBlob
+  let store: UploadStore
+  /// nil for a final concatenation (its row is inserted when it is published).
+  let session: UploadSession?
+  let previousOffset: Int64
+  var settled = false
+
+  init(upload: Upload, staged: StagedBlob, store: UploadStore, session: UploadSession?, previousOffset: Int64) {
+    self.upload = upload
+    self.staged = staged
+    self.store = store
+    self.session = session
+    self.previousOffset = previousOffset
+  }
+
+  deinit {
+    if !settled { store.rollback(self) }
+  }
+
+  public var size: Int64 { staged.size }
+  /// The type libmagic found.
+  public var contentType: String { staged.contentType }
+  public var sha256Hex: String { staged.sha256Hex }
+  public var md5: [UInt8] { staged.md5 }
+  /// The object name it will be published under.
+  public var name: String { upload.name ?? "" }
+  /// The object's options, from the upload's metadata.
+  public var objectOptions: ObjectWriteOptions { UploadStore.objectOptions(metadata: upload.metadata) }
+}

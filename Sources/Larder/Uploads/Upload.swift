@@ -1,0 +1,85 @@
+import Foundation
+
+/// A resumable upload as the catalog records it (one `uploads` row).
+///
+/// An upload grows by appends until its offset reaches its length; a non-partial upload is then
+/// published as an object and kept as a *completed* row (offset = length, no bytes) until it
+/// expires, so a client whose last answer was lost still finds it finished.
+public struct Upload: Sendable, Equatable {
+  public let id: String
+  public let bucket: String
+  /// The object name it will be published under; nil only for partial uploads.
+  public let name: String?
+  /// The uid of the identity that created it; nil for an anonymous upload.
+  public let owner: String?
+  /// nil while the length is deferred.
+  public let length: Int64?
+  public let offset: Int64
+  /// `Upload-Metadata` as decoded at creation (keys → UTF-8 values).
+  public let metadata: [String: String]
+  public let concat: UploadConcat?
+  public let expiresAt: Date
+  public let createdAt: Date
+  /// Set once the object was published.
+  public let completedAt: Date?
+
+  public var isComplete: Bool { length == offset }
+  public var isPartial: Bool { concat == .partial }
+
+  init(row: Row) {
+    id = row.string("id") ?? ""
+    bucket = row.string("bucket") ?? ""
+    name = row.string("name")
+    owner = row.string("owner")
+    length = row.int("length")
+    offset = row.int("offset") ?? 0
+    metadata =
+      row.string("metadata").flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
+    concat = row.string("concat").flatMap(UploadConcat.init(stored:))
+    expiresAt = row.date("expires_at") ?? Date(timeIntervalSince1970: 0)
+    createdAt = row.date("created_at") ?? Date(timeIntervalSince1970: 0)
+    completedAt = row.date("completed_at")
+  }
+
+  init(
+    id: String, bucket: String, name: String?, owner: String?, length: Int64?, offset: Int64,
+    metadata: [String: String], concat: UploadConcat?, expiresAt: Date, createdAt: Date, completedAt: Date?
+  ) {
+    self.id = id
+    self.bucket = bucket
+    self.name = name
+    self.owner = owner
+    self.length = length
+    self.offset = offset
+    self.metadata = metadata
+    self.concat = concat
+    self.expiresAt = expiresAt
+    self.createdAt = createdAt
+    self.completedAt = completedAt
+  }
+}
+
+/// The concatenation role of an upload.
+public enum UploadConcat: Sendable, Equatable {
+  /// A piece, never published on its own.
+  case partial
+  /// The concatenation of these partial uploads, in order.
+  case final([String])
+
+  init?(stored: String) {
+    if stored == "partial" {
+      self = .partial
+    } else if stored.hasPrefix("final;") {
+      self = .final(stored.dropFirst(6).split(separator: " ").map(String.init))
+    } else {
+      return nil
+    }
+  }
+
+  var stored: String {
+    switch self {
+    case .partial: "partial"
+    case .final(let ids): "final;" + ids.joined(separator: " ")
+    }
+  }
+}

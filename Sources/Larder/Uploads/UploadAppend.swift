@@ -1,0 +1,140 @@
+import Foundation
+import LarderCrypto
+
+/// One append (a tus `PATCH`) in progress: it holds the upload's lease until it ends.
+///
+/// ```swift
+/// let append = try uploads.beginAppend(id: id, owner: uid, offset: 0)
+/// try append.write(chunk)                 // streamed straight to uploads/<id>
+/// switch try append.finish() {            // fsync, verify, commit the offset
+/// case .progress(let upload): print(upload.offset)
+/// case .complete(let done): _ = try uploads.publish(done)
+/// }
+/// ```
+/// Bytes go to the file as they arrive and are hashed into copies of the session's digests;
+/// nothing is acknowledged until ``finish()`` has fsync'ed the file and committed the offset.
+/// ``abort(keepReceived:)`` (a dropped connection) keeps what arrived when no checksum guards it.
+public final class UploadAppend {
+  /// The upload before this append.
+  public let upload: Upload
+  /// The length in force for this append (declared now, or earlier).
+  public let length: Int64?
+  public private(set) var received: Int64 = 0
+  let store: UploadStore
+  let session: UploadSession
+  let checksum: UploadChecksum?
+  private let checksumDigest: Digest?
+  private let sha256: Digest
+  private let md5: Digest
+  private var open = true
+
+  init(upload: Upload, length: Int64?, store: UploadStore, session: UploadSession, checksum: UploadChecksum?) {
+    self.upload = upload
+    self.length = length
+    self.store = store
+    self.session = session
+    self.checksum = checksum
+    checksumDigest = checksum.map { Digest($0.algorithm) }
+    sha256 = session.sha256.copy()
+    md5 = session.md5.copy()
+  }
+
+  deinit { abort(keepReceived: false) }
+
+  /// Appends bytes at the current end.
+  /// - Throws: ``UploadError/exceedsLength(length:)`` or an I/O error; the append is then over
+  ///   and nothing it wrote is kept.
+  public func write(_ bytes: UnsafeRawBufferPointer) throws {
+    precondition(open, "write after the append ended")
+    if let length, upload.offset + received + Int64(bytes.count) > length {
+      abort(keepReceived: false)
+      throw UploadError.exceedsLength(length: length)
+    }
+    var done = 0
+    while done < bytes.count {
+      let n = pwrite(
+        session.fd, bytes.baseAddress! + done, bytes.count - done, off_t(upload.offset + received) + off_t(done))
+      if n < 0 {
+        if errno == EINTR { continue }
+        let error = LarderError.posix("write", session.path)
+        abort(keepReceived: false)
+        throw error
+      }
+      done += n
+    }
+    sha256.update(bytes)
+    md5.update(bytes)
+    checksumDigest?.update(bytes)
+    received += Int64(bytes.count)
+  }
+
+  public func write(_ data: Data) throws { try data.withUnsafeBytes { try write($0) } }
+
+  /// Ends the append: verifies the checksum, makes the bytes durable and commits the new offset,
+  /// or, when this was the last byte of a non-partial upload, stages it for publishing.
+  /// - Throws: ``UploadError/checksumMismatch(algorithm:)`` (the chunk is discarded),
+  ///   ``UploadError/notFound(id:)`` if the upload vanished meanwhile, I/O errors.
+  public func finish() throws -> UploadAppendOutcome {
+    precondition(open, "finish after the append ended")
+    if let checksum, let checksumDigest, checksumDigest.finalize() != checksum.digest {
+      abort(keepReceived: false)
+      throw UploadError.checksumMismatch(algorithm: checksum.algorithm.rawValue)
+    }
+    return try settle()
+  }
+
+  /// Ends the append without a complete body. With `keepReceived`, bytes that arrived are made
+  /// durable and committed (tus servers keep what they got), unless a checksum guards the chunk
+  /// or they would complete the upload (that needs the policy's final say, so the client resends).
+  public func abort(keepReceived: Bool) {
+    guard open else { return }
+    let completes = length.map { upload.offset + received == $0 } ?? false
+    if keepReceived, received > 0, checksum == nil, !completes || upload.isPartial {
+      _ = try? settle()  // cleans up after itself when it fails
+      return
+    }
+    open = false
+    session.truncateToCommitted()
+    store.release(upload.id, keeping: session)
+  }
+
+  private func settle() throws -> UploadAppendOutcome {
+    open = false
+    let newOffset = upload.offset + received
+    do {
+      if received > 0 { guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) } }
+      if let length, newOffset == length, !upload.isPartial {
+        let staged = try StagedBlob.adopting(
+          path: session.path, sha256: sha256.finalize(), md5: md5.finalize(), removeOnDiscard: false)
+        let done = Upload(
+          id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,
+          offset: length, metadata: upload.metadata, concat: upload.concat, expiresAt: upload.expiresAt,
+          createdAt: upload.createdAt, completedAt: Date())
+        return .complete(
+          CompletedUpload(upload: done, staged: staged, store: store, session: session, previousOffset: upload.offset))
+      }
+      let updated = try store.commitOffset(upload, offset: newOffset, length: length)
+      session.offset = newOffset
+      session.sha256 = sha256
+      session.md5 = md5
+      // A finished partial takes no more bytes: close its file.
+      store.release(upload.id, keeping: updated.isComplete ? nil : session)
+      return .progress(updated)
+    } catch {
+      session.truncateToCommitted()
+      store.release(upload.id, keeping: nil)
+      throw error
+    }
+  }
+}
+
+@available(*, unavailable)
+extension UploadAppend: Sendable {}
+
+/// What an append ended with.
+public enum UploadAppendOutcome {
+  /// The new offset is committed.
+  case progress(Upload)
+  /// The last byte arrived: publish or reject it.
+  case complete(CompletedUpload)
+}

@@ -1,0 +1,385 @@
+import Foundation
+import LarderCrypto
+import Synchronization
+
+/// Resumable uploads (the storage half of tus): create, append, publish, terminate, concatenate.
+///
+/// ```swift
+/// let uploads = UploadStore(larder: larder)
+/// let upload = try uploads.create(bucket: "app", name: "video.mp4", owner: "u1", length: 3)
+/// let append = try uploads.beginAppend(id: upload.id, owner: "u1", offset: 0)
+/// try append.write(Data("abc".utf8))
+/// if case .complete(let done) = try append.finish() { _ = try uploads.publish(done) }
+/// ```
+/// Layout: the bytes of upload `<id>` are `uploads/<id>`; its row in `uploads` holds the
+/// acknowledged offset. An append writes and fsyncs the file, then commits the offset; a crash
+/// in between leaves a longer file, which the next load truncates. The last byte of a
+/// non-partial upload is never committed as an offset: publishing the object and marking the
+/// row completed happen in one transaction, so a crash before it makes the client resend the
+/// last chunk, and one after it leaves a completed row (the file is unlinked, or collected
+/// with the row when it expires).
+///
+/// One writer per upload: ``beginAppend(id:owner:offset:length:checksum:)`` takes the upload's
+/// lease and throws ``UploadError/locked(id:)`` while another append holds it. Hot uploads keep
+/// their file open and their running digests in memory.
+///
+/// Ownership: every call takes the caller's uid (nil for anonymous); an upload created by one
+/// uid is invisible (``UploadError/notFound(id:)``) to any other, and an anonymous one only to
+/// anonymous callers.
+public final class UploadStore: Sendable {
+  public let larder: Larder
+  /// How long an upload lives after its creation or its last append.
+  public let expiry: Duration
+  private let maxIdleSessions: Int
+  private let slots = Mutex<[String: Slot]>([:])
+
+  private struct Slot {
+    var busy: Bool
+    var session: UploadSession?
+    var lastUsed: UInt64
+  }
+
+  public init(larder: Larder, expiry: Duration = .seconds(24 * 3600), maxIdleSessions: Int = 64) {
+    self.larder = larder
+    self.expiry = expiry
+    self.maxIdleSessions = maxIdleSessions
+  }
+
+  var directory: String { larder.blobs.uploadsDirectory.path }
+  func path(of id: String) -> String { "\(directory)/\(id)" }
+
+  // MARK: - creation
+
+  /// Creates an upload (`length` nil = deferred) and its empty file.
+  /// - Throws: ``LarderError/invalidArgument(_:)`` (no name for a non-partial upload, bad metadata),
+  ///   ``LarderError/invalidBucket(_:reason:)``, ``LarderError/invalidName(_:reason:)``.
+  public func create(
+    bucket: String, name: String?, owner: String?, length: Int64?, metadata: [String: String] = [:],
+    partial: Bool = false
+  ) throws -> Upload {
+    try ObjectName.validateBucket(bucket)
+    if let length, length < 0 { throw LarderError.invalidArgument("Upload-Length must not be negative") }
+    if !partial {
+      guard let name else {
+        throw LarderError.invalidArgument("Upload-Metadata must carry the object's name as the key 'name'")
+      }
+      try ObjectName.validateName(name)
+      try ObjectStore.validateMetadata(Self.objectOptions(metadata: metadata).metadata)
+    }
+    let id = SecureRandom.hexIdentifier(byteCount: 16)
+    let now = Date()
+    let upload = Upload(
+      id: id, bucket: bucket, name: partial ? nil : name, owner: owner, length: length, offset: 0,
+      metadata: metadata, concat: partial ? .partial : nil, expiresAt: now + expiry.timeInterval, createdAt: now,
+      completedAt: nil)
+    let file = path(of: id)
+    let fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+    guard fd >= 0 else { throw LarderError.posix("create", file) }
+    close(fd)
+    do {
+      try POSIX.fsyncDirectory(directory)
+      try larder.catalog.write { db in
+        try db.execute(
+          """
+          INSERT INTO uploads(id, bucket, name, owner, length, "offset", metadata, concat, expires_at, created_at)
+          VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+          """,
+          [
+            id, bucket, upload.name, owner, length, try ObjectStore.json(metadata), upload.concat?.stored,
+            upload.expiresAt, now,
+          ])
+      }
+    } catch {
+      unlink(file)
+      throw error
+    }
+    return upload
+  }
+
+  // MARK: - reading
+
+  /// The upload, if `owner` may see it.
+  /// - Throws: ``UploadError/notFound(id:)``, ``UploadError/expired(id:)``.
+  public func upload(id: String, owner: String?) throws -> Upload {
+    guard Self.isUploadID(id) else { throw UploadError.notFound(id: id) }
+    let row = try larder.catalog.read { db in try db.row("SELECT * FROM uploads WHERE id = ?", [id]) }
+    guard let row else { throw UploadError.notFound(id: id) }
+    let upload = Upload(row: row)
+    guard upload.owner == owner else { throw UploadError.notFound(id: id) }
+    guard upload.expiresAt >= Date() else { throw UploadError.expired(id: id) }
+    return upload
+  }
+
+  // MARK: - appending
+
+  /// Starts an append at `offset`, optionally declaring a deferred length.
+  /// - Throws: ``UploadError`` (`notFound`, `expired`, `locked`, `offsetMismatch`, `invalidLength`,
+  ///   `finalNotAppendable`, `exceedsLength` for a completed upload), I/O errors.
+  public func beginAppend(
+    id: String, owner: String?, offset: Int64, length declared: Int64? = nil, checksum: UploadChecksum? = nil
+  ) throws -> UploadAppend {
+    var upload = try self.upload(id: id, owner: owner)
+    if case .final = upload.concat { throw UploadError.finalNotAppendable(id: id) }
+    let cached = try acquire(id)
+    do {
+      upload = try self.upload(id: id, owner: owner)  // fresh, now that we hold the lease
+      guard offset == upload.offset else { throw UploadError.offsetMismatch(expected: upload.offset, actual: offset) }
+      if upload.completedAt != nil { throw UploadError.exceedsLength(length: upload.length ?? upload.offset) }
+      var length = upload.length
+      if let declared {
+        if let length, length != declared {
+          throw UploadError.invalidLength("Upload-Length is already \(length) and cannot change")
+        }
+        guard declared >= upload.offset else {
+          throw UploadError.invalidLength("Upload-Length \(declared) is smaller than the offset \(upload.offset)")
+        }
+        length = declared
+      }
+      let session: UploadSession
+      if let cached, cached.offset == upload.offset {
+        session = cached
+      } else {
+        session = try UploadSession.load(id: id, path: path(of: id), offset: upload.offset)
+      }
+      return UploadAppend(upload: upload, length: length, store: self, session: session, checksum: checksum)
+    } catch {
+      release(id, keeping: nil)
+      throw error
+    }
+  }
+
+  /// Records a new acknowledged offset (and a just-declared length); extends the expiry.
+  func commitOffset(_ upload: Upload, offset: Int64, length: Int64?) throws -> Upload {
+    let expires = Date() + expiry.timeInterval
+    try larder.catalog.write { db in
+      try db.execute(
+        """
+        UPDATE uploads SET "offset" = ?, length = ?, expires_at = ?
+        WHERE id = ? AND "offset" = ? AND completed_at IS NULL
+        """, [offset, length, expires, upload.id, upload.offset])
+      guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
+    }
+    return Upload(
+      id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length, offset: offset,
+      metadata: upload.metadata, concat: upload.concat, expiresAt: expires, createdAt: upload.createdAt,
+      completedAt: nil)
+  }
+
+  // MARK: - publishing
+
+  /// Publishes a completed upload as its object and marks the upload completed, in one transaction.
+  ///
+  /// On failure the upload is rolled back to its last acknowledged offset (the client resends).
+  /// - Throws: ``LarderError`` from the write path, ``UploadError/notFound(id:)``.
+  public func publish(_ completed: CompletedUpload) throws -> StoredObject {
+    precondition(!completed.settled, "publish of a settled upload")
+    completed.settled = true
+    let upload = completed.upload
+    let options = completed.objectOptions
+    do {
+      guard let name = upload.name else { throw UploadError.invalidConcatenation("a partial upload is never published") }
+      try ObjectName.validateBucket(upload.bucket)
+      try ObjectName.validateName(name)
+      try ObjectStore.validateMetadata(options.metadata)
+      let object = try larder.files.commit(
+        completed.staged, filename: options.filename ?? ObjectStore.lastSegment(name),
+        declaredContentType: options.declaredContentType
+      ) { db, file in
+        let object = try ObjectStore.insert(db: db, bucket: upload.bucket, name: name, file: file, options: options)
+        if completed.session == nil {
+          try db.execute(
+            """
+            INSERT INTO uploads(id, bucket, name, owner, length, "offset", metadata, concat, expires_at, created_at,
+                                completed_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+              upload.id, upload.bucket, name, upload.owner, upload.length, upload.offset,
+              try ObjectStore.json(upload.metadata), upload.concat?.stored, upload.expiresAt, upload.createdAt,
+              upload.completedAt,
+            ])
+        } else {
+          try db.execute(
+            """
+            UPDATE uploads SET "offset" = ?, length = ?, completed_at = ?
+            WHERE id = ? AND "offset" = ? AND completed_at IS NULL
+            """, [upload.offset, upload.length, upload.completedAt, upload.id, completed.previousOffset])
+          guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
+        }
+        return object
+      }
+      if completed.session != nil {
+        unlink(path(of: upload.id))
+        release(upload.id, keeping: nil)
+      }
+      return object
+    } catch {
+      completed.settled = false
+      rollback(completed)
+      throw error
+    }
+  }
+
+  /// Refuses a completed upload (the policy said no): the upload and its bytes are deleted.
+  public func reject(_ completed: CompletedUpload) {
+    guard !completed.settled else { return }
+    completed.settled = true
+    completed.staged.discard()
+    guard completed.session != nil else { return }
+    _ = try? larder.catalog.write { db in
+      try db.execute("DELETE FROM uploads WHERE id = ?", [completed.upload.id])
+    }
+    unlink(path(of: completed.upload.id))
+    release(completed.upload.id, keeping: nil)
+  }
+
+  /// Returns a completed-but-unpublished upload to its last acknowledged offset.
+  func rollback(_ completed: CompletedUpload) {
+    guard !completed.settled else { return }
+    completed.settled = true
+    completed.staged.discard()
+    guard let session = completed.session else { return }
+    session.truncateToCommitted()
+    // The digests were consumed by staging: reload (re-hash) on the next append.
+    release(completed.upload.id, keeping: nil)
+  }
+
+  // MARK: - termination
+
+  /// Deletes an upload and its bytes (a published object stays).
+  /// - Throws: ``UploadError/notFound(id:)``, ``UploadError/expired(id:)``, ``UploadError/locked(id:)``.
+  public func terminate(id: String, owner: String?) throws {
+    _ = try upload(id: id, owner: owner)
+    _ = try acquire(id)
+    defer { release(id, keeping: nil) }
+    try larder.catalog.write { db in
+      try db.execute("DELETE FROM uploads WHERE id = ? AND owner IS ?", [id, owner])
+      guard db.changes == 1 else { throw UploadError.notFound(id: id) }
+    }
+    unlink(path(of: id))
+  }
+
+  // MARK: - concatenation
+
+  /// Concatenates finished partial uploads (in order) into a final upload, staged for publishing.
+  ///
+  /// The final's row is written when it is published; the partials stay until they expire.
+  /// - Throws: ``UploadError/invalidConcatenation(_:)`` for an unknown, non-partial or unfinished
+  ///   partial, ``UploadError/locked(id:)``, ``LarderError/sizeLimitExceeded(limit:)``.
+  public func concatenate(
+    bucket: String, name: String, owner: String?, metadata: [String: String], partials ids: [String],
+    sizeLimit: Int64? = nil
+  ) throws -> CompletedUpload {
+    try ObjectName.validateBucket(bucket)
+    try ObjectName.validateName(name)
+    try ObjectStore.validateMetadata(Self.objectOptions(metadata: metadata).metadata)
+    guard !ids.isEmpty else { throw UploadError.invalidConcatenation("Upload-Concat: final names no partial uploads") }
+    var parts: [Upload] = []
+    for id in ids {
+      let part: Upload
+      do {
+        part = try upload(id: id, owner: owner)
+      } catch let error as UploadError {
+        throw UploadError.invalidConcatenation("partial upload \(id.prefix(64)) is unusable: \(error)")
+      }
+      guard part.bucket == bucket, part.isPartial else {
+        throw UploadError.invalidConcatenation("upload \(id.prefix(64)) is not a partial upload of this bucket")
+      }
+      guard part.isComplete else {
+        throw UploadError.invalidConcatenation("partial upload \(id.prefix(64)) is not finished")
+      }
+      parts.append(part)
+    }
+    let total = parts.reduce(Int64(0)) { $0 + ($1.length ?? 0) }
+    if let sizeLimit, total > sizeLimit { throw LarderError.sizeLimitExceeded(limit: sizeLimit) }
+    // Hold the partials' leases while copying, so none is terminated under us.
+    var held: [String] = []
+    defer { for id in held { release(id, keeping: nil) } }
+    for id in Set(ids) {
+      _ = try acquire(id)
+      held.append(id)
+    }
+    let writer = try larder.files.makeWriter()
+    for part in parts {
+      let reader = try BlobReader(path: path(of: part.id))
+      guard reader.size >= part.offset else { throw UploadError.dataLost(id: part.id) }
+      var copied: Int64 = 0
+      try reader.forEachChunk { chunk in
+        let take = Int(min(Int64(chunk.count), part.offset - copied))
+        guard take > 0 else { return }
+        try writer.write(UnsafeRawBufferPointer(rebasing: chunk[..<take]))
+        copied += Int64(take)
+      }
+    }
+    let staged = try writer.finish()
+    let now = Date()
+    let final = Upload(
+      id: SecureRandom.hexIdentifier(byteCount: 16), bucket: bucket, name: name, owner: owner, length: total,
+      offset: total, metadata: metadata, concat: .final(ids), expiresAt: now + expiry.timeInterval, createdAt: now,
+      completedAt: now)
+    return CompletedUpload(upload: final, staged: staged, store: self, session: nil, previousOffset: 0)
+  }
+
+  // MARK: - leases
+
+  /// Takes the upload's lease, returning its hot session if one is cached.
+  func acquire(_ id: String) throws(UploadError) -> UploadSession? {
+    let result: Result<UploadSession?, UploadError> = slots.withLock { slots in
+      if slots[id]?.busy == true { return .failure(.locked(id: id)) }
+      let session = slots[id]?.session
+      slots[id] = Slot(busy: true, session: nil, lastUsed: DispatchTime.now().uptimeNanoseconds)
+      return .success(session)
+    }
+    return try result.get()
+  }
+
+  /// Gives the lease back, caching `session` for the next append.
+  func release(_ id: String, keeping session: UploadSession?) {
+    var evicted: [UploadSession] = []
+    slots.withLock { slots in
+      guard let session else {
+        slots[id] = nil
+        return
+      }
+      slots[id] = Slot(busy: false, session: session, lastUsed: DispatchTime.now().uptimeNanoseconds)
+      let idle = slots.filter { !$0.value.busy && $0.value.session != nil }
+      if idle.count > maxIdleSessions {
+        for (key, slot) in idle.sorted(by: { $0.value.lastUsed < $1.value.lastUsed }).prefix(idle.count - maxIdleSessions) {
+          if let s = slot.session { evicted.append(s) }
+          slots[key] = nil
+        }
+      }
+    }
+    evicted.removeAll()  // close their files outside the lock
+  }
+
+  /// How many uploads have a hot session cached (for tests).
+  public var hotSessionCount: Int { slots.withLock { $0.values.filter { $0.session != nil }.count } }
+
+  // MARK: - metadata
+
+  /// The object options an upload's metadata asks for: `filename`, `contentType` (or tus-js-client's
+  /// `filetype`) and everything else but `name` as custom metadata.
+  public static func objectOptions(metadata: [String: String]) -> ObjectWriteOptions {
+    var custom = metadata
+    let filename = custom.removeValue(forKey: "filename")
+    let type = custom.removeValue(forKey: "contentType")
+    let filetype = custom.removeValue(forKey: "filetype")
+    custom.removeValue(forKey: "name")
+    return ObjectWriteOptions(
+      declaredContentType: (type ?? filetype).flatMap { $0.isEmpty ? nil : $0 },
+      filename: filename.flatMap { $0.isEmpty ? nil : $0 }, metadata: custom)
+  }
+
+  /// Upload ids are 32 lower-case hex digits; anything else is never looked up (nor made a path).
+  public static func isUploadID(_ id: String) -> Bool {
+    id.utf8.count == 32 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+  }
+}
+
+extension Duration {
+  var timeInterval: TimeInterval {
+    let (seconds, attoseconds) = components
+    return Double(seconds) + Double(attoseconds) / 1e18
+  }
+}

@@ -1,0 +1,341 @@
+import Foundation
+import Larder
+
+/// tus 1.0.0 resumable uploads on `/v0/b/{bucket}/uploads`.
+///
+/// ```
+/// OPTIONS /v0/b/{bucket}/uploads          capabilities (and CORS preflight)   → 200
+/// POST    /v0/b/{bucket}/uploads          creation (+ body: creation-with-upload, Upload-Concat) → 201 Location
+/// HEAD    /v0/b/{bucket}/uploads/{id}     Upload-Offset, Upload-Length | Upload-Defer-Length    → 200
+/// PATCH   /v0/b/{bucket}/uploads/{id}     append (application/offset+octet-stream)             → 204
+/// DELETE  /v0/b/{bucket}/uploads/{id}     termination                                          → 204
+/// ```
+/// Choices the protocol leaves open:
+/// - A second `PATCH` while one is streaming gets **423 Locked** (tus-js-client retries on it);
+///   the first is not interrupted, so an acknowledged offset is never disputed.
+/// - An upload is visible only to the identity that created it (same uid; an anonymous upload
+///   only to anonymous requests): for anyone else it does not exist (404).
+/// - Expired uploads answer **410** until the collector removes them, then 404; a terminated one
+///   answers 404. A published upload stays as a completed row (`Upload-Offset` = length) until it
+///   expires, so a client whose last answer was lost sees it finished.
+/// - A `PATCH` past `Upload-Length` gets 413 and none of its bytes are kept.
+/// - When a body breaks off, the bytes received are kept (fsync'ed and committed) unless an
+///   `Upload-Checksum` guarded them, or they are the upload's last bytes (those need the policy).
+/// - The policy is asked at creation (declared length and type) and when the last byte arrives
+///   (real size, sniffed type, sha256) before the object becomes visible; denied at the end →
+///   403 and the upload with its bytes is deleted. Partial uploads are not asked about (they have
+///   no name and never become objects); the final concatenation is asked about both times.
+struct TusEndpoint: BucketEndpoint {
+  let context: ServiceContext
+  let store: UploadStore
+
+  init(context: ServiceContext) {
+    self.context = context
+    store = UploadStore(larder: context.larder, expiry: context.uploadExpiry)
+  }
+
+  func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision {
+    let method = request.headers["X-HTTP-Method-Override"]?.uppercased() ?? request.method
+    guard rest.count <= 2, rest.first == "uploads" else {
+      return .respond(.error(status: 404, message: "no such endpoint"), route: "unmatched")
+    }
+    if method == "OPTIONS" { return .respond(finish(options(request), request: request, tus: false), route: "tus.options") }
+    let id = rest.count == 2 ? String(rest[1]) : nil
+    let route = "tus.\(method.lowercased())"
+    do {
+      guard request.headers["Tus-Resumable"] == TusProtocol.version else {
+        var r = HTTPResponse.error(status: 412, message: "Tus-Resumable must be \(TusProtocol.version)")
+        r.headers.set("Tus-Version", TusProtocol.version)
+        throw HTTPResponseError(r)
+      }
+      let decision: HTTPHeadDecision.Action
+      switch (method, id) {
+      case ("POST", nil): decision = try create(request, bucket: bucket, identity: identity)
+      case ("HEAD", let id?): decision = .respond(try head(id: id, bucket: bucket, identity: identity))
+      case ("PATCH", let id?): decision = try patch(request, id: id, bucket: bucket, identity: identity)
+      case ("DELETE", let id?): decision = .respond(try terminate(id: id, bucket: bucket, identity: identity))
+      default:
+        var r = HTTPResponse.error(status: 405, message: "method not allowed")
+        r.headers.set("Allow", id == nil ? "POST, OPTIONS" : "HEAD, PATCH, DELETE, OPTIONS")
+        decision = .respond(r)
+      }
+      switch decision {
+      case .respond(let response): return .respond(finish(response, request: request), route: route)
+      case .receiveBody: return HTTPHeadDecision(decision, routeLabel: route)
+      }
+    } catch {
+      return .respond(finish(TusProtocol.response(for: error), request: request), route: route)
+    }
+  }
+
+  // MARK: - OPTIONS
+
+  func options(_ request: HTTPRequest) -> HTTPResponse {
+    var r = HTTPResponse(status: 200)
+    r.headers.set("Tus-Resumable", TusProtocol.version)
+    r.headers.set("Tus-Version", TusProtocol.version)
+    r.headers.set("Tus-Extension", TusProtocol.extensions)
+    r.headers.set("Tus-Max-Size", String(context.maxUploadSize))
+    r.headers.set("Tus-Checksum-Algorithm", TusProtocol.checksumAlgorithms)
+    r.headers.set("Allow", "POST, HEAD, PATCH, DELETE, OPTIONS")
+    if allowedOrigin(request) != nil {
+      r.headers.set("Access-Control-Allow-Methods", "POST, HEAD, PATCH, DELETE, OPTIONS")
+      r.headers.set(
+        "Access-Control-Allow-Headers",
+        request.headers["Access-Control-Request-Headers"]
+          ?? "Authorization, Content-Type, Tus-Resumable, Upload-Length, Upload-Defer-Length, Upload-Metadata, "
+          + "Upload-Offset, Upload-Checksum, Upload-Concat, X-HTTP-Method-Override, X-Request-Id")
+      r.headers.set("Access-Control-Max-Age", "86400")
+    }
+    return r
+  }
+
+  // MARK: - POST (creation)
+
+  func create(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
+    let concat = try TusProtocol.parseConcat(request.headers["Upload-Concat"], bucket: bucket)
+    let metadata: [String: String]
+    do {
+      metadata = try TusMetadata.parse(request.headers["Upload-Metadata"] ?? "")
+    } catch {
+      throw TusProtocol.badRequest(error.description)
+    }
+    let lengthHeader = request.headers["Upload-Length"]
+    let deferHeader = request.headers["Upload-Defer-Length"]
+    if case .final(let ids) = concat {
+      guard lengthHeader == nil, deferHeader == nil else {
+        throw TusProtocol.badRequest("a final upload takes no Upload-Length: it is the sum of its partial uploads")
+      }
+      return .respond(try concatenate(ids, bucket: bucket, metadata: metadata, identity: identity))
+    }
+    var length: Int64?
+    switch (lengthHeader, deferHeader) {
+    case (let value?, nil):
+      guard let n = TusProtocol.parseCount(value) else {
+        throw TusProtocol.badRequest("Upload-Length must be a non-negative integer")
+      }
+      length = n
+    case (nil, "1"?): length = nil
+    case (nil, _?): throw TusProtocol.badRequest("Upload-Defer-Length must be 1")
+    case (nil, nil): throw TusProtocol.badRequest("Upload-Length or Upload-Defer-Length: 1 is required")
+    case (_?, _?): throw TusProtocol.badRequest("send either Upload-Length or Upload-Defer-Length, not both")
+    }
+    if let length, length > context.maxUploadSize { throw tooLarge() }
+    let partial = concat == .partial
+    let name = metadata["name"]
+    if !partial {
+      guard let name, !name.isEmpty else {
+        throw TusProtocol.badRequest("Upload-Metadata must carry the object's name under the key 'name'")
+      }
+      try ObjectName.validateName(name)
+      let options = UploadStore.objectOptions(metadata: metadata)
+      try authorize(
+        bucket: bucket, name: name, identity: identity, size: length ?? 0,
+        contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
+    }
+    let withBody = request.headers["Content-Type"].map(Self.isOffsetStream) ?? false
+    let checksum = withBody ? try TusProtocol.parseChecksum(request.headers["Upload-Checksum"]) : nil
+    if let length, withBody, let declared = request.contentLength, declared > length {
+      throw UploadError.exceedsLength(length: length)
+    }
+    let upload = try store.create(
+      bucket: bucket, name: name, owner: identity?.uid, length: length, metadata: metadata, partial: partial)
+    if withBody {
+      let append = try store.beginAppend(id: upload.id, owner: identity?.uid, offset: 0, checksum: checksum)
+      return .receiveBody(TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: upload))
+    }
+    if length == 0 && !partial {
+      // Nothing to wait for: complete it now.
+      let append = try store.beginAppend(id: upload.id, owner: identity?.uid, offset: 0)
+      var r = try complete(append, identity: identity)
+      r.status = 201
+      r.headers.set("Location", location(of: upload))
+      return .respond(r)
+    }
+    var r = HTTPResponse(status: 201)
+    r.headers.set("Location", location(of: upload))
+    r.headers.set("Upload-Expires", HTTPDate.format(upload.expiresAt))
+    return .respond(r)
+  }
+
+  func concatenate(_ ids: [String], bucket: String, metadata: [String: String], identity: Identity?) throws -> HTTPResponse {
+    guard let name = metadata["name"], !name.isEmpty else {
+      throw TusProtocol.badRequest("Upload-Metadata must carry the object's name under the key 'name'")
+    }
+    try ObjectName.validateName(name)
+    let options = UploadStore.objectOptions(metadata: metadata)
+    var declared: Int64 = 0
+    for id in ids { declared += (try? store.upload(id: id, owner: identity?.uid).length ?? 0) ?? 0 }
+    if declared > context.maxUploadSize { throw tooLarge() }
+    try authorize(
+      bucket: bucket, name: name, identity: identity, size: declared,
+      contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
+    let completed = try store.concatenate(
+      bucket: bucket, name: name, owner: identity?.uid, metadata: metadata, partials: ids,
+      sizeLimit: context.maxUploadSize)
+    try publish(completed, identity: identity)
+    var r = HTTPResponse(status: 201)
+    r.headers.set("Location", location(of: completed.upload))
+    r.headers.set("Upload-Expires", HTTPDate.format(completed.upload.expiresAt))
+    return r
+  }
+
+  // MARK: - HEAD
+
+  func head(id: String, bucket: String, identity: Identity?) throws -> HTTPResponse {
+    let upload = try lookup(id: id, bucket: bucket, identity: identity)
+    var r = HTTPResponse(status: 200)
+    r.headers.set("Cache-Control", "no-store")
+    r.headers.set("Upload-Offset", String(upload.offset))
+    if let length = upload.length {
+      r.headers.set("Upload-Length", String(length))
+    } else {
+      r.headers.set("Upload-Defer-Length", "1")
+    }
+    if !upload.metadata.isEmpty { r.headers.set("Upload-Metadata", TusMetadata.encode(upload.metadata)) }
+    r.headers.set("Upload-Expires", HTTPDate.format(upload.expiresAt))
+    switch upload.concat {
+    case .partial: r.headers.set("Upload-Concat", "partial")
+    case .final(let ids):
+      r.headers.set("Upload-Concat", "final;" + ids.map { path(bucket: bucket, id: $0) }.joined(separator: " "))
+    case nil: break
+    }
+    return r
+  }
+
+  // MARK: - PATCH
+
+  func patch(_ request: HTTPRequest, id: String, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
+    guard request.headers["Content-Type"].map(Self.isOffsetStream) == true else {
+      throw HTTPResponseError(.error(status: 415, message: "Content-Type must be \(TusProtocol.offsetContentType)"))
+    }
+    guard let offset = TusProtocol.parseCount(request.headers["Upload-Offset"]) else {
+      throw TusProtocol.badRequest("Upload-Offset must be a non-negative integer")
+    }
+    var declared: Int64?
+    if let value = request.headers["Upload-Length"] {
+      guard let n = TusProtocol.parseCount(value) else {
+        throw TusProtocol.badRequest("Upload-Length must be a non-negative integer")
+      }
+      if n > context.maxUploadSize { throw tooLarge() }
+      declared = n
+    }
+    let checksum = try TusProtocol.parseChecksum(request.headers["Upload-Checksum"])
+    let upload = try lookup(id: id, bucket: bucket, identity: identity)
+    if upload.completedAt != nil, offset == upload.offset, (request.contentLength ?? 0) == 0 {
+      // A retry of the last PATCH whose answer was lost: it is done.
+      return .respond(progressResponse(upload))
+    }
+    let append = try store.beginAppend(id: id, owner: identity?.uid, offset: offset, length: declared, checksum: checksum)
+    if let length = append.length, let declared = request.contentLength, offset + declared > length {
+      append.abort(keepReceived: false)
+      throw UploadError.exceedsLength(length: length)
+    }
+    return .receiveBody(TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: nil))
+  }
+
+  /// Ends an append: commits progress, or asks the policy and publishes.
+  func complete(_ append: UploadAppend, identity: Identity?) throws -> HTTPResponse {
+    switch try append.finish() {
+    case .progress(let upload):
+      return progressResponse(upload)
+    case .complete(let completed):
+      try publish(completed, identity: identity)
+      return progressResponse(completed.upload)
+    }
+  }
+
+  /// Asks the policy with the real content, then publishes (or deletes the upload: 403).
+  func publish(_ completed: CompletedUpload, identity: Identity?) throws {
+    let existing = try? context.larder.objects.get(bucket: completed.upload.bucket, name: completed.name)
+    let options = completed.objectOptions
+    let incoming = AccessResource(
+      bucket: completed.upload.bucket, name: completed.name, size: completed.size, contentType: completed.contentType,
+      metadata: options.metadata, md5Hash: Data(completed.md5).base64EncodedString(), sha256: completed.sha256Hex)
+    let decision = context.policy.decide(
+      AccessRequest(
+        operation: existing == nil ? .create : .update, bucket: completed.upload.bucket, name: completed.name,
+        identity: identity, resource: existing.map(AccessResource.init), incoming: incoming))
+    guard decision.allowed else {
+      store.reject(completed)
+      throw HTTPResponseError(APIError.forbidden())
+    }
+    _ = try store.publish(completed)
+  }
+
+  func progressResponse(_ upload: Upload) -> HTTPResponse {
+    var r = HTTPResponse(status: 204)
+    r.headers.set("Upload-Offset", String(upload.offset))
+    r.headers.set("Upload-Expires", HTTPDate.format(upload.expiresAt))
+    return r
+  }
+
+  // MARK: - DELETE
+
+  func terminate(id: String, bucket: String, identity: Identity?) throws -> HTTPResponse {
+    _ = try lookup(id: id, bucket: bucket, identity: identity)
+    try store.terminate(id: id, owner: identity?.uid)
+    return HTTPResponse(status: 204)
+  }
+
+  // MARK: - helpers
+
+  func lookup(id: String, bucket: String, identity: Identity?) throws -> Upload {
+    let upload = try store.upload(id: id, owner: identity?.uid)
+    guard upload.bucket == bucket else { throw UploadError.notFound(id: id) }
+    return upload
+  }
+
+  func authorize(
+    bucket: String, name: String, identity: Identity?, size: Int64, contentType: String, metadata: [String: String]
+  ) throws {
+    let existing = try? context.larder.objects.get(bucket: bucket, name: name)
+    try context.authorize(
+      AccessRequest(
+        operation: existing == nil ? .create : .update, bucket: bucket, name: name, identity: identity,
+        resource: existing.map(AccessResource.init),
+        incoming: AccessResource(bucket: bucket, name: name, size: size, contentType: contentType, metadata: metadata)))
+  }
+
+  func tooLarge() -> HTTPResponseError {
+    HTTPResponseError(.error(status: 413, message: "the upload is larger than the limit of \(context.maxUploadSize) bytes"))
+  }
+
+  static func isOffsetStream(_ contentType: String) -> Bool {
+    contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+      == TusProtocol.offsetContentType
+  }
+
+  func path(bucket: String, id: String) -> String {
+    "/v0/b/\(PercentEncoding.encodeComponent(bucket))/uploads/\(id)"
+  }
+
+  func location(of upload: Upload) -> String {
+    let path = path(bucket: upload.bucket, id: upload.id)
+    guard var base = context.publicURL, !base.isEmpty else { return path }
+    while base.hasSuffix("/") { base.removeLast() }
+    return base + path
+  }
+
+  /// Adds what every tus answer carries: `Tus-Resumable`, CORS, and no body on `HEAD`.
+  func finish(_ response: HTTPResponse, request: HTTPRequest, tus: Bool = true) -> HTTPResponse {
+    var r = response
+    if tus { r.headers.set("Tus-Resumable", TusProtocol.version) }
+    if request.method == "HEAD" || r.status == 204 { r.body = .empty }
+    if let origin = allowedOrigin(request), !r.headers.contains("Access-Control-Allow-Origin") {
+      r.headers.set("Access-Control-Allow-Origin", origin)
+      if origin != "*" { r.headers.add("Vary", "Origin") }
+      r.headers.set(
+        "Access-Control-Expose-Headers",
+        "Location, Upload-Offset, Upload-Length, Upload-Metadata, Upload-Defer-Length, Upload-Expires, Upload-Concat, "
+          + "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, X-Request-Id")
+    }
+    return r
+  }
+
+  func allowedOrigin(_ request: HTTPRequest) -> String? {
+    guard let origin = request.headers["Origin"], !context.corsOrigins.isEmpty else { return nil }
+    if context.corsOrigins.contains("*") { return "*" }
+    return context.corsOrigins.contains(origin) ? origin : nil
+  }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import Larder
+import LarderCrypto
+
+/// The tus 1.0.0 vocabulary: versions, extensions, request-header parsing, and the one place
+/// where upload errors become statuses.
+enum TusProtocol {
+  static let version = "1.0.0"
+  static let extensions =
+    "creation,creation-with-upload,creation-defer-length,termination,checksum,expiration,concatenation"
+  static let checksumAlgorithms = "sha1,sha256,md5"
+  static let offsetContentType = "application/offset+octet-stream"
+  /// tus's status for a chunk whose checksum does not match.
+  static let checksumMismatchStatus = 460
+
+  /// A non-negative decimal header value (`Upload-Length`, `Upload-Offset`), strictly digits.
+  static func parseCount(_ value: String?) -> Int64? {
+    guard let value, !value.isEmpty, value.utf8.count <= 19, value.utf8.allSatisfy({ (0x30...0x39).contains($0) })
+    else { return nil }
+    return Int64(value)
+  }
+
+  /// `Upload-Checksum: <algorithm> <base64 digest>`.
+  /// - Throws: a 400 response for an unsupported algorithm or a malformed digest.
+  static func parseChecksum(_ value: String?) throws -> UploadChecksum? {
+    guard let value else { return nil }
+    let parts = value.trimmingCharacters(in: .whitespaces).split(separator: " ", omittingEmptySubsequences: true)
+    guard parts.count == 2 else { throw badRequest("Upload-Checksum must be '<algorithm> <base64 digest>'") }
+    guard let algorithm = DigestAlgorithm(rawValue: String(parts[0]).lowercased()),
+      UploadChecksum.supportedAlgorithms.contains(algorithm)
+    else { throw badRequest("checksum algorithm \(parts[0].prefix(40)) is not supported; use \(checksumAlgorithms)") }
+    guard let digest = Data(base64Encoded: String(parts[1])), digest.count == algorithm.byteCount else {
+      throw badRequest("Upload-Checksum digest is not a base64 \(algorithm.rawValue) digest")
+    }
+    return UploadChecksum(algorithm: algorithm, digest: Array(digest))
+  }
+
+  /// `Upload-Concat`: `partial`, or `final;<url> <url> …` → upload ids of `bucket`.
+  enum Concat: Equatable {
+    case partial
+    case final([String])
+  }
+
+  static func parseConcat(_ value: String?, bucket: String) throws -> Concat? {
+    guard let value else { return nil }
+    let trimmed = value.trimmingCharacters(in: .whitespaces)
+    if trimmed == "partial" { return .partial }
+    guard trimmed.hasPrefix("final;") else { throw badRequest("Upload-Concat must be 'partial' or 'final;<urls>'") }
+    let urls = trimmed.dropFirst(6).split(separator: " ", omittingEmptySubsequences: true)
+    guard !urls.isEmpty, urls.count <= 1000 else { throw badRequest("Upload-Concat: final needs 1 to 1000 upload URLs") }
+    let ids = try urls.map { url -> String in
+      var path = Substring(url)
+      if let scheme = path.range(of: "://") {
+        path = path[scheme.upperBound...]
+        path = path.firstIndex(of: "/").map { path[$0...] } ?? ""
+      }
+      let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+      guard segments.count >= 3, segments[segments.count - 2] == "uploads",
+        (try? PathSegment.decode(segments[segments.count - 3])) == bucket,
+        UploadStore.isUploadID(String(segments[segments.count - 1]))
+      else { throw badRequest("Upload-Concat URL \(url.prefix(200).debugDescription) is not an upload of this bucket") }
+      return String(segments[segments.count - 1])
+    }
+    return .final(ids)
+  }
+
+  static func badRequest(_ message: String) -> HTTPResponseError {
+    HTTPResponseError(.error(status: 400, message: message))
+  }
+
+  /// Upload errors → statuses; everything else goes through ``APIError``.
+  static func response(for error: any Error) -> HTTPResponse {
+    guard let e = error as? UploadError else { return APIError.response(for: error) }
+    let status: Int =
+      switch e {
+      case .notFound: 404
+      case .expired, .dataLost: 410
+      case .locked: 423
+      case .offsetMismatch: 409
+      case .exceedsLength: 413
+      case .invalidLength, .invalidConcatenation: 400
+      case .finalNotAppendable: 403
+      case .checksumMismatch: checksumMismatchStatus
+      }
+    return .error(status: status, message: e.description)
+  }
+}
