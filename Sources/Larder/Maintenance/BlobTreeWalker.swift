@@ -44,6 +44,28 @@ struct BlobTreeWalker {
     }
   }
 
+  /// Calls `body` with the entries that have no `blobs` row, checked on a reader a few thousand
+  /// at a time (one short read transaction per chunk, not per directory). The caller must
+  /// recheck under the write lock before acting: a commit may be linking a file right now.
+  func forEachUnreferenced(catalog: Catalog, chunk: Int = 4096, _ body: ([Entry]) throws -> Void) throws {
+    var buffer: [Entry] = []
+    func flush() throws {
+      let unreferenced = try catalog.read { db in
+        try buffer.filter { entry in
+          guard case .blob(let hex, _) = entry else { return true }
+          return try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [Hex.decode(hex) ?? []]) == nil
+        }
+      }
+      buffer.removeAll(keepingCapacity: true)
+      if !unreferenced.isEmpty { try body(unreferenced) }
+    }
+    try forEachLeaf { entries in
+      buffer.append(contentsOf: entries)
+      if buffer.count >= chunk { try flush() }
+    }
+    if !buffer.isEmpty { try flush() }
+  }
+
   /// Lower-case hex of exactly `count` digits.
   static func isHex(_ name: String, count: Int) -> Bool {
     name.utf8.count == count && name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }

@@ -241,25 +241,18 @@ public struct GarbageCollector: Sendable {
   // MARK: 4. stray files under blobs/
 
   private func removeStrays(options: Options, report: inout GCReport) throws {
+    options.progress?(.init(phase: .strays, processed: 0))
     var pending: [BlobTreeWalker.Entry] = []
-    var walked = 0
     let walker = BlobTreeWalker(root: blobs.blobsDirectory.path)
-    try walker.forEachLeaf { entries in
-      let unreferenced = try catalog.read { db in
-        try entries.filter { entry in
-          guard case .blob(let hex, _) = entry else { return true }
-          return try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [Hex.decode(hex) ?? []]) == nil
-        }
-      }
+    try walker.forEachUnreferenced(catalog: catalog) { unreferenced in
       pending.append(contentsOf: unreferenced)
-      walked += 1
       if pending.count >= options.batchSize {
         try trashStrays(pending, options: options, report: &report)
         pending.removeAll(keepingCapacity: true)
       }
-      if walked % 4096 == 0 { options.progress?(.init(phase: .strays, processed: walked)) }
     }
     if !pending.isEmpty { try trashStrays(pending, options: options, report: &report) }
+    options.progress?(.init(phase: .strays, processed: report.strayFilesRemoved))
   }
 
   /// Rechecks candidates under the write lock (a commit may have linked a file whose row was not

@@ -87,6 +87,9 @@ public struct Verifier: Sendable {
       return (Int(row?.int("n") ?? 0), row?.int("bytes") ?? 0)
     }
     var cursor: [UInt8] = []
+    // One read buffer for the whole run: most blobs are small, and a fresh buffer per blob
+    // would cost more than hashing them.
+    var buffer = [UInt8](repeating: 0, count: 256 * 1024)
     while true {
       let page: [([UInt8], Int64)] = try catalog.read { db in
         try db.rows("SELECT sha256, size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT 1000", [cursor]).map {
@@ -96,7 +99,7 @@ public struct Verifier: Sendable {
       guard let last = page.last else { break }
       cursor = last.0
       for (sha256, size) in page {
-        try checkBlob(sha256: sha256, size: size, repair: repair, &report)
+        try checkBlob(sha256: sha256, size: size, repair: repair, buffer: &buffer, &report)
         report.blobsChecked += 1
         progress?(
           .init(blobsChecked: report.blobsChecked, blobsTotal: total, bytesHashed: report.bytesHashed, bytesTotal: totalBytes))
@@ -104,7 +107,9 @@ public struct Verifier: Sendable {
     }
   }
 
-  private func checkBlob(sha256: [UInt8], size: Int64, repair: Bool, _ report: inout VerifyReport) throws {
+  private func checkBlob(
+    sha256: [UInt8], size: Int64, repair: Bool, buffer: inout [UInt8], _ report: inout VerifyReport
+  ) throws {
     let hex = Hex.encode(sha256)
     let path = blobs.path(forHex: hex)
     var st = stat()
@@ -119,11 +124,8 @@ public struct Verifier: Sendable {
     } else if Int64(st.st_size) != size {
       problem = (.sizeMismatch, "file has \(st.st_size) bytes, row says \(size)")
     } else {
-      let digest = Digest(.sha256)
-      let reader = try BlobReader(path: path)
-      try reader.forEachChunk { digest.update($0) }
-      report.bytesHashed += reader.size
-      let actual = digest.finalize()
+      let (actual, hashed) = try hash(path: path, buffer: &buffer)
+      report.bytesHashed += hashed
       if actual != sha256 { problem = (.hashMismatch, "content hashes to \(Hex.encode(actual))") }
     }
     if let (kind, detail) = problem {
@@ -139,6 +141,23 @@ public struct Verifier: Sendable {
           kind: .badPermissions, sha256: hex, path: path, detail: "mode \(String(mode, radix: 8)), expected 444",
           repaired: repaired))
     }
+  }
+
+  /// SHA-256 of a file, streamed through `buffer`; the file is opened without following links.
+  private func hash(path: String, buffer: inout [UInt8]) throws -> ([UInt8], Int64) {
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    guard fd >= 0 else { throw LarderError.posix("open", path) }
+    defer { close(fd) }
+    let digest = Digest(.sha256)
+    var offset: Int64 = 0
+    while true {
+      let n = try buffer.withUnsafeMutableBytes { try POSIX.readFully(fd, into: $0, at: offset, path: path) }
+      if n == 0 { break }
+      buffer.withUnsafeBytes { digest.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+      offset += Int64(n)
+      if n < buffer.count { break }
+    }
+    return (digest.finalize(), offset)
   }
 
   /// A row without its file: explained by a quarantine, or lost.
@@ -189,13 +208,7 @@ public struct Verifier: Sendable {
   private func checkStrays(repair: Bool, _ report: inout VerifyReport) throws {
     let walker = BlobTreeWalker(root: blobs.blobsDirectory.path)
     var candidates: [BlobTreeWalker.Entry] = []
-    try walker.forEachLeaf { entries in
-      let strays = try catalog.read { db in
-        try entries.filter { entry in
-          guard case .blob(let hex, _) = entry else { return true }
-          return try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [Hex.decode(hex) ?? []]) == nil
-        }
-      }
+    try walker.forEachUnreferenced(catalog: catalog) { strays in
       candidates.append(contentsOf: strays)
       if candidates.count >= 500 {
         try settleStrays(candidates, repair: repair, &report)
