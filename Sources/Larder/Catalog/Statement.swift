@@ -37,7 +37,16 @@ public final class Statement {
       case .null: result = sqlite3_bind_null(handle, index)
       case .integer(let v): result = sqlite3_bind_int64(handle, index, v)
       case .real(let v): result = sqlite3_bind_double(handle, index, v)
-      case .text(let v): result = sqlite3_bind_text(handle, index, v, -1, SQLITE_TRANSIENT)
+      case .text(let v):
+        // By byte count, not as a C string: a NUL inside the text must not cut it short.
+        var text = v
+        result = text.withUTF8 { utf8 in
+          utf8.withMemoryRebound(to: CChar.self) { chars in
+            // A nil pointer would bind NULL, so the empty string gets a real (empty) one.
+            guard let base = chars.baseAddress else { return sqlite3_bind_text(handle, index, "", 0, SQLITE_TRANSIENT) }
+            return sqlite3_bind_text(handle, index, base, Int32(chars.count), SQLITE_TRANSIENT)
+          }
+        }
       case .blob(let v):
         result = v.withUnsafeBytes {
           sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), SQLITE_TRANSIENT)
@@ -66,7 +75,11 @@ public final class Statement {
       switch sqlite3_column_type(handle, i) {
       case SQLITE_INTEGER: values.append(.integer(sqlite3_column_int64(handle, i)))
       case SQLITE_FLOAT: values.append(.real(sqlite3_column_double(handle, i)))
-      case SQLITE_TEXT: values.append(.text(String(cString: sqlite3_column_text(handle, i))))
+      case SQLITE_TEXT:
+        // Text may contain NUL: read exactly sqlite3_column_bytes bytes (after column_text, as SQLite requires).
+        let text = sqlite3_column_text(handle, i)
+        let n = Int(sqlite3_column_bytes(handle, i))
+        values.append(.text(text.map { String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self) } ?? ""))
       case SQLITE_BLOB:
         let n = Int(sqlite3_column_bytes(handle, i))
         if n == 0 {

@@ -189,7 +189,7 @@ public struct ObjectStore: Sendable {
     var inclusive = true
     if let pageToken {
       guard let data = Data(base64Encoded: pageToken), let last = String(data: data, encoding: .utf8),
-        last.hasPrefix(prefix)
+        last.utf8.starts(with: prefix.utf8)
       else { throw LarderError.invalidArgument("pageToken is not one this server issued for this listing") }
       cursor = last
       inclusive = false
@@ -210,13 +210,13 @@ public struct ObjectStore: Sendable {
         if rows.isEmpty { break }
         for row in rows {
           let name = row.string("name") ?? ""
-          guard name.hasPrefix(prefix) else { continue }
+          // Bytes, not Characters: "a\u{301}" starts with "a" here, as in SQL's range above.
+          guard name.utf8.starts(with: prefix.utf8) else { continue }
           if items.count + prefixes.count == maxResults {
             more = true
             break scan
           }
-          if let delimiter, let range = name.dropFirst(prefix.count).range(of: delimiter) {
-            let folded = String(name[..<range.upperBound])
+          if let delimiter, let folded = Self.folded(name, prefix: prefix, delimiter: delimiter) {
             prefixes.append(folded)
             lastEmitted = folded + "\u{10FFFF}"
             // Skip every other name under this prefix.
@@ -234,6 +234,20 @@ public struct ObjectStore: Sendable {
       let token = more ? lastEmitted.map { Data($0.utf8).base64EncodedString() } : nil
       return ObjectListing(prefixes: prefixes, items: items, nextPageToken: token)
     }
+  }
+
+  /// `name` up to and including the first `delimiter` after `prefix`, matched as UTF-8 bytes; nil if none.
+  static func folded(_ name: String, prefix: String, delimiter: String) -> String? {
+    let bytes = Array(name.utf8)
+    let needle = Array(delimiter.utf8)
+    var i = prefix.utf8.count
+    while i + needle.count <= bytes.count {
+      if bytes[i..<(i + needle.count)].elementsEqual(needle) {
+        return String(decoding: bytes[..<(i + needle.count)], as: UTF8.self)
+      }
+      i += 1
+    }
+    return nil
   }
 
   static func validateMetadata(_ metadata: [String: String]) throws(LarderError) {
