@@ -17,7 +17,7 @@ public final class HTTPServer: Sendable {
   private enum State {
     case idle
     case running(daemon: OpaquePointer, listenSocket: Int32, port: Int, core: ServerCore)
-    case stopping(port: Int)
+    case stopping(port: Int, core: ServerCore)
     case stopped(port: Int)
   }
 
@@ -45,7 +45,7 @@ public final class HTTPServer: Sendable {
     state.withLock { s in
       switch s {
       case .idle: 0
-      case .running(_, _, let port, _), .stopping(let port), .stopped(let port): port
+      case .running(_, _, let port, _), .stopping(let port, _), .stopped(let port): port
       }
     }
   }
@@ -53,8 +53,10 @@ public final class HTTPServer: Sendable {
   /// Requests begun and not yet completed.
   public var inFlightRequests: Int {
     state.withLock { s in
-      if case .running(_, _, _, let core) = s { return core.inFlight.load(ordering: .relaxed) }
-      return 0
+      switch s {
+      case .running(_, _, _, let core), .stopping(_, let core): core.inFlight.load(ordering: .relaxed)
+      case .idle, .stopped: 0
+      }
     }
   }
 
@@ -87,7 +89,7 @@ public final class HTTPServer: Sendable {
   public func shutdown(deadline: ContinuousClock.Instant) -> Bool {
     let running: (OpaquePointer, Int32, ServerCore)? = state.withLock { s in
       guard case .running(let daemon, let fd, let port, let core) = s else { return nil }
-      s = .stopping(port: port)
+      s = .stopping(port: port, core: core)
       return (daemon, fd, core)
     }
     guard let (daemon, fd, core) = running else { return true }
@@ -107,7 +109,7 @@ public final class HTTPServer: Sendable {
     MHD_stop_daemon(daemon)
     close(fd)
     state.withLock { s in
-      if case .stopping(let port) = s { s = .stopped(port: port) }
+      if case .stopping(let port, _) = s { s = .stopped(port: port) }
     }
     return drained
   }

@@ -350,3 +350,78 @@ import Testing
     }
   }
 }
+
+@Suite struct HTTPServerLimitsTests {
+  @Test func idleTimeoutClosesStalledConnectionsAndCancelsUploads() throws {
+    let events = SinkEvents()
+    let lines = Mutex<[String]>([])
+    try withServer(
+      {
+        $0.connectionTimeout = 1
+        $0.accessLog = .custom { line in lines.withLock { $0.append(line) } }
+      }, handler: testRouter(events: events)
+    ) { server in
+      let partial = try RawConnection(port: server.boundPort)
+      try partial.send("GET /hel")
+      #expect(partial.isClosedByServer())
+
+      let upload = try RawConnection(port: server.boundPort)
+      try upload.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
+      #expect(upload.isClosedByServer())
+      #expect(eventually { events.read().cancels == 1 })
+      #expect(events.read().finishes == 0)
+      #expect(events.read().received == 10)
+      #expect(eventually { lines.withLock { $0.contains { $0.contains(#""outcome":"timeout""#) } } })
+    }
+  }
+
+  @Test func perIPConnectionLimitRefusesExtraConnections() throws {
+    try withServer({ $0.perIPConnectionLimit = 2 }, handler: testRouter()) { server in
+      let a = try RawConnection(port: server.boundPort)
+      let b = try RawConnection(port: server.boundPort)
+      try a.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+      try b.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+      #expect(try a.readResponse().status == 200)
+      #expect(try b.readResponse().status == 200)
+      let c = try RawConnection(port: server.boundPort)
+      try? c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+      #expect(c.isClosedByServer())
+    }
+  }
+
+  @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/curl")))
+  func curlReusesConnectionAndSendsExpectContinue() throws {
+    let events = SinkEvents()
+    let path = NSTemporaryDirectory() + "larder-curl-\(UUID().uuidString)"
+    let body = patternBytes(3 * 1024 * 1024)
+    #expect(FileManager.default.createFile(atPath: path, contents: Data(body)))
+    defer { unlink(path) }
+    try withServer(handler: testRouter(events: events)) { server in
+      let base = "http://127.0.0.1:\(server.boundPort)"
+      let (out, err) = try runCurl(["-sv", "\(base)/hello", "\(base)/hello"])
+      #expect(out == "hello worldhello world")
+      #expect(err.contains("Re-using existing connection") || err.contains("Reusing existing"))
+
+      let (upload, log) = try runCurl(["-sv", "-T", path, "-H", "Expect: 100-continue", "\(base)/upload"])
+      #expect(log.contains("HTTP/1.1 100 Continue"))
+      let json = try JSONSerialization.jsonObject(with: Data(upload.utf8)) as? [String: String]
+      #expect(json == ["size": "3145728", "sha256": Hex.encode(Digest.hash(.sha256, body))])
+    }
+  }
+}
+
+/// Runs curl and returns (stdout, stderr).
+func runCurl(_ arguments: [String]) throws -> (String, String) {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+  process.arguments = ["--max-time", "60"] + arguments
+  let out = Pipe()
+  let err = Pipe()
+  process.standardOutput = out
+  process.standardError = err
+  try process.run()
+  let outData = out.fileHandleForReading.readDataToEndOfFile()
+  let errData = err.fileHandleForReading.readDataToEndOfFile()
+  process.waitUntilExit()
+  return (String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
