@@ -49,10 +49,16 @@ enum Recovery {
       for name in trash {
         let path = "\(blobs.trashDirectory.path)/\(name)"
         let hex = String(name.prefix(64))
-        if let digest = Hex.decode(hex), digest.count == 32, hex == hex.lowercased(),
+        var st = stat()
+        let isFile = lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        let target = blobs.path(forHex: hex)
+        var existing = stat()
+        // Only a regular file goes back, and never over a blob already in place (one uploaded
+        // again since): a planted symlink or a duplicate is simply removed.
+        if isFile, let digest = Hex.decode(hex), digest.count == 32, hex == hex.lowercased(),
+          lstat(target, &existing) != 0,
           try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [digest]) != nil
         {
-          let target = blobs.path(forHex: hex)
           let leaf = (target as NSString).deletingLastPathComponent
           try POSIX.makeDirectory(leaf)
           if rename(path, target) != 0 {

@@ -207,4 +207,44 @@ import Testing
     #expect(verify.isClean)
     #expect(verify.findings == [])
   }
+
+  @Test func trashLeftoversGoBackOnlyWhenSafe() throws {
+    let dir = ScratchDirectory()
+    let larder = try Larder(at: dir.url)
+    let contents = Fixture.contents(3, tag: "trash")
+    for (i, data) in contents.enumerated() { _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data) }
+    let trash = larder.blobs.trashDirectory.path
+    let hex = contents.map(Fixture.sha256Hex)
+    // o0: moved to trash by a collection that then crashed before its commit.
+    #expect(rename(Fixture.blobPath(larder, contents[0]), "\(trash)/\(hex[0])") == 0)
+    // o1: a second copy in trash while the blob is in place (it was uploaded again since).
+    try Data("not the content".utf8).write(to: URL(fileURLWithPath: "\(trash)/\(hex[1])"))
+    // o2: a hostile symlink named like a blob, while the blob file is missing.
+    let outside = dir.url.appendingPathComponent("outside")
+    try contents[2].write(to: outside)
+    let blob2 = Fixture.blobPath(larder, contents[2])
+    #expect(chmod(blob2, 0o644) == 0)
+    let saved = try Data(contentsOf: URL(fileURLWithPath: blob2))
+    #expect(unlink(blob2) == 0)
+    #expect(symlink(outside.path, "\(trash)/\(hex[2])") == 0)
+    // An entry not named by a digest.
+    try Data("x".utf8).write(to: URL(fileURLWithPath: "\(trash)/stray-1"))
+
+    let report = try GarbageCollector(larder: larder).collect(options: .init(grace: .zero))
+    #expect(report.trashRestored == 1)
+    #expect(report.trashRemoved == 3)
+    #expect(POSIX.listDirectory(trash) == [])
+    #expect(try larder.files.data(of: try larder.objects.get(bucket: "b", name: "o0").file) == contents[0])
+    #expect(try larder.files.data(of: try larder.objects.get(bucket: "b", name: "o1").file) == contents[1])
+    var st = stat()
+    #expect(lstat(blob2, &st) != 0)  // the symlink did not become the blob
+    #expect(FileManager.default.fileExists(atPath: outside.path))
+    let verify = try Verifier(larder: larder).verify()
+    #expect(verify.counts == [.missingBlobFile: 1])
+    #expect(verify.findings.first?.sha256 == hex[2])
+    // Put the real bytes back: clean again.
+    try saved.write(to: URL(fileURLWithPath: blob2))
+    #expect(chmod(blob2, 0o444) == 0)
+    #expect(try Verifier(larder: larder).verify().findings == [])
+  }
 }
