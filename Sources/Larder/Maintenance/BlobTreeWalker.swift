@@ -68,7 +68,8 @@ struct BlobTreeWalker {
 
   /// Lower-case hex of exactly `count` digits.
   static func isHex(_ name: String, count: Int) -> Bool {
-    name.utf8.count == count && name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    name.utf8.count == count
+      && name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
   }
 
   /// Names in a directory with whether each is a real directory (symlinks are not).

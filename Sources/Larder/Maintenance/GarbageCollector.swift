@@ -85,7 +85,8 @@ public struct GarbageCollector: Sendable {
     try removeStrays(options: options, report: &report)
     try removeAbandonedTemp(now: now, options: options, report: &report)
 
-    report.bytesFreed = report.uploadBytesFreed + report.blobBytesFreed + report.strayBytesFreed + report.tempBytesFreed
+    report.bytesFreed =
+      report.uploadBytesFreed + report.blobBytesFreed + report.strayBytesFreed + report.tempBytesFreed
     report.durationSeconds = Self.seconds(clock.now - started)
     options.progress?(.init(phase: .done, processed: 0))
     return report
@@ -102,7 +103,9 @@ public struct GarbageCollector: Sendable {
       }
     } else {
       ids = try catalog.write { db in
-        try db.rows("DELETE FROM uploads WHERE expires_at < ? RETURNING id", [now]).compactMap { $0.string("id") }
+        try db.rows("DELETE FROM uploads WHERE expires_at < ? RETURNING id", [now]).compactMap {
+          $0.string("id")
+        }
       }
     }
     report.uploadsExpired = ids.count
@@ -132,7 +135,9 @@ public struct GarbageCollector: Sendable {
     options.progress?(.init(phase: .files, processed: 0))
     if options.dryRun {
       report.filesReleased = try catalog.read { db in
-        Int(try db.row("SELECT count(*) AS n FROM files WHERE \(Self.unreferencedFiles)", [cutoff])?.int("n") ?? 0)
+        Int(
+          try db.row("SELECT count(*) AS n FROM files WHERE \(Self.unreferencedFiles)", [cutoff])?.int("n")
+            ?? 0)
       }
     } else {
       // Check and delete in one statement: an object or attachment inserted a moment earlier
@@ -257,7 +262,9 @@ public struct GarbageCollector: Sendable {
 
   /// Rechecks candidates under the write lock (a commit may have linked a file whose row was not
   /// yet visible), moves the strays into `trash/`, commits, then unlinks them.
-  private func trashStrays(_ candidates: [BlobTreeWalker.Entry], options: Options, report: inout GCReport) throws {
+  private func trashStrays(_ candidates: [BlobTreeWalker.Entry], options: Options, report: inout GCReport)
+    throws
+  {
     if options.dryRun {
       for entry in candidates {
         let path: String

@@ -38,7 +38,9 @@ public struct Verifier: Sendable {
   ///   - repair: fix what can be fixed safely (see the type's documentation).
   ///   - progress: called every 1000 blobs or 64 MiB hashed, and once at the end.
   /// - Throws: ``MaintenanceError/collectorBusy(lockPath:)``, ``DatabaseError``, ``LarderError``.
-  public func verify(repair: Bool = false, progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws -> VerifyReport {
+  public func verify(repair: Bool = false, progress: (@Sendable (VerifyProgress) -> Void)? = nil) throws
+    -> VerifyReport
+  {
     let clock = ContinuousClock()
     let started = clock.now
     let lock = try CollectorLock.acquire(in: larder.directory, create: repair)
@@ -72,14 +74,18 @@ public struct Verifier: Sendable {
         report.add(
           .init(
             kind: .fileSizeMismatch, sha256: row.bytes("blob_sha256").map(Hex.encode),
-            detail: "file \(row.string("id") ?? "?") says \(row.int("fsize") ?? -1) bytes, its blob \(row.int("bsize") ?? -1)"))
+            detail:
+              "file \(row.string("id") ?? "?") says \(row.int("fsize") ?? -1) bytes, its blob \(row.int("bsize") ?? -1)"
+          ))
       }
     }
   }
 
   // MARK: blobs
 
-  private func checkBlobs(repair: Bool, progress: (@Sendable (VerifyProgress) -> Void)?, _ report: inout VerifyReport)
+  private func checkBlobs(
+    repair: Bool, progress: (@Sendable (VerifyProgress) -> Void)?, _ report: inout VerifyReport
+  )
     throws
   {
     let (total, totalBytes) = try catalog.read { db in
@@ -93,9 +99,10 @@ public struct Verifier: Sendable {
     var reported: Int64 = 0
     while true {
       let page: [([UInt8], Int64)] = try catalog.read { db in
-        try db.rows("SELECT sha256, size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT 1000", [cursor]).map {
-          ($0.bytes("sha256") ?? [], $0.int("size") ?? 0)
-        }
+        try db.rows("SELECT sha256, size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT 1000", [cursor])
+          .map {
+            ($0.bytes("sha256") ?? [], $0.int("size") ?? 0)
+          }
       }
       guard let last = page.last else { break }
       cursor = last.0
@@ -106,11 +113,16 @@ public struct Verifier: Sendable {
         if report.blobsChecked % 1000 == 0 || report.bytesHashed - reported >= 64 << 20 {
           reported = report.bytesHashed
           progress?(
-            .init(blobsChecked: report.blobsChecked, blobsTotal: total, bytesHashed: report.bytesHashed, bytesTotal: totalBytes))
+            .init(
+              blobsChecked: report.blobsChecked, blobsTotal: total, bytesHashed: report.bytesHashed,
+              bytesTotal: totalBytes))
         }
       }
     }
-    progress?(.init(blobsChecked: report.blobsChecked, blobsTotal: total, bytesHashed: report.bytesHashed, bytesTotal: totalBytes))
+    progress?(
+      .init(
+        blobsChecked: report.blobsChecked, blobsTotal: total, bytesHashed: report.bytesHashed,
+        bytesTotal: totalBytes))
   }
 
   private func checkBlob(
@@ -144,7 +156,8 @@ public struct Verifier: Sendable {
       let repaired = repair && chmod(path, 0o444) == 0
       report.add(
         .init(
-          kind: .badPermissions, sha256: hex, path: path, detail: "mode \(String(mode, radix: 8)), expected 444",
+          kind: .badPermissions, sha256: hex, path: path,
+          detail: "mode \(String(mode, radix: 8)), expected 444",
           repaired: repaired))
     }
   }
@@ -167,7 +180,9 @@ public struct Verifier: Sendable {
   }
 
   /// A row without its file: explained by a quarantine, or lost.
-  private func checkMissing(sha256: [UInt8], hex: String, path: String, repair: Bool, _ report: inout VerifyReport)
+  private func checkMissing(
+    sha256: [UInt8], hex: String, path: String, repair: Bool, _ report: inout VerifyReport
+  )
     throws
   {
     let quarantined = try catalog.read { db in
@@ -192,7 +207,10 @@ public struct Verifier: Sendable {
         return true
       }
     }
-    report.add(.init(kind: .missingBlobFile, sha256: hex, path: path, detail: "the blob's file is missing", repaired: repaired))
+    report.add(
+      .init(
+        kind: .missingBlobFile, sha256: hex, path: path, detail: "the blob's file is missing",
+        repaired: repaired))
   }
 
   /// Moves a corrupt blob aside and marks its files, in one write transaction.
@@ -225,7 +243,9 @@ public struct Verifier: Sendable {
   }
 
   /// Rechecks under the write lock: a commit in flight may have linked a file before its row.
-  private func settleStrays(_ candidates: [BlobTreeWalker.Entry], repair: Bool, _ report: inout VerifyReport) throws {
+  private func settleStrays(_ candidates: [BlobTreeWalker.Entry], repair: Bool, _ report: inout VerifyReport)
+    throws
+  {
     let trashDirectory = blobs.trashDirectory.path
     let found: [VerifyReport.Finding] = try catalog.write { db in
       var found: [VerifyReport.Finding] = []
@@ -283,7 +303,9 @@ public struct Verifier: Sendable {
     }
     for name in names {
       report.add(
-        .init(kind: .leftoverTrash, path: "\(directory)/\(name)", detail: "left by an interrupted collection", repaired: repaired))
+        .init(
+          kind: .leftoverTrash, path: "\(directory)/\(name)", detail: "left by an interrupted collection",
+          repaired: repaired))
     }
   }
 }

@@ -38,7 +38,9 @@ public struct VerifyReport: Codable, Sendable, Equatable {
     /// True when `--repair` fixed it.
     public var repaired: Bool
 
-    public init(kind: Kind, sha256: String? = nil, path: String? = nil, detail: String, repaired: Bool = false) {
+    public init(
+      kind: Kind, sha256: String? = nil, path: String? = nil, detail: String, repaired: Bool = false
+    ) {
       self.kind = kind
       self.sha256 = sha256
       self.path = path

@@ -60,7 +60,8 @@ import Testing
       #expect(try Fixture.count(reopened, "blobs") == 16)
     } else {
       #expect(
-        reopened.recovery == RecoveryReport(tempFilesRemoved: 0, trashRestored: movedBeforeFault, trashRemoved: 0))
+        reopened.recovery
+          == RecoveryReport(tempFilesRemoved: 0, trashRestored: movedBeforeFault, trashRemoved: 0))
       #expect(try Fixture.count(reopened, "blobs") == 20)
     }
     #expect(POSIX.listDirectory(reopened.blobs.trashDirectory.path) == [])

@@ -18,9 +18,12 @@ import Testing
     let url = URL(fileURLWithPath: try #require(Self.directory))
     let openStart = Date()
     let larder = try Larder(at: url)
-    print("gc-scale: opened in \(String(format: "%.1f", Date().timeIntervalSince(openStart))) s, VmHWM \(Self.peakKiB()) KiB")
+    print(
+      "gc-scale: opened in \(String(format: "%.1f", Date().timeIntervalSince(openStart))) s, VmHWM \(Self.peakKiB()) KiB"
+    )
     let blobsBefore = try Fixture.count(larder, "blobs")
-    let dry = try GarbageCollector(larder: larder).collect(options: .init(grace: .seconds(3600), dryRun: true))
+    let dry = try GarbageCollector(larder: larder).collect(
+      options: .init(grace: .seconds(3600), dryRun: true))
     print("gc-scale: dry run \(String(format: "%.1f", dry.durationSeconds)) s, VmHWM \(Self.peakKiB()) KiB")
     let report = try GarbageCollector(larder: larder).collect(options: .init(grace: .seconds(3600)))
     let encoder = JSONEncoder()

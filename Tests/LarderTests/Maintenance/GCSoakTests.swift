@@ -27,7 +27,8 @@ import Testing
       if role == workers {
         repeat {
           do {
-            let report = try GarbageCollector(larder: collectorSide).collect(options: .init(grace: .zero, batchSize: 8))
+            let report = try GarbageCollector(larder: collectorSide).collect(
+              options: .init(grace: .zero, batchSize: 8))
             tally.add("gc runs")
             tally.add("blobs collected", report.blobsRemoved)
             tally.add("files released", report.filesReleased)
@@ -60,7 +61,9 @@ import Testing
         do {
           let object = try uploads.objects.put(bucket: "soak", name: name, data: data)
           tally.add("acknowledged")
-          if object.file.sha256 != Fixture.sha256Hex(data) { tally.problem("\(name): acknowledged wrong digest") }
+          if object.file.sha256 != Fixture.sha256Hex(data) {
+            tally.problem("\(name): acknowledged wrong digest")
+          }
           live.append((name, Fixture.sha256Hex(data)))
         } catch {
           tally.problem("put \(name): \(error)")
@@ -112,6 +115,7 @@ import Testing
     #expect(verify.isClean)
     // Only what the kept objects use is left.
     #expect(try Fixture.count(uploads, "files") == tally["kept"])
-    #expect(try Fixture.count(uploads, "blobs") == Set(remaining.compactMap { $0.bytes("blob_sha256") }).count)
+    #expect(
+      try Fixture.count(uploads, "blobs") == Set(remaining.compactMap { $0.bytes("blob_sha256") }).count)
   }
 }

@@ -70,9 +70,13 @@ import Testing
     try Fixture.age(larder, by: 100)
     let now = Date()
     try larder.catalog.write { db in
-      for (id, expires) in [("up1", now.addingTimeInterval(-10)), ("../victim", now.addingTimeInterval(-10)), ("up2", now.addingTimeInterval(3600))] {
+      for (id, expires) in [
+        ("up1", now.addingTimeInterval(-10)), ("../victim", now.addingTimeInterval(-10)),
+        ("up2", now.addingTimeInterval(3600)),
+      ] {
         try db.execute(
-          "INSERT INTO uploads(id, bucket, expires_at, created_at) VALUES (?, 'app', ?, ?)", [id, expires, now])
+          "INSERT INTO uploads(id, bucket, expires_at, created_at) VALUES (?, 'app', ?, ?)",
+          [id, expires, now])
       }
     }
     let uploads = larder.blobs.uploadsDirectory.path
@@ -83,7 +87,8 @@ import Testing
     let strayPath = Fixture.blobPath(larder, strayContent)
     try POSIX.makeDirectory((strayPath as NSString).deletingLastPathComponent)
     try strayContent.write(to: URL(fileURLWithPath: strayPath))
-    try Data(repeating: 9, count: 33).write(to: URL(fileURLWithPath: "\(larder.blobs.blobsDirectory.path)/misplaced"))
+    try Data(repeating: 9, count: 33).write(
+      to: URL(fileURLWithPath: "\(larder.blobs.blobsDirectory.path)/misplaced"))
     try Fixture.plantTemp(larder, name: "old.part", bytes: 77, age: 600)
     try Fixture.plantTemp(larder, name: "fresh.part", bytes: 5, age: 0)
 
@@ -121,7 +126,9 @@ import Testing
     #expect(again.changedNothing)
     #expect(again.bytesFreed == 0 && again.batches == 0)
     #expect(try Fixture.snapshot(larder) == afterFirst)
-    #expect(try larder.files.data(of: try larder.objects.get(bucket: "app", name: "kept").file) == Data("kept".utf8))
+    #expect(
+      try larder.files.data(of: try larder.objects.get(bucket: "app", name: "kept").file) == Data("kept".utf8)
+    )
   }
 
   @Test func secondCollectorIsRefusedWhileOneRuns() throws {
@@ -168,7 +175,8 @@ import Testing
           do {
             try larder.catalog.write { db in
               try db.execute(
-                "INSERT INTO records(type, id, body, created_at, updated_at) VALUES ('Doc', ?, '{}', 0, 0)", ["\(index)"])
+                "INSERT INTO records(type, id, body, created_at, updated_at) VALUES ('Doc', ?, '{}', 0, 0)",
+                ["\(index)"])
               try db.execute(
                 "INSERT INTO attachments(record_type, record_id, property, position, file_id) VALUES ('Doc', ?, 'file', 0, ?)",
                 ["\(index)", file.id])
@@ -182,7 +190,8 @@ import Testing
       } else {
         repeat {
           do {
-            let report = try GarbageCollector(larder: collectorSide).collect(options: .init(grace: .zero, batchSize: 2))
+            let report = try GarbageCollector(larder: collectorSide).collect(
+              options: .init(grace: .zero, batchSize: 2))
             tally.add("released", report.filesReleased)
             tally.add("runs")
           } catch { tally.problem("gc: \(error)") }
@@ -212,7 +221,9 @@ import Testing
     let dir = ScratchDirectory()
     let larder = try Larder(at: dir.url)
     let contents = Fixture.contents(3, tag: "trash")
-    for (i, data) in contents.enumerated() { _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data) }
+    for (i, data) in contents.enumerated() {
+      _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data)
+    }
     let trash = larder.blobs.trashDirectory.path
     let hex = contents.map(Fixture.sha256Hex)
     // o0: moved to trash by a collection that then crashed before its commit.

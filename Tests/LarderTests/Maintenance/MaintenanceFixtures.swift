@@ -9,7 +9,8 @@ final class ScratchDirectory: Sendable {
   let url: URL
 
   init(_ label: String = "gc") {
-    url = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(label)-\(UUID().uuidString)")
+    url = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "larder-\(label)-\(UUID().uuidString)")
     try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
   }
 
@@ -29,7 +30,9 @@ enum Fixture {
 
   /// `count` distinct small contents.
   static func contents(_ count: Int, tag: String) -> [Data] {
-    (0..<count).map { Data("\(tag) content number \($0) ".utf8) + Data(repeating: UInt8($0 & 0xff), count: 100 + $0) }
+    (0..<count).map {
+      Data("\(tag) content number \($0) ".utf8) + Data(repeating: UInt8($0 & 0xff), count: 100 + $0)
+    }
   }
 
   /// Moves every file's creation back by `seconds`, so a grace period no longer protects it.

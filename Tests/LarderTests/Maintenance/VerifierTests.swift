@@ -9,7 +9,9 @@ import Testing
     let dir = ScratchDirectory("verify")
     let larder = try Larder(at: dir.url)
     let contents = Fixture.contents(3, tag: "clean")
-    for (i, data) in contents.enumerated() { _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data) }
+    for (i, data) in contents.enumerated() {
+      _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data)
+    }
     _ = try larder.objects.put(bucket: "b", name: "dup", data: contents[0])
     let progress = Tally()
     let report = try Verifier(larder: larder).verify(progress: { _ in progress.add("calls") })
@@ -27,7 +29,9 @@ import Testing
     let dir = ScratchDirectory("verify")
     let larder = try Larder(at: dir.url)
     let contents = Fixture.contents(7, tag: "planted")
-    for (i, data) in contents.enumerated() { _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data) }
+    for (i, data) in contents.enumerated() {
+      _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data)
+    }
     let hex = contents.map(Fixture.sha256Hex)
     let path = contents.map { Fixture.blobPath(larder, $0) }
 
@@ -81,14 +85,17 @@ import Testing
     ]
     #expect(report.counts == expected)
     #expect(report.findingCount == 11 && report.unrepairedCount == 11)
-    #expect(Set(report.findings.filter { $0.kind == .missingBlobFile }.compactMap(\.sha256)) == [hex[0], Hex.encode(ghost)])
+    #expect(
+      Set(report.findings.filter { $0.kind == .missingBlobFile }.compactMap(\.sha256)) == [
+        hex[0], Hex.encode(ghost),
+      ])
     #expect(report.findings.first { $0.kind == .hashMismatch }?.sha256 == hex[1])
     #expect(report.findings.first { $0.kind == .badPermissions }?.sha256 == hex[2])
     #expect(Set(report.findings.filter { $0.kind == .strayBlobFile }.compactMap(\.path)) == [path[4], extra])
     #expect(report.findings.first { $0.kind == .notRegularFile }?.sha256 == hex[5])
     #expect(report.findings.first { $0.kind == .sizeMismatch }?.sha256 == hex[6])
     // Verification alone changes nothing.
-    #expect(try Verifier(larder: larder).verify() .counts == expected)
+    #expect(try Verifier(larder: larder).verify().counts == expected)
 
     let repair = try Verifier(larder: larder).verify(repair: true)
     #expect(repair.counts == expected)
@@ -97,7 +104,9 @@ import Testing
     // Corrupt and lost content answers a clear error; sound content still reads.
     for i in [0, 1, 5, 6] {
       let object = try larder.objects.get(bucket: "b", name: "o\(i)")
-      #expect(throws: LarderError.corruptContent(sha256: hex[i])) { _ = try larder.files.data(of: object.file) }
+      #expect(throws: LarderError.corruptContent(sha256: hex[i])) {
+        _ = try larder.files.data(of: object.file)
+      }
     }
     for i in [2, 3] {
       let object = try larder.objects.get(bucket: "b", name: "o\(i)")
