@@ -8,7 +8,8 @@ import Foundation
 /// AArch64 Linux ABIs such a call is identical to a non-variadic one.
 /// TODO: replace with a non-variadic `static inline` wrapper in CMicroHTTPD/shim.h.
 enum ConnectionInfo {
-  typealias Function = @convention(c) (OpaquePointer?, MHD_ConnectionInfoType) -> UnsafePointer<MHD_ConnectionInfo>?
+  typealias Function =
+    @convention(c) (OpaquePointer?, MHD_ConnectionInfoType) -> UnsafePointer<MHD_ConnectionInfo>?
 
   static let function: Function? = {
     guard let symbol = dlsym(nil, "MHD_get_connection_info") else { return nil }

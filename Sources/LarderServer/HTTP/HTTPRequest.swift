@@ -31,13 +31,16 @@ public struct HTTPRequest: Sendable {
     method: String, target: String, headers: HTTPHeaders = [:], remoteAddress: String = "",
     id: String? = nil, version: String = "HTTP/1.1"
   ) throws(HTTPRequestError) {
-    self.init(unvalidated: method, target: target, headers: headers, remoteAddress: remoteAddress, id: id, version: version)
+    self.init(
+      unvalidated: method, target: target, headers: headers, remoteAddress: remoteAddress, id: id,
+      version: version)
     guard target.utf8.first == 0x2F, target.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
       throw .malformedTarget
     }
     if let raw = rawQuery { query = try HTTPQueryItem.parse(raw) }
     if let declared = headers["Content-Length"] {
-      guard let value = Int64(declared), value >= 0, declared.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+      guard let value = Int64(declared), value >= 0, declared.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+      else {
         throw .invalidContentLength
       }
       contentLength = value
@@ -45,7 +48,10 @@ public struct HTTPRequest: Sendable {
   }
 
   /// A request whose query was not parsed: what the layer passes to `errorResponse` when parsing failed.
-  init(unvalidated method: String, target: String, headers: HTTPHeaders, remoteAddress: String, id: String?, version: String) {
+  init(
+    unvalidated method: String, target: String, headers: HTTPHeaders, remoteAddress: String, id: String?,
+    version: String
+  ) {
     self.method = method
     self.target = target
     if let q = target.firstIndex(of: "?") {
@@ -58,7 +64,8 @@ public struct HTTPRequest: Sendable {
     query = []
     self.headers = headers
     self.remoteAddress = remoteAddress
-    self.id = (id ?? headers["X-Request-Id"]).flatMap { Self.isSaneRequestID($0) ? $0 : nil } ?? Self.randomID()
+    self.id =
+      (id ?? headers["X-Request-Id"]).flatMap { Self.isSaneRequestID($0) ? $0 : nil } ?? Self.randomID()
     contentLength = nil
     self.version = version
   }

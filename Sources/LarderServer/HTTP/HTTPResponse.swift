@@ -42,7 +42,8 @@ public struct HTTPResponse: Sendable {
 
   /// A `text/plain; charset=utf-8` response.
   public static func text(_ text: String, status: Int = 200) -> HTTPResponse {
-    HTTPResponse(status: status, headers: ["Content-Type": "text/plain; charset=utf-8"], body: .bytes(Array(text.utf8)))
+    HTTPResponse(
+      status: status, headers: ["Content-Type": "text/plain; charset=utf-8"], body: .bytes(Array(text.utf8)))
   }
 
   /// An `application/json` response of `value`, keys sorted so bodies are stable.
@@ -51,7 +52,9 @@ public struct HTTPResponse: Sendable {
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     do {
       let data = try encoder.encode(value)
-      return HTTPResponse(status: status, headers: ["Content-Type": "application/json; charset=utf-8"], body: .bytes(Array(data)))
+      return HTTPResponse(
+        status: status, headers: ["Content-Type": "application/json; charset=utf-8"],
+        body: .bytes(Array(data)))
     } catch {
       return .error(status: 500, message: "response encoding failed")
     }

@@ -60,7 +60,8 @@ public final class HTTPServer: Sendable {
     }
   }
 
-  /// Binds the socket and starts the worker threads.
+  /// Binds the socket and starts the worker threads. Sets `SIGPIPE` to ignored for the
+  /// whole process (a peer closing mid-`sendfile` must not kill the server).
   /// - Throws: `HTTPServerError` (bad host, port in use, daemon failure, already started).
   public func start() throws(HTTPServerError) {
     try state.withLock { (s: inout State) throws(HTTPServerError) in
@@ -69,12 +70,15 @@ public final class HTTPServer: Sendable {
       signal(SIGPIPE, SIG_IGN)
       let log = try AccessLog(configuration.accessLog)
       let core = ServerCore(configuration: configuration, handler: handler, metrics: metrics, accessLog: log)
-      let socket = try ListenSocket.open(host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
+      let socket = try ListenSocket.open(
+        host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
       guard let daemon = Self.startDaemon(core: core, socket: socket) else {
         close(socket.descriptor)
         throw .daemonStartFailed
       }
-      metrics.registerGauge("\(metrics.namespace)_http_requests_in_flight", help: "Requests begun and not yet completed.") {
+      metrics.registerGauge(
+        "\(metrics.namespace)_http_requests_in_flight", help: "Requests begun and not yet completed."
+      ) {
         [weak core] in Double(core?.inFlight.load(ordering: .relaxed) ?? 0)
       }
       s = .running(daemon: daemon, listenSocket: socket.descriptor, port: socket.port, core: core)
@@ -135,14 +139,17 @@ public final class HTTPServer: Sendable {
       while message.hasSuffix("\n") { message.removeLast() }
       core.configuration.errorLog(message)
     }
-    let uriLog: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = {
-      cls, uri, _ in
-      let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
-      let context = core.makeContext(rawTarget: uri.map { String(cString: $0) } ?? "")
-      return Unmanaged.passRetained(context).toOpaque()
-    }
+    let uriLog:
+      @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) ->
+        UnsafeMutableRawPointer? = {
+          cls, uri, _ in
+          let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
+          let context = core.makeContext(rawTarget: uri.map { String(cString: $0) } ?? "")
+          return Unmanaged.passRetained(context).toOpaque()
+        }
     let completed: MHD_RequestCompletedCallback = { cls, connection, slot, code in
-      Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue().completed(connection: connection, slot: slot, code: code)
+      Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue().completed(
+        connection: connection, slot: slot, code: code)
     }
     let access: MHD_AccessHandlerCallback = { cls, connection, url, method, version, data, size, slot in
       Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue().access(
@@ -150,7 +157,8 @@ public final class HTTPServer: Sendable {
         slot: slot!, url: url)
     }
 
-    func item(_ option: MHD_OPTION, _ value: Int, _ pointer: UnsafeMutableRawPointer? = nil) -> MHD_OptionItem {
+    func item(_ option: MHD_OPTION, _ value: Int, _ pointer: UnsafeMutableRawPointer? = nil) -> MHD_OptionItem
+    {
       MHD_OptionItem(option: option, value: value, ptr_value: pointer)
     }
     func address<F>(_ f: F) -> Int { Int(bitPattern: unsafeBitCast(f, to: UnsafeRawPointer.self)) }
@@ -167,7 +175,8 @@ public final class HTTPServer: Sendable {
     if c.threadPoolSize > 1 { items.append(item(.THREAD_POOL_SIZE, c.threadPoolSize)) }
     items.append(item(.END, 0))
     return items.withUnsafeMutableBufferPointer { buffer in
-      withVaList([Int32(MHD_OPTION.ARRAY.rawValue), buffer.baseAddress!, Int32(MHD_OPTION.END.rawValue)]) { arguments in
+      withVaList([Int32(MHD_OPTION.ARRAY.rawValue), buffer.baseAddress!, Int32(MHD_OPTION.END.rawValue)]) {
+        arguments in
         MHD_start_daemon_va(flags, 0, nil, nil, access, cls, arguments)
       }
     }

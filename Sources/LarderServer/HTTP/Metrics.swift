@@ -13,7 +13,10 @@ import Synchronization
 public final class Metrics: Sendable {
   public static let defaultBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
-  struct RouteStatus: Hashable { let route: String; let status: Int }
+  struct RouteStatus: Hashable {
+    let route: String
+    let status: Int
+  }
 
   struct Histogram {
     var counts: [UInt64]  // per bucket, not cumulative; the last is +Inf
@@ -80,7 +83,8 @@ public final class Metrics: Sendable {
     out += "# HELP \(p)_http_requests_total HTTP requests by route and status.\n"
     out += "# TYPE \(p)_http_requests_total counter\n"
     for key in s.requests.keys.sorted(by: { ($0.route, $0.status) < ($1.route, $1.status) }) {
-      out += "\(p)_http_requests_total{route=\(Self.label(key.route)),status=\"\(key.status)\"} \(s.requests[key]!)\n"
+      out +=
+        "\(p)_http_requests_total{route=\(Self.label(key.route)),status=\"\(key.status)\"} \(s.requests[key]!)\n"
     }
     out += "# HELP \(p)_http_request_body_bytes_total Request body bytes received, by route.\n"
     out += "# TYPE \(p)_http_request_body_bytes_total counter\n"
@@ -100,7 +104,8 @@ public final class Metrics: Sendable {
       var cumulative: UInt64 = 0
       for (i, bound) in buckets.enumerated() {
         cumulative += h.counts[i]
-        out += "\(p)_http_request_duration_seconds_bucket{route=\(l),le=\"\(Self.number(bound))\"} \(cumulative)\n"
+        out +=
+          "\(p)_http_request_duration_seconds_bucket{route=\(l),le=\"\(Self.number(bound))\"} \(cumulative)\n"
       }
       cumulative += h.counts[buckets.count]
       out += "\(p)_http_request_duration_seconds_bucket{route=\(l),le=\"+Inf\"} \(cumulative)\n"

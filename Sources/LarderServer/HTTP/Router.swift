@@ -58,7 +58,8 @@ public struct Router: HTTPHandler {
     }
     if let (route, params) = fallback { return run(route, request, params) }
     if allowed.isEmpty {
-      return .respond(.error(status: 404, message: "no route for \(String(request.path.prefix(200)))"), route: "unmatched")
+      return .respond(
+        .error(status: 404, message: "no route for \(String(request.path.prefix(200)))"), route: "unmatched")
     }
     if allowed.contains("GET") && !allowed.contains("HEAD") { allowed.append("HEAD") }
     var response = HTTPResponse.error(status: 405, message: "method \(request.method.prefix(32)) not allowed")

@@ -14,7 +14,9 @@ final class ServerCore: Sendable {
   /// Bytes of a refused body read and thrown away before the error response can go out.
   static let discardBudget = 1 << 20
 
-  init(configuration: HTTPServer.Configuration, handler: any HTTPHandler, metrics: Metrics, accessLog: AccessLog) {
+  init(
+    configuration: HTTPServer.Configuration, handler: any HTTPHandler, metrics: Metrics, accessLog: AccessLog
+  ) {
     self.configuration = configuration
     self.handler = handler
     self.metrics = metrics
@@ -111,16 +113,19 @@ final class ServerCore: Sendable {
         unvalidated: methodName, target: context.rawTarget, headers: headers, remoteAddress: remote,
         id: headers["X-Request-Id"], version: versionName)
       context.request = fallback
-      return respondToHead(handler.errorResponse(for: error, request: fallback), hasBody: hasBody, context, connection)
+      return respondToHead(
+        handler.errorResponse(for: error, request: fallback), hasBody: hasBody, context, connection)
     }
     context.request = request
     if headerBytes > configuration.maxHeaderBytes {
       let error = HTTPRequestError.headersTooLarge(limit: configuration.maxHeaderBytes)
-      return respondToHead(handler.errorResponse(for: error, request: request), hasBody: hasBody, context, connection)
+      return respondToHead(
+        handler.errorResponse(for: error, request: request), hasBody: hasBody, context, connection)
     }
     if let limit = configuration.maxBodyBytes, let declared = request.contentLength, declared > limit {
       let error = HTTPRequestError.bodyTooLarge(limit: limit)
-      return respondToHead(handler.errorResponse(for: error, request: request), hasBody: hasBody, context, connection)
+      return respondToHead(
+        handler.errorResponse(for: error, request: request), hasBody: hasBody, context, connection)
     }
     let decision = handler.head(request)
     context.routeLabel = decision.routeLabel
@@ -148,14 +153,17 @@ final class ServerCore: Sendable {
   /// The body cannot be accepted. libmicrohttpd 0.9.75 refuses a response while upload
   /// data is being processed, so the rest is drained (up to a budget) and the response
   /// goes out on the final call; a bigger remainder closes the connection.
-  private func fail(_ error: any Error, _ context: RequestContext, _ connection: OpaquePointer?) -> MHD_Result {
+  private func fail(_ error: any Error, _ context: RequestContext, _ connection: OpaquePointer?) -> MHD_Result
+  {
     let response = handler.errorResponse(for: error, request: context.request!)
     if case .bytes = response.body, queue(response, context, connection) == .YES { return .YES }
     context.phase = .discarding(response)
     return .YES
   }
 
-  private func queue(_ response: HTTPResponse, _ context: RequestContext, _ connection: OpaquePointer?) -> MHD_Result {
+  private func queue(_ response: HTTPResponse, _ context: RequestContext, _ connection: OpaquePointer?)
+    -> MHD_Result
+  {
     context.phase = .responded
     let isHead = context.method == "HEAD"
     guard let mhd = Self.makeResponse(response.body) else {
@@ -187,18 +195,21 @@ final class ServerCore: Sendable {
         guard let base = buffer.baseAddress, buffer.count > 0 else {
           return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
         }
-        return MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: base), .RESPMEM_MUST_COPY)
+        return MHD_create_response_from_buffer(
+          buffer.count, UnsafeMutableRawPointer(mutating: base), .RESPMEM_MUST_COPY)
       }
     case .file(let file):
       guard let fd = file.take() else { return nil }
-      guard let r = MHD_create_response_from_fd_at_offset64(UInt64(file.length), fd, UInt64(file.offset)) else {
+      guard let r = MHD_create_response_from_fd_at_offset64(UInt64(file.length), fd, UInt64(file.offset))
+      else {
         close(fd)
         return nil
       }
       return r
     case .lengthOnly(let length):
-      return MHD_create_response_from_callback(
-        UInt64(max(0, length)), 4096, { _, _, _, _ in -2 /* MHD_CONTENT_READER_END_WITH_ERROR */ }, nil, nil)
+      // The reader answers MHD_CONTENT_READER_END_WITH_ERROR (-2): for HEAD it is never
+      // called; anything else gets its connection closed after the headers.
+      return MHD_create_response_from_callback(UInt64(max(0, length)), 4096, { _, _, _, _ in -2 }, nil, nil)
     }
   }
 
@@ -225,7 +236,10 @@ final class ServerCore: Sendable {
 
   // MARK: Completion
 
-  func completed(connection: OpaquePointer?, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, code: MHD_RequestTerminationCode) {
+  func completed(
+    connection: OpaquePointer?, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    code: MHD_RequestTerminationCode
+  ) {
     guard let slot, let p = slot.pointee else { return }
     slot.pointee = nil
     let context = Unmanaged<RequestContext>.fromOpaque(p).takeRetainedValue()
@@ -249,14 +263,17 @@ final class ServerCore: Sendable {
     let elapsed = ContinuousClock.now - context.started
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     let route = context.routeLabel ?? "unmatched"
-    metrics.recordRequest(route: route, status: status, bytesIn: context.bytesIn, bytesOut: bytesOut, seconds: seconds)
+    metrics.recordRequest(
+      route: route, status: status, bytesIn: context.bytesIn, bytesOut: bytesOut, seconds: seconds)
     guard accessLog.isEnabled else { return }
     let path = context.request.map { String($0.path) } ?? String(context.rawTarget.prefix { $0 != "?" })
     accessLog.record(
       AccessLogEntry(
-        time: context.wallClockStart, requestID: context.request?.id ?? "", method: context.method, path: path,
+        time: context.wallClockStart, requestID: context.request?.id ?? "", method: context.method,
+        path: path,
         route: route, status: status, bytesIn: context.bytesIn, bytesOut: bytesOut,
-        durationMilliseconds: seconds * 1000, remote: context.request?.remoteAddress ?? ConnectionInfo.remoteAddress(connection),
+        durationMilliseconds: seconds * 1000,
+        remote: context.request?.remoteAddress ?? ConnectionInfo.remoteAddress(connection),
         outcome: outcome))
   }
 }

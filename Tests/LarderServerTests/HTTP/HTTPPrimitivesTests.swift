@@ -71,12 +71,17 @@ import Testing
     router.add("GET", "/v0/b/{bucket}/o/{name}", route: "objects.get") { _, p in
       .respond(.text("\(try p.decoded("bucket"))|\(try p.decoded("name"))"))
     }
-    router.add("DELETE", "/v0/b/{bucket}/o/{name}", route: "objects.delete") { _, _ in .respond(HTTPResponse(status: 204)) }
+    router.add("DELETE", "/v0/b/{bucket}/o/{name}", route: "objects.delete") { _, _ in
+      .respond(HTTPResponse(status: 204))
+    }
     router.add("GET", "/files/{rest...}", route: "files") { _, p in .respond(.text(String(p.raw["rest"]!))) }
 
     func run(_ method: String, _ target: String) throws -> (HTTPResponse, String?) {
       let d = router.head(try HTTPRequest(method: method, target: target))
-      guard case .respond(let r) = d.action else { Issue.record("expected a response"); return (HTTPResponse(), nil) }
+      guard case .respond(let r) = d.action else {
+        Issue.record("expected a response")
+        return (HTTPResponse(), nil)
+      }
       return (r, d.routeLabel)
     }
     let (get, label) = try run("GET", "/v0/b/app/o/users%2Fu1")
@@ -90,12 +95,17 @@ import Testing
     #expect(try run("GET", "/v0/b/app/o/").0.status == 404)  // empty name
     let (bad, _) = try run("GET", "/v0/b/app/o/%zz")
     #expect(bad.status == 400)
-    if case .bytes(let b) = try run("GET", "/files/a/b%2Fc").0.body { #expect(String(decoding: b, as: UTF8.self) == "a/b%2Fc") }
+    if case .bytes(let b) = try run("GET", "/files/a/b%2Fc").0.body {
+      #expect(String(decoding: b, as: UTF8.self) == "a/b%2Fc")
+    }
   }
 
   @Test func errorResponsesHaveFirebaseShape() throws {
     let r = HTTPResponse.error(status: 413, message: "too big", extra: ["size": 10, "maxSize": 5])
-    guard case .bytes(let b) = r.body else { Issue.record("no body"); return }
+    guard case .bytes(let b) = r.body else {
+      Issue.record("no body")
+      return
+    }
     #expect(
       String(decoding: b, as: UTF8.self)
         == #"{"error":{"code":413,"maxSize":5,"message":"too big","size":10,"status":"OUT_OF_RANGE"}}"#)

@@ -68,7 +68,8 @@ import Testing
     let expected = Digest(.sha256)
     for _ in 0..<total { expected.update(chunk) }
     let expectedHex = Hex.encode(expected.finalize())
-    try withServer({ $0.connectionMemoryLimit = memoryLimit }, handler: testRouter(events: events)) { server in
+    try withServer({ $0.connectionMemoryLimit = memoryLimit }, handler: testRouter(events: events)) {
+      server in
       let c = try RawConnection(port: server.boundPort)
       try c.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(total * chunk.count)\r\n\r\n")
       for _ in 0..<total { try c.send(chunk) }
@@ -88,7 +89,9 @@ import Testing
     let events = SinkEvents()
     try withServer(handler: testRouter(events: events)) { server in
       let c = try RawConnection(port: server.boundPort)
-      try c.send("PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+      try c.send(
+        "PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+      )
       let response = try c.readResponse()
       let json = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: String]
       #expect(json == ["size": "11", "sha256": Hex.encode(Digest.hash(.sha256, Array("hello world".utf8)))])
@@ -190,7 +193,8 @@ import Testing
       #expect(r.status == 431)
       // Just over the configured header limit but within MHD's buffer: our own 431.
       let d = try RawConnection(port: server.boundPort)
-      try d.send("GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "b", count: 17 * 1024))\r\n\r\n")
+      try d.send(
+        "GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "b", count: 17 * 1024))\r\n\r\n")
       #expect(try d.readResponse().status == 431)
       let e = try RawConnection(port: server.boundPort)
       try e.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -315,7 +319,9 @@ import Testing
 
   @Test func accessLogLineIsJSONWithFields() throws {
     let lines = Mutex<[String]>([])
-    try withServer({ $0.accessLog = .custom { line in lines.withLock { $0.append(line) } } }, handler: testRouter()) {
+    try withServer(
+      { $0.accessLog = .custom { line in lines.withLock { $0.append(line) } } }, handler: testRouter()
+    ) {
       server in
       let c = try RawConnection(port: server.boundPort)
       try c.send("GET /echo/a%2Fb?q=secret HTTP/1.1\r\nHost: x\r\nX-Request-Id: req-1\r\n\r\n")

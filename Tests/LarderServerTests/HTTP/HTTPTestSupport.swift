@@ -12,7 +12,12 @@ final class RawConnection {
     var text: String { String(decoding: body, as: UTF8.self) }
   }
 
-  enum Failure: Error { case connect(Int32), closed, malformed(String), io(Int32) }
+  enum Failure: Error {
+    case connect(Int32)
+    case closed
+    case malformed(String)
+    case io(Int32)
+  }
 
   let fd: Int32
   private var buffer: [UInt8] = []
@@ -24,7 +29,9 @@ final class RawConnection {
     addr.sin_port = in_port_t(UInt16(port).bigEndian)
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
     let r = withUnsafePointer(to: &addr) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
     }
     if r != 0 {
       let e = errno
@@ -84,7 +91,8 @@ final class RawConnection {
     var headers = HTTPHeaders()
     for line in lines {
       guard let colon = line.firstIndex(of: ":") else { continue }
-      headers.add(String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+      headers.add(
+        String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
     }
     if status == 100 || head || status == 204 || status == 304 {
       return Response(status: status, headers: headers, body: [])
@@ -103,7 +111,8 @@ final class RawConnection {
           if try !fill() { throw Failure.closed }
           lineEnd = Self.find([13, 10], in: buffer)
         }
-        let size = Int(String(decoding: buffer[0..<lineEnd!], as: UTF8.self).split(separator: ";")[0], radix: 16) ?? 0
+        let size =
+          Int(String(decoding: buffer[0..<lineEnd!], as: UTF8.self).split(separator: ";")[0], radix: 16) ?? 0
         buffer.removeFirst(lineEnd! + 2)
         while buffer.count < size + 2 { if try !fill() { throw Failure.closed } }
         body += buffer[0..<size]

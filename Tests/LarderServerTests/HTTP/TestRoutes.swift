@@ -23,7 +23,8 @@ final class HashingSink: HTTPBodySink {
       s.maxChunk = max(s.maxChunk, chunk.count)
     }
     if let limit, count > limit {
-      throw HTTPResponseError(.error(status: 413, message: "body over \(limit) bytes", extra: ["maxSize": limit]))
+      throw HTTPResponseError(
+        .error(status: 413, message: "body over \(limit) bytes", extra: ["maxSize": limit]))
     }
     digest.update(chunk)
   }
@@ -44,13 +45,21 @@ final class HashingSink: HTTPBodySink {
 }
 
 /// The routes the live-server tests talk to.
-func testRouter(events: SinkEvents = SinkEvents(), file: String? = nil, metrics: Metrics = Metrics()) -> Router {
+func testRouter(events: SinkEvents = SinkEvents(), file: String? = nil, metrics: Metrics = Metrics())
+  -> Router
+{
   var router = Router()
   router.add("GET", "/hello", route: "hello") { _, _ in .respond(.text("hello world")) }
   router.add("GET", "/echo/{name}", route: "echo") { request, params in
-    .respond(.json(["name": try params.decoded("name"), "raw": String(params.raw["name"]!), "q": request.queryValue("q") ?? "-"]))
+    .respond(
+      .json([
+        "name": try params.decoded("name"), "raw": String(params.raw["name"]!),
+        "q": request.queryValue("q") ?? "-",
+      ]))
   }
-  router.add("POST", "/upload", route: "upload") { _, _ in .receiveBody(HashingSink(events: events, limit: 256 * 1024)) }
+  router.add("POST", "/upload", route: "upload") { _, _ in
+    .receiveBody(HashingSink(events: events, limit: 256 * 1024))
+  }
   router.add("PUT", "/upload", route: "upload") { _, _ in .receiveBody(HashingSink(events: events)) }
   router.add("GET", "/metrics", route: "metrics") { _, _ in .respond(.text(metrics.renderPrometheus())) }
   router.add("GET", "/file", route: "file") { request, _ in
