@@ -100,7 +100,7 @@ public final class AccessLog: Sendable {
 
   private let sink: Sink
 
-  /// - Throws: `HTTPServerError.socket(operation: "open", ...)` when the file cannot be opened.
+  /// - Throws: `HTTPServerError.accessLog` when the file cannot be opened.
   public init(_ destination: Destination) throws(HTTPServerError) {
     switch destination {
     case .standardError: sink = .descriptor(STDERR_FILENO, owned: false)
@@ -108,7 +108,7 @@ public final class AccessLog: Sendable {
     case .custom(let f): sink = .closure(f)
     case .file(let path):
       let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
-      guard fd >= 0 else { throw .socket(operation: "open \(path)", errno: errno) }
+      guard fd >= 0 else { throw .accessLog(path: path, errno: errno) }
       sink = .descriptor(fd, owned: true)
     }
   }

@@ -61,6 +61,8 @@ public struct HTTPResponseError: Error, Sendable {
 public enum HTTPServerError: Error, Sendable, Equatable {
   case invalidHost(String)
   case socket(operation: String, errno: Int32)
+  /// The access-log file could not be opened.
+  case accessLog(path: String, errno: Int32)
   case daemonStartFailed
   case alreadyStarted
 
@@ -68,6 +70,7 @@ public enum HTTPServerError: Error, Sendable, Equatable {
     switch self {
     case .invalidHost: "invalid_host"
     case .socket: "socket_error"
+    case .accessLog: "access_log_error"
     case .daemonStartFailed: "daemon_start_failed"
     case .alreadyStarted: "already_started"
     }

@@ -157,6 +157,10 @@ final class ServerCore: Sendable {
   {
     let response = handler.errorResponse(for: error, request: context.request!)
     if case .bytes = response.body, queue(response, context, connection) == .YES { return .YES }
+    // A known remainder beyond the budget is not worth reading: close now.
+    if let declared = context.request?.contentLength, declared - context.bytesIn > Int64(Self.discardBudget) {
+      return .NO
+    }
     context.phase = .discarding(response)
     return .YES
   }

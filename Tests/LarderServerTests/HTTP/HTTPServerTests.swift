@@ -395,6 +395,33 @@ import Testing
     }
   }
 
+  @Test func accessLogFileThatCannotBeOpenedFailsStart() throws {
+    var configuration = HTTPServer.Configuration()
+    configuration.accessLog = .file("/nonexistent-dir/access.log")
+    let server = HTTPServer(configuration: configuration, handler: testRouter())
+    #expect(throws: HTTPServerError.accessLog(path: "/nonexistent-dir/access.log", errno: ENOENT)) { try server.start() }
+  }
+
+  @Test func sinkErrorWithLargeRemainderClosesTheConnection() throws {
+    let events = SinkEvents()
+    try withServer(handler: testRouter(events: events)) { server in
+      let c = try RawConnection(port: server.boundPort)
+      try c.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\n")
+      try? c.send(patternBytes(512 * 1024))
+      #expect(c.isClosedByServer())
+      #expect(eventually { events.read().cancels == 1 })
+      #expect(events.read().finishes == 0)
+    }
+  }
+
+  @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/curl")))
+  func ipv6LoopbackServes() throws {
+    try withServer({ $0.host = "::1" }, handler: testRouter()) { server in
+      let (out, _) = try runCurl(["-sg", "http://[::1]:\(server.boundPort)/echo/x"])
+      #expect(out == #"{"name":"x","q":"-","raw":"x"}"#)
+    }
+  }
+
   @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/curl")))
   func curlReusesConnectionAndSendsExpectContinue() throws {
     let events = SinkEvents()
