@@ -235,10 +235,12 @@ struct ObjectsEndpoint: BucketEndpoint {
     }
     patch.cacheControl = try stringOrNull("cacheControl")
     patch.contentDisposition = try stringOrNull("contentDisposition")
+    var clearMetadata = false
     if let metadata = json["metadata"] {
       if metadata is NSNull {
-        let current = try context.larder.objects.get(bucket: bucket, name: name)
-        patch.metadata = Dictionary(uniqueKeysWithValues: current.metadata.keys.map { ($0, String?.none) })
+        // Filled in from the stored object below: looking it up here, before the policy
+        // runs, would tell a caller who may not update it whether it exists (404 vs 403).
+        clearMetadata = true
       } else {
         guard let map = metadata as? [String: Any] else { throw LarderError.invalidArgument("metadata must be an object") }
         var changes: [String: String?] = [:]
@@ -263,6 +265,9 @@ struct ObjectsEndpoint: BucketEndpoint {
       throw LarderError.invalidArgument("field '\(unknown.prefix(60))' cannot be changed")
     }
     let current = try? context.larder.objects.get(bucket: bucket, name: name)
+    if clearMetadata, let current {
+      patch.metadata = Dictionary(uniqueKeysWithValues: current.metadata.keys.map { ($0, String?.none) })
+    }
     var incoming = current.map(AccessResource.init)
     if let incomingValue = incoming {
       var next = incomingValue
@@ -292,18 +297,75 @@ struct ObjectsEndpoint: BucketEndpoint {
     let prefix = request.queryValue("prefix") ?? ""
     let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
     let maxResults = try request.queryValue("maxResults").map(Self.parseInt).map(Int.init) ?? 1000
-    // Rules see the folder being listed, as Firebase's list rules do.
-    let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+    // Rules see the folder being listed, as Firebase's list rules do. A prefix is a string
+    // prefix, so `users/al` also matches `users/alice/…`: the folder asked about is the deepest
+    // whole folder the prefix names (`users`), never `users/al`, which a user `al` could own.
+    let folder = Self.folder(ofPrefix: prefix)
     try context.authorize(AccessRequest(operation: .list, bucket: bucket, name: folder, identity: identity))
     let page = try context.larder.objects.list(
       bucket: bucket, prefix: prefix, delimiter: delimiter, maxResults: maxResults,
       pageToken: request.queryValue("pageToken"))
+    // Without a `/` delimiter a listing reaches into subfolders: each entry is shown only if
+    // its own folder may be listed too (one decision per folder).
+    var decisions: [String: Bool] = [folder: true]
+    func listable(_ entry: String) -> Bool {
+      let parent = Self.folder(ofPrefix: entry.hasSuffix("/") ? String(entry.dropLast()) : entry)
+      if let known = decisions[parent] { return known }
+      let allowed = context.policy.decide(
+        AccessRequest(operation: .list, bucket: bucket, name: parent, identity: identity)).allowed
+      decisions[parent] = allowed
+      return allowed
+    }
     struct Listing: Encodable {
       var prefixes: [String]
-      var items: [FirebaseObjectMetadata]
+      var items: [ListedObject]
       var nextPageToken: String?
     }
-    return .json(Listing(prefixes: page.prefixes, items: page.items.map(\.firebaseMetadata), nextPageToken: page.nextPageToken))
+    return .json(
+      Listing(
+        prefixes: page.prefixes.filter(listable),
+        items: page.items.filter { listable($0.name) }.map { ListedObject($0.firebaseMetadata) },
+        nextPageToken: page.nextPageToken))
+  }
+
+  /// The folder a list prefix names: everything before its last `/` (`a/b/c` → `a/b`, `a/b/` → `a/b`).
+  static func folder(ofPrefix prefix: String) -> String {
+    guard let slash = prefix.lastIndex(of: "/") else { return "" }
+    return String(prefix[..<slash])
+  }
+
+  /// A list entry: the object's metadata without `downloadTokens`.
+  ///
+  /// `list` may be allowed where `get` is not (a drop box, a shared index); a token in a
+  /// listing would hand every lister the content. Firebase, too, returns tokens only from
+  /// a metadata `get`.
+  struct ListedObject: Encodable {
+    let metadata: FirebaseObjectMetadata
+    init(_ metadata: FirebaseObjectMetadata) { self.metadata = metadata }
+    enum Key: String, CodingKey {
+      case name, bucket, generation, metageneration, contentType, declaredContentType, size, md5Hash, sha256
+      case timeCreated, updated, metadata, cacheControl, contentDisposition, contentEncoding, storageClass
+    }
+    func encode(to encoder: any Encoder) throws {
+      var c = encoder.container(keyedBy: Key.self)
+      let m = metadata
+      try c.encode(m.name, forKey: .name)
+      try c.encode(m.bucket, forKey: .bucket)
+      try c.encode(m.generation, forKey: .generation)
+      try c.encode(m.metageneration, forKey: .metageneration)
+      try c.encode(m.contentType, forKey: .contentType)
+      try c.encodeIfPresent(m.declaredContentType, forKey: .declaredContentType)
+      try c.encode(m.size, forKey: .size)
+      try c.encode(m.md5Hash, forKey: .md5Hash)
+      try c.encode(m.sha256, forKey: .sha256)
+      try c.encode(m.timeCreated, forKey: .timeCreated)
+      try c.encode(m.updated, forKey: .updated)
+      try c.encodeIfPresent(m.metadata, forKey: .metadata)
+      try c.encodeIfPresent(m.cacheControl, forKey: .cacheControl)
+      try c.encodeIfPresent(m.contentDisposition, forKey: .contentDisposition)
+      try c.encode(m.contentEncoding, forKey: .contentEncoding)
+      try c.encode(m.storageClass, forKey: .storageClass)
+    }
   }
 
   static func parseInt(_ text: String) throws -> Int64 {
