@@ -7,11 +7,15 @@ let commands: [any Command.Type] = [
   GCCommand.self, VerifyCommand.self, TokenCommand.self, RulesCheckCommand.self, RulesEvalCommand.self,
 ]
 
-@MainActor func printHelp() {
-  var text = "larder: self-hosted file and blob storage\n\nusage: larder COMMAND [options]\n\ncommands:\n"
+@MainActor func helpText() -> String {
+  var text = "usage: larder COMMAND [options]\n\ncommands:\n"
   for c in commands { text += "  \(c.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(c.summary)\n" }
   text += "\nEvery command takes --data DIR (or LARDER_DATA; default ./data) and --help.\n"
-  print(text, terminator: "")
+  return text
+}
+
+@MainActor func printHelp() {
+  print("larder: self-hosted file and blob storage\n\n" + helpText(), terminator: "")
 }
 
 @MainActor func main() -> Int32 {
@@ -29,6 +33,8 @@ let commands: [any Command.Type] = [
   }
   guard let type = commands.first(where: { $0.name == commandName }) else {
     Output.error("unknown command '\(first)'; see 'larder --help'")
+    // Bad usage prints the usage, as every command's does.
+    FileHandle.standardError.write(Data(helpText().utf8))
     return 2
   }
   var arguments = Arguments(args)

@@ -1,0 +1,276 @@
+import Foundation
+import Larder
+import Testing
+
+/// A failure of the test harness itself (binary missing, spawn failed, timeout).
+struct HarnessFailure: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
+}
+
+/// What one run of a process produced.
+struct RunResult: CustomStringConvertible {
+  /// The exit status, or 128 + signal number when killed by a signal.
+  var status: Int32
+  var stdoutBytes: [UInt8]
+  var stderr: String
+  var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
+  var stdoutLines: [String] { stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLastEmpty() }
+  var stderrLines: [String] { stderr.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLastEmpty() }
+
+  /// Parses standard output as JSON.
+  func json() throws -> Any {
+    try JSONSerialization.jsonObject(with: Data(stdoutBytes), options: [.fragmentsAllowed])
+  }
+
+  func jsonObject() throws -> [String: Any] {
+    guard let object = try json() as? [String: Any] else { throw HarnessFailure("stdout is not a JSON object: \(stdout)") }
+    return object
+  }
+
+  var description: String { "status \(status)\n--- stdout\n\(stdout.prefix(4000))\n--- stderr\n\(stderr.prefix(4000))" }
+}
+
+extension Array where Element == String {
+  fileprivate func dropLastEmpty() -> [String] { last == "" ? Array(dropLast()) : self }
+}
+
+/// Runs the built `larder` executable and other programs with `posix_spawn`.
+///
+/// Foundation's `Process` was seen to crash on EINTR when tests run in parallel, so processes
+/// are spawned directly, with files for stdin/stdout/stderr.
+enum CLI {
+  /// The package root: …/Tests/LarderCLITests/CLISupport.swift → three levels up.
+  static let packageRoot = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+  /// Where the `larder` binary was looked for, in order.
+  static var candidates: [String] {
+    var list: [String] = []
+    if let explicit = ProcessInfo.processInfo.environment["LARDER_CLI_BINARY"], !explicit.isEmpty {
+      list.append(explicit)
+    }
+    // Beside the test bundle: right for any --scratch-path (`swift build --build-tests` builds both).
+    if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+      var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+      if dir.lastPathComponent == "MacOS" || dir.lastPathComponent == "Contents" {
+        dir = dir.deletingLastPathComponent()
+      }
+      list.append(dir.appendingPathComponent("larder").path)
+    }
+    list.append(packageRoot.appendingPathComponent(".build/debug/larder").path)
+    return list
+  }
+
+  /// The `larder` executable, or a failure naming every place looked at (never a silent skip).
+  static let located: Result<String, HarnessFailure> = {
+    for path in candidates where FileManager.default.isExecutableFile(atPath: path) {
+      return .success(path)
+    }
+    return .failure(
+      HarnessFailure(
+        "the larder binary was not found (looked at \(candidates.joined(separator: ", "))); "
+          + "build it first with `swift build --build-tests` (make test does)"))
+  }()
+
+  static func binary() throws -> String { try located.get() }
+
+  /// Environment for children: ours minus every LARDER_* variable, plus `extra`.
+  static func environment(_ extra: [String: String]) -> [String] {
+    var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LARDER_") }
+    for (k, v) in extra { env[k] = v }
+    return env.map { "\($0.key)=\($0.value)" }
+  }
+
+  /// Starts `executable` with stdin from `stdinPath` (or /dev/null) and stdout/stderr into files.
+  static func spawn(
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdinPath: String? = nil,
+    stdoutPath: String, stderrPath: String
+  ) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, stdinPath ?? "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+    defer { for a in argv { free(a) } }
+    let envp: [UnsafeMutablePointer<CChar>?] = Self.environment(environment).map { strdup($0) } + [nil]
+    defer { for e in envp { free(e) } }
+    var pid = pid_t()
+    let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+    guard spawned == 0 else {
+      throw HarnessFailure("posix_spawn \(executable): \(String(cString: strerror(spawned)))")
+    }
+    return pid
+  }
+
+  /// Waits for `pid`, killing it (and failing) after `timeout` seconds. Returns the exit status,
+  /// or 128 + signal.
+  static func wait(_ pid: pid_t, timeout: Double = 120) throws -> Int32 {
+    let deadline = Date().addingTimeInterval(timeout)
+    var status: Int32 = 0
+    var delay: useconds_t = 500
+    while true {
+      let r = waitpid(pid, &status, WNOHANG)
+      if r == pid { break }
+      if r < 0 && errno != EINTR { throw HarnessFailure("waitpid \(pid): \(String(cString: strerror(errno)))") }
+      if Date() > deadline {
+        kill(pid, SIGKILL)
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        throw HarnessFailure("process \(pid) did not finish within \(Int(timeout)) s; killed")
+      }
+      usleep(delay)
+      delay = min(delay * 2, 20_000)
+    }
+    let signal = status & 0x7f
+    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+  }
+
+  /// Runs a program to completion and captures its output.
+  static func run(
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: [UInt8]? = nil,
+    timeout: Double = 120
+  ) throws -> RunResult {
+    let stem = FileManager.default.temporaryDirectory.appendingPathComponent("larder-cli-io-\(UUID().uuidString)").path
+    let (inPath, outPath, errPath) = (stem + ".in", stem + ".out", stem + ".err")
+    defer { for p in [inPath, outPath, errPath] { unlink(p) } }
+    if let stdin {
+      guard FileManager.default.createFile(atPath: inPath, contents: Data(stdin)) else {
+        throw HarnessFailure("cannot write \(inPath)")
+      }
+    }
+    let pid = try spawn(
+      executable, arguments, environment: environment, stdinPath: stdin == nil ? nil : inPath,
+      stdoutPath: outPath, stderrPath: errPath)
+    let status = try wait(pid, timeout: timeout)
+    let out = FileManager.default.contents(atPath: outPath) ?? Data()
+    let err = FileManager.default.contents(atPath: errPath) ?? Data()
+    return RunResult(status: status, stdoutBytes: Array(out), stderr: String(decoding: err, as: UTF8.self))
+  }
+
+  /// Runs `larder arguments…`.
+  static func larder(
+    _ arguments: [String], environment: [String: String] = [:], stdin: [UInt8]? = nil
+  ) throws -> RunResult {
+    try run(try binary(), arguments, environment: environment, stdin: stdin)
+  }
+
+  /// `openssl dgst -sha256` of a file: an implementation independent of the code under test.
+  static func opensslSHA256(_ path: String) throws -> String {
+    let result = try run("/usr/bin/openssl", ["dgst", "-sha256", "-r", path])
+    guard result.status == 0, let hex = result.stdout.split(separator: " ").first else {
+      throw HarnessFailure("openssl dgst failed: \(result)")
+    }
+    return String(hex)
+  }
+
+  /// Base64 of `openssl dgst -md5 -binary`.
+  static func opensslMD5Base64(_ path: String) throws -> String {
+    let result = try run("/usr/bin/openssl", ["dgst", "-md5", "-binary", path])
+    guard result.status == 0, result.stdoutBytes.count == 16 else { throw HarnessFailure("openssl md5 failed: \(result)") }
+    return Data(result.stdoutBytes).base64EncodedString()
+  }
+}
+
+/// A fresh temporary directory for one test, holding a data directory and scratch files.
+final class Sandbox {
+  let root: URL
+  var data: URL { root.appendingPathComponent("data") }
+  var dataPath: String { data.path }
+
+  init() throws {
+    root = FileManager.default.temporaryDirectory.appendingPathComponent("larder-cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+  }
+
+  deinit { try? FileManager.default.removeItem(at: root) }
+
+  /// Path of a scratch file (outside the data directory).
+  func path(_ name: String) -> String { root.appendingPathComponent(name).path }
+
+  /// Writes a scratch file and returns its path.
+  @discardableResult
+  func write(_ name: String, _ bytes: [UInt8]) throws -> String {
+    let p = path(name)
+    guard FileManager.default.createFile(atPath: p, contents: Data(bytes)) else { throw HarnessFailure("cannot write \(p)") }
+    return p
+  }
+
+  func read(_ name: String) -> [UInt8]? { FileManager.default.contents(atPath: path(name)).map(Array.init) }
+
+  /// `larder COMMAND --data DATA ARGS…` (the option goes first, so a `--` in ARGS stays last).
+  func larder(_ arguments: String..., environment: [String: String] = [:], stdin: [UInt8]? = nil) throws -> RunResult {
+    try larder(args: arguments, environment: environment, stdin: stdin)
+  }
+
+  /// Same, as an array.
+  func larder(args arguments: [String], environment: [String: String] = [:], stdin: [UInt8]? = nil) throws -> RunResult {
+    let full = Array(arguments.prefix(1)) + ["--data", dataPath] + arguments.dropFirst()
+    return try CLI.larder(full, environment: environment, stdin: stdin)
+  }
+
+  /// Stores `bytes` as `object` (BUCKET/NAME) through the CLI and requires success.
+  @discardableResult
+  func put(_ object: String, _ bytes: [UInt8], extra: [String] = []) throws -> RunResult {
+    let file = try write("src-\(UUID().uuidString)", bytes)
+    let result = try larder(args: ["put", file, object] + extra)
+    guard result.status == 0 else { throw HarnessFailure("put \(object) failed: \(result)") }
+    return result
+  }
+
+  /// Regular files under `data/<sub>` (relative paths, sorted).
+  func files(under sub: String) -> [String] {
+    let base = data.appendingPathComponent(sub).path
+    guard let walker = FileManager.default.enumerator(atPath: base) else { return [] }
+    var list: [String] = []
+    while let item = walker.nextObject() as? String {
+      var isDirectory: ObjCBool = false
+      if FileManager.default.fileExists(atPath: "\(base)/\(item)", isDirectory: &isDirectory), !isDirectory.boolValue {
+        list.append(item)
+      }
+    }
+    return list.sorted()
+  }
+
+  /// Hex digests of the blob files on disk (their names).
+  var blobFileNames: [String] { files(under: "blobs").map { String($0.split(separator: "/").last ?? "") }.sorted() }
+
+  /// Entries of `data/tmp` or `data/trash`.
+  func entries(_ sub: String) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent(sub).path)) ?? []).sorted()
+  }
+
+  /// Hex digests of the `blobs` rows.
+  static func blobRows(_ larder: Larder) throws -> [String] {
+    try larder.catalog.read { db in
+      try db.rows("SELECT sha256 FROM blobs").compactMap { $0.bytes("sha256") }.map(hex)
+    }.sorted()
+  }
+
+  static func count(_ larder: Larder, _ table: String) throws -> Int64 {
+    try larder.catalog.read { db in try db.row("SELECT count(*) AS n FROM \(table)")?.int("n") ?? -1 }
+  }
+}
+
+func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+/// Deterministic pseudo-random bytes (SplitMix64), so failures reproduce.
+func pseudoRandomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
+  var state = seed &+ 0x9E37_79B9_7F4A_7C15
+  var out = [UInt8]()
+  out.reserveCapacity(count)
+  while out.count < count {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    z ^= z >> 31
+    withUnsafeBytes(of: z.littleEndian) { out.append(contentsOf: $0.prefix(count - out.count)) }
+  }
+  return out
+}
+
+/// A valid 1×1 PNG, which libmagic reports as image/png whatever the client claims.
+let onePixelPNG: [UInt8] = Array(
+  Data(base64Encoded: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")!)

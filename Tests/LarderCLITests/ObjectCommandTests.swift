@@ -1,0 +1,211 @@
+import Foundation
+import Larder
+import Testing
+
+/// put / get / ls / stat / rm through the real `larder` binary, on a real data directory.
+@Suite struct ObjectCommandTests {
+  @Test func putThenGetReturnsExactBytesForEverySize() throws {
+    let box = try Sandbox()
+    let contents: [(String, [UInt8])] = [
+      ("empty", []), ("one", [0x00]), ("small", Array("hello, larder\n".utf8)),
+      ("chunk-plus-one", pseudoRandomBytes((1 << 20) + 1, seed: 1)),
+    ]
+    for (name, bytes) in contents {
+      let src = try box.write(name, bytes)
+      let put = try box.larder("put", src, "b/dir/\(name)")
+      #expect(put.status == 0, "\(put)")
+      let sha = try CLI.opensslSHA256(src)
+      #expect(put.stdout.hasPrefix("b/dir/\(name)  \(bytes.count) bytes  "), "\(put)")
+      #expect(put.stdout.hasSuffix("  sha256:\(sha)\n"), "\(put)")
+      // To standard output.
+      let get = try box.larder("get", "b/dir/\(name)")
+      #expect(get.status == 0, "\(get)")
+      #expect(get.stdoutBytes == bytes)
+      #expect(get.stderr == "")
+      // To a file, via -o and via --output.
+      let out = box.path("out-\(name)")
+      let getFile = try box.larder("get", "b/dir/\(name)", "-o", out)
+      #expect(getFile.status == 0, "\(getFile)")
+      #expect(getFile.stdoutBytes == [])
+      #expect(box.read("out-\(name)") == bytes)
+      #expect(!FileManager.default.fileExists(atPath: out + ".larder-partial"))
+      #expect(try CLI.opensslSHA256(out) == sha)
+      let long = try box.larder("get", "b/dir/\(name)", "--output=\(out)2")
+      #expect(long.status == 0 && box.read("out-\(name)2") == bytes)
+    }
+  }
+
+  @Test func putFromStandardInput() throws {
+    let box = try Sandbox()
+    let bytes = pseudoRandomBytes(300_001, seed: 2)
+    let put = try box.larder("put", "-", "b/from-stdin.bin", "--json", stdin: bytes)
+    #expect(put.status == 0, "\(put)")
+    let json = try put.jsonObject()
+    #expect(json["size"] as? String == "300001")
+    #expect(json["sha256"] as? String == (try CLI.opensslSHA256(box.write("expected", bytes))))
+    let get = try box.larder("get", "b/from-stdin.bin", "-o", "-")
+    #expect(get.status == 0)
+    #expect(get.stdoutBytes == bytes)
+    // Standard input that is empty stores an empty object.
+    let empty = try box.larder("put", "-", "b/empty", stdin: [])
+    #expect(empty.status == 0, "\(empty)")
+    #expect(try box.larder("get", "b/empty").stdoutBytes == [])
+  }
+
+  @Test func jsonMetadataHasFirebaseFieldsSniffedAndDeclaredTypes() throws {
+    let box = try Sandbox()
+    let src = try box.write("pixel.png", onePixelPNG)
+    let put = try box.larder(
+      "put", src, "app/users/u1/pixel.png", "--content-type", "text/plain", "--metadata", "owner=alice",
+      "--metadata", "expr=a=b", "--json")
+    #expect(put.status == 0, "\(put)")
+    let json = try put.jsonObject()
+    #expect(json["name"] as? String == "users/u1/pixel.png")
+    #expect(json["bucket"] as? String == "app")
+    #expect(json["size"] as? String == String(onePixelPNG.count))
+    #expect(json["sha256"] as? String == (try CLI.opensslSHA256(src)))
+    #expect(json["md5Hash"] as? String == (try CLI.opensslMD5Base64(src)))
+    #expect(json["contentType"] as? String == "image/png")
+    #expect(json["declaredContentType"] as? String == "text/plain")
+    #expect(json["metadata"] as? [String: String] == ["owner": "alice", "expr": "a=b"])
+    // Generations are microsecond timestamps, as Firebase's are.
+    let generation = try #require(Int64(json["generation"] as? String ?? ""))
+    #expect(generation > 1_600_000_000_000_000)
+    #expect(json["metageneration"] as? String == "1")
+    #expect(json["contentEncoding"] as? String == "identity")
+
+    // stat --json shows the same resource.
+    let stat = try box.larder("stat", "app/users/u1/pixel.png", "--json")
+    #expect(stat.status == 0)
+    var statJSON = try stat.jsonObject()
+    var putJSON = json
+    // Known issue (reported): put's answer formats its in-memory Date truncated to the
+    // millisecond while the catalog stores it rounded, so the two may differ by 1 ms.
+    for key in ["timeCreated", "updated"] {
+      let a = try #require(Self.parseTimestamp(statJSON.removeValue(forKey: key) as? String))
+      let b = try #require(Self.parseTimestamp(putJSON.removeValue(forKey: key) as? String))
+      #expect(abs(a.timeIntervalSince(b)) <= 0.0011, "\(key)")
+    }
+    #expect(NSDictionary(dictionary: statJSON) == NSDictionary(dictionary: putJSON))
+
+    // The text form names the same values.
+    let text = try box.larder("stat", "app/users/u1/pixel.png")
+    #expect(text.status == 0)
+    #expect(text.stdoutLines.contains("name:          app/users/u1/pixel.png"))
+    #expect(text.stdoutLines.contains("size:          \(onePixelPNG.count)"))
+    #expect(text.stdoutLines.contains("contentType:   image/png"))
+    #expect(text.stdoutLines.contains("declaredType:  text/plain"))
+    #expect(text.stdoutLines.contains("metadata.owner: alice"))
+    #expect(text.stdoutLines.contains("metadata.expr: a=b"))
+
+    // New content under the same name bumps the generation.
+    let again = try box.larder("put", try box.write("text", Array("plain words\n".utf8)), "app/users/u1/pixel.png", "--json")
+    let second = try again.jsonObject()
+    #expect(try #require(Int64(second["generation"] as? String ?? "")) > generation)
+    #expect(second["metageneration"] as? String == "1")
+    #expect(second["contentType"] as? String == "text/plain")
+    #expect(second["declaredContentType"] == nil)
+    #expect(second["metadata"] == nil)
+  }
+
+  static func parseTimestamp(_ text: String?) -> Date? {
+    guard let text else { return nil }
+    return try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+  }
+
+  @Test func listFoldsAtSlashUnlessRecursive() throws {
+    let box = try Sandbox()
+    for name in ["top.txt", "a/x.txt", "a/c.txt", "a/b/y.txt"] { try box.put("b/\(name)", Array("12345".utf8)) }
+    try box.put("other/z", [1])
+
+    let root = try box.larder("ls", "b", "--json").jsonObject()
+    #expect(root["prefixes"] as? [String] == ["a/"])
+    #expect((root["items"] as? [[String: Any]])?.map { $0["name"] as? String } == ["top.txt"])
+
+    let inA = try box.larder("ls", "b/a/", "--json").jsonObject()
+    #expect(inA["prefixes"] as? [String] == ["a/b/"])
+    #expect((inA["items"] as? [[String: Any]])?.map { $0["name"] as? String } == ["a/c.txt", "a/x.txt"])
+
+    let all = try box.larder("ls", "b", "--recursive", "--json").jsonObject()
+    #expect(all["prefixes"] as? [String] == [])
+    #expect((all["items"] as? [[String: Any]])?.map { $0["name"] as? String } == ["a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt"])
+    #expect((all["items"] as? [[String: Any]])?.map { $0["size"] as? String } == ["5", "5", "5", "5"])
+
+    // Text: prefixes first, then name TAB size TAB type TAB updated.
+    let text = try box.larder("ls", "b")
+    #expect(text.status == 0)
+    #expect(text.stdoutLines.count == 2)
+    #expect(text.stdoutLines.first == "a/")
+    #expect(text.stdoutLines.last?.hasPrefix("top.txt\t5\ttext/plain\t") == true)
+    #expect(try box.larder("ls", "b", "-r").stdoutLines.map { String($0.split(separator: "\t")[0]) } == ["a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt"])
+
+    // Without a target: the buckets and their object counts.
+    let buckets = try box.larder("ls", "--json")
+    #expect(buckets.status == 0)
+    #expect((try buckets.json() as? [[String: String]]) == [["bucket": "b", "objects": "4"], ["bucket": "other", "objects": "1"]])
+    #expect(try box.larder("ls").stdoutLines == ["b/\t4 objects", "other/\t1 objects"])
+    // An empty prefix lists nothing, successfully.
+    let none = try box.larder("ls", "b/nothing-here/", "--json").jsonObject()
+    #expect(none["items"] as? [[String: Any]] != nil && (none["items"] as? [[String: Any]])!.isEmpty)
+  }
+
+  @Test func getOverMaxSizeFailsBeforeWritingAnything() throws {
+    let box = try Sandbox()
+    let bytes = pseudoRandomBytes(1000, seed: 3)
+    try box.put("b/k", bytes)
+    let out = box.path("out.bin")
+    let refused = try box.larder("get", "b/k", "-o", out, "--max-size", "999")
+    #expect(refused.status == 1)
+    #expect(refused.stderr == "larder: error: content is 1000 bytes, larger than the maximum of 999 bytes allowed for this download\n")
+    #expect(!FileManager.default.fileExists(atPath: out))
+    #expect(!FileManager.default.fileExists(atPath: out + ".larder-partial"))
+    // To stdout: nothing written either.
+    let toStdout = try box.larder("get", "b/k", "--max-size=999")
+    #expect(toStdout.status == 1 && toStdout.stdoutBytes.isEmpty)
+    // Exactly the size is allowed; units are understood.
+    let exact = try box.larder("get", "b/k", "-o", out, "--max-size", "1000")
+    #expect(exact.status == 0 && box.read("out.bin") == bytes)
+    #expect(try box.larder("get", "b/k", "--max-size", "1KiB").stdoutBytes == bytes)
+    #expect(try box.larder("get", "b/k", "--max-size", "1KB").stdoutBytes == bytes)
+  }
+
+  @Test func removeThenStatAndGetReportNotFound() throws {
+    let box = try Sandbox()
+    try box.put("b/gone.txt", Array("bye".utf8))
+    let rm = try box.larder("rm", "b/gone.txt")
+    #expect(rm.status == 0 && rm.stdout == "" && rm.stderr == "")
+    let stat = try box.larder("stat", "b/gone.txt")
+    #expect(stat.status == 1)
+    #expect(stat.stderr == "larder: error: object 'gone.txt' not found in bucket 'b'\n")
+    #expect(stat.stdout == "")
+    let get = try box.larder("get", "b/gone.txt", "-o", box.path("x"))
+    #expect(get.status == 1)
+    #expect(get.stderr == "larder: error: object 'gone.txt' not found in bucket 'b'\n")
+    #expect(!FileManager.default.fileExists(atPath: box.path("x")))
+    let again = try box.larder("rm", "b/gone.txt")
+    #expect(again.status == 1)
+    #expect(again.stderr == "larder: error: object 'gone.txt' not found in bucket 'b'\n")
+    #expect(try box.larder("ls", "b", "-r", "--json").jsonObject()["items"] as? [Any] != nil)
+    #expect((try box.larder("ls", "b", "-r", "--json").jsonObject()["items"] as? [Any])?.count == 0)
+  }
+
+  @Test func dataDirectoryFromEnvironment() throws {
+    let box = try Sandbox()
+    let src = try box.write("f", Array("env".utf8))
+    let put = try CLI.larder(["put", src, "b/env.txt"], environment: ["LARDER_DATA": box.dataPath])
+    #expect(put.status == 0, "\(put)")
+    #expect(try box.larder("get", "b/env.txt").stdoutBytes == Array("env".utf8))
+    // The library sees what the CLI wrote.
+    let larder = try Larder(at: box.data)
+    #expect(try larder.files.data(of: try larder.objects.get(bucket: "b", name: "env.txt").file) == Data("env".utf8))
+  }
+
+  @Test func missingSourceFileIsAFailureNotUsage() throws {
+    let box = try Sandbox()
+    let missing = box.path("does-not-exist")
+    let put = try box.larder("put", missing, "b/x")
+    #expect(put.status == 1)
+    #expect(put.stderr == "larder: error: cannot open \(missing): No such file or directory\n")
+    #expect(try box.larder("stat", "b/x").status == 1)
+  }
+}

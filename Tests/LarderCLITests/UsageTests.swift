@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+
+/// Exit status 2 with an error line and the usage for every kind of bad usage; `--help` everywhere.
+@Suite struct UsageTests {
+  static let commands = ["serve", "put", "get", "ls", "stat", "rm", "gc", "verify", "token", "rules check", "rules eval"]
+
+  @Test func noArgumentsIsBadUsageWithTheCommandList() throws {
+    let result = try CLI.larder([])
+    #expect(result.status == 2)
+    let text = result.stdout + result.stderr
+    #expect(text.contains("usage: larder COMMAND [options]"))
+    for c in Self.commands { #expect(text.contains("  \(c) "), "missing \(c)") }
+  }
+
+  @Test(arguments: ["--help", "-h", "help"]) func topLevelHelpSucceeds(_ flag: String) throws {
+    let result = try CLI.larder([flag])
+    #expect(result.status == 0)
+    #expect(result.stdout.hasPrefix("larder: self-hosted file and blob storage\n\nusage: larder COMMAND [options]\n"))
+    for c in Self.commands { #expect(result.stdout.contains("\n  \(c) "), "missing \(c)") }
+    #expect(result.stderr == "")
+  }
+
+  @Test(arguments: commands) func everyCommandHasHelp(_ command: String) throws {
+    let words = command.split(separator: " ").map(String.init)
+    for flag in ["--help", "-h"] {
+      let result = try CLI.larder(words + [flag])
+      #expect(result.status == 0, "\(command) \(flag): \(result)")
+      #expect(result.stdout.hasPrefix("usage: larder \(command)"), "\(command) \(flag): \(result)")
+      #expect(result.stderr == "")
+    }
+  }
+
+  @Test func unknownCommand() throws {
+    let result = try CLI.larder(["frobnicate", "x"])
+    #expect(result.status == 2)
+    #expect(result.stderrLines.first == "larder: error: unknown command 'frobnicate'; see 'larder --help'")
+    #expect(result.stderr.contains("usage: larder COMMAND [options]"))
+    #expect(result.stdout == "")
+    // A group name with an unknown verb is unknown too.
+    let rules = try CLI.larder(["rules", "frobnicate"])
+    #expect(rules.status == 2)
+    #expect(rules.stderrLines.first == "larder: error: unknown command 'rules'; see 'larder --help'")
+  }
+
+  /// (arguments, the error line, the command whose usage follows)
+  static let badUsage: [([String], String, String)] = [
+    (["ls", "--bogus"], "unknown option '--bogus'", "ls"),
+    (["put", "--data", "/nonexistent-dir", "-x", "f", "b/n"], "unknown option '-x'", "put"),
+    (["get"], "missing argument", "get"),
+    (["put", "only-one"], "missing argument", "put"),
+    (["stat"], "missing argument", "stat"),
+    (["rm"], "missing argument", "rm"),
+    (["stat", "b/n", "extra"], "unexpected argument 'extra'", "stat"),
+    (["stat", "nobucket"], "'nobucket' is not BUCKET/NAME", "stat"),
+    (["get", "/name"], "'/name' is not BUCKET/NAME", "get"),
+    (["rm", "b/"], "'b/' is not BUCKET/NAME", "rm"),
+    (["put", "f", "plain"], "'plain' is not BUCKET/NAME", "put"),
+    (["get", "b/n", "--max-size", "lots"], "'lots' is not a size (e.g. 1024, 10MiB, 5GiB)", "get"),
+    (["get", "b/n", "--max-size", "-5"], "'-5' is not a size (e.g. 1024, 10MiB, 5GiB)", "get"),
+    (["get", "b/n", "--max-size", "99999999TiB"], "size '99999999TiB' is too large", "get"),
+    (["get", "b/n", "--max-size"], "--max-size needs a value", "get"),
+    (["put", "f", "b/n", "--metadata", "novalue"], "--metadata takes key=value, got 'novalue'", "put"),
+    (["put", "f", "b/n", "--metadata", "=v"], "--metadata takes key=value, got '=v'", "put"),
+    (["gc", "--grace", "soon"], "'soon' is not a duration (e.g. 30s, 15m, 24h)", "gc"),
+    (["gc", "leftover"], "unexpected argument 'leftover'", "gc"),
+    (["verify", "--fix"], "unknown option '--fix'", "verify"),
+    (["token"], "--uid is required", "token"),
+    (["token", "--uid", "u", "--claim", "x"], "--claim takes key=value, got 'x'", "token"),
+    (["rules", "check"], "missing argument", "rules check"),
+    (["rules", "eval", "f", "--path", "/b/x/o/y"], "--op is required", "rules eval"),
+    (["serve", "--allow-all", "--port", "70000"], "--port must be 0…65535", "serve"),
+    (["ls", "--data", ""], "--data needs a directory", "ls"),
+  ]
+
+  @Test(arguments: 0..<badUsage.count) func badUsageExitsTwoWithErrorAndUsage(_ index: Int) throws {
+    let (arguments, message, command) = Self.badUsage[index]
+    let result = try CLI.larder(arguments)
+    #expect(result.status == 2, "\(arguments): \(result)")
+    #expect(result.stderrLines.first == "larder: error: \(message)", "\(arguments): \(result)")
+    #expect(result.stderrLines.dropFirst().first?.hasPrefix("usage: larder \(command)") == true, "\(arguments): \(result)")
+    #expect(result.stdout == "")
+  }
+
+  @Test func badUsageTouchesNoDataDirectory() throws {
+    let box = try Sandbox()
+    let result = try box.larder("put", "f", "nobucket")
+    #expect(result.status == 2)
+    #expect(!FileManager.default.fileExists(atPath: box.dataPath))
+  }
+}
+
+/// Names the store refuses: exit 1 with one clear error line, nothing stored.
+@Suite struct InvalidNameTests {
+  /// (object path, the error line after `larder: error: `)
+  static let cases: [(String, String)] = [
+    ("b/a\u{01}b", "invalid object name 'a\\u{01}b': it contains a control character (U+1)"),
+    ("b/line\nbreak", "invalid object name 'line\\nbreak': it contains a control character (U+A)"),
+    ("b/x/../y", "invalid object name 'x/../y': '.' and '..' segments are not allowed"),
+    ("b/../etc/passwd", "invalid object name '../etc/passwd': '.' and '..' segments are not allowed"),
+    ("b/./y", "invalid object name './y': '.' and '..' segments are not allowed"),
+    ("Bad_Bucket/y", "invalid bucket name 'Bad_Bucket': only lower-case letters, digits, '.', '_' and '-' are allowed"),
+    ("-b/y", "invalid bucket name '-b': it must start and end with a letter or digit"),
+  ]
+
+  @Test(arguments: 0..<cases.count) func invalidNameIsRefusedWithOneLine(_ index: Int) throws {
+    let (object, message) = Self.cases[index]
+    let box = try Sandbox()
+    let src = try box.write("f", Array("content".utf8))
+    let put = try box.larder(args: ["put", src, "--", object])
+    #expect(put.status == 1, "\(object.debugDescription): \(put)")
+    #expect(put.stderr == "larder: error: \(message)\n", "\(object.debugDescription): \(put)")
+    #expect(put.stdout == "")
+    let stat = try box.larder(args: ["stat", "--", object])
+    #expect(stat.status == 1)
+    #expect(stat.stderr == "larder: error: \(message)\n")
+    let listing = try box.larder("ls", "--json")
+    #expect(listing.status == 0)
+    #expect((try listing.json() as? [Any])?.count == 0)
+  }
+
+  @Test func nameTooLongIsRefused() throws {
+    let box = try Sandbox()
+    let src = try box.write("f", [1, 2, 3])
+    let name = String(repeating: "n", count: 1025)
+    let put = try box.larder("put", src, "b/\(name)")
+    #expect(put.status == 1)
+    #expect(put.stderr == "larder: error: invalid object name '\(String(repeating: "n", count: 100))': it is longer than 1024 bytes\n")
+    let ok = try box.larder("put", src, "b/\(String(repeating: "n", count: 1024))")
+    #expect(ok.status == 0, "\(ok)")
+  }
+}
