@@ -3,3 +3,10 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+
+/* MHD_get_connection_info is variadic, which Swift cannot call; the info types Larder uses
+   take no variadic argument. */
+static inline const union MHD_ConnectionInfo *
+larder_mhd_connection_info(struct MHD_Connection *connection, enum MHD_ConnectionInfoType type) {
+  return MHD_get_connection_info(connection, type);
+}

@@ -1,24 +1,15 @@
 import CMicroHTTPD
 import Foundation
 
-/// `MHD_get_connection_info`, reached through `dlsym`.
-///
-/// The C function is variadic, and Swift does not import variadic C functions. For the
-/// two info types used here no variadic argument is passed, and on the System V x86-64 and
-/// AArch64 Linux ABIs such a call is identical to a non-variadic one.
-/// TODO: replace with a non-variadic `static inline` wrapper in CMicroHTTPD/shim.h.
+/// `MHD_get_connection_info`, through the non-variadic wrapper in CMicroHTTPD's shim.
 enum ConnectionInfo {
-  typealias Function =
-    @convention(c) (OpaquePointer?, MHD_ConnectionInfoType) -> UnsafePointer<MHD_ConnectionInfo>?
-
-  static let function: Function? = {
-    guard let symbol = dlsym(nil, "MHD_get_connection_info") else { return nil }
-    return unsafeBitCast(symbol, to: Function.self)
-  }()
+  static func function(_ connection: OpaquePointer?, _ type: MHD_ConnectionInfoType) -> UnsafePointer<MHD_ConnectionInfo>? {
+    larder_mhd_connection_info(connection, type)
+  }
 
   /// The peer address as text (`127.0.0.1`, `::1`), `""` when unknown.
   static func remoteAddress(_ connection: OpaquePointer?) -> String {
-    guard let info = function?(connection, .CONNECTION_INFO_CLIENT_ADDRESS),
+    guard let info = function(connection, .CONNECTION_INFO_CLIENT_ADDRESS),
       let address = info.pointee.client_addr
     else { return "" }
     var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
@@ -37,7 +28,7 @@ enum ConnectionInfo {
   /// The status of the response queued on the connection (also one libmicrohttpd made
   /// itself, e.g. 431), or nil.
   static func queuedStatus(_ connection: OpaquePointer?) -> Int? {
-    guard let info = function?(connection, .CONNECTION_INFO_HTTP_STATUS) else { return nil }
+    guard let info = function(connection, .CONNECTION_INFO_HTTP_STATUS) else { return nil }
     return Int(info.pointee.http_status)
   }
 }
