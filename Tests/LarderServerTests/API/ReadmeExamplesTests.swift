@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+
+/// Runs the README's tested curl examples (and tests/readme/EXAMPLES.md) against a live
+/// `larder serve`, so the documentation cannot drift from the server.
+@Suite struct ReadmeExamplesTests {
+  /// The package root, found from this file's path (Tests/LarderServerTests/API/…).
+  static let root = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+  static let binary = root.appendingPathComponent(".build/debug/larder")
+  static let script = root.appendingPathComponent("tests/readme/run_examples.sh")
+
+  static func hasMarkedBlock(_ file: URL) -> Bool {
+    guard let text = try? String(contentsOf: file, encoding: .utf8) else { return false }
+    let lines = text.components(separatedBy: "\n")
+    return zip(lines, lines.dropFirst()).contains { $0.0 == "<!-- readme-test -->" && $0.1.hasPrefix("```sh") }
+  }
+
+  static var canRun: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
+
+  func run(_ relative: String) throws {
+    let file = Self.root.appendingPathComponent(relative)
+    guard Self.hasMarkedBlock(file) else { return }
+    let r = try spawnProgram(
+      "/bin/bash", [Self.script.path, file.path], environment: ["LARDER_BIN": Self.binary.path])
+    #expect(r.status == 0, "run_examples \(relative) exited \(r.status)\n\(r.stdout)\n\(r.stderr)")
+    #expect(r.stdout.contains("passed against http://127.0.0.1:"), "\(r.stdout)")
+  }
+
+  @Test(.enabled(if: ReadmeExamplesTests.canRun, "needs .build/debug/larder")) func readmeExamples() throws {
+    try run("README.md")
+  }
+
+  @Test(.enabled(if: ReadmeExamplesTests.canRun, "needs .build/debug/larder")) func proposedExamples() throws {
+    try run("tests/readme/EXAMPLES.md")
+  }
+
+  /// The runner itself: a failing block fails the run, unmarked blocks are not run.
+  @Test(.enabled(if: ReadmeExamplesTests.canRun, "needs .build/debug/larder")) func runnerFailsOnAFailingBlock() throws {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("larder-readme-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let good = dir.appendingPathComponent("good.md")
+    try """
+      ```sh
+      exit 7
+      ```
+      <!-- readme-test -->
+      ```sh
+      test "$(curl -sS "$LARDER/healthz")" = '{"status":"ok"}'
+      ```
+      """.write(to: good, atomically: true, encoding: .utf8)
+    let ok = try spawnProgram("/bin/bash", [Self.script.path, good.path], environment: ["LARDER_BIN": Self.binary.path])
+    #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
+    #expect(ok.stdout.contains("run_examples: 1 block(s) of good.md passed"))
+    let bad = dir.appendingPathComponent("bad.md")
+    try """
+      <!-- readme-test -->
+      ```sh
+      false | cat
+      echo never
+      ```
+      """.write(to: bad, atomically: true, encoding: .utf8)
+    let failed = try spawnProgram("/bin/bash", [Self.script.path, bad.path], environment: ["LARDER_BIN": Self.binary.path])
+    #expect(failed.status == 1)
+    #expect(failed.stderr.contains("block 1 of"))
+    #expect(!failed.stderr.contains("> never"))
+  }
+}
