@@ -16,6 +16,27 @@ struct ObjectsEndpoint: BucketEndpoint {
   let context: ServiceContext
 
   func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision {
+    // Errors are answered here so that metrics and the access log keep the route's label
+    // (a 404 of `objects.get`), instead of LarderApp's catch-all "error".
+    do {
+      return try dispatch(request, bucket: bucket, rest: rest, identity: identity)
+    } catch {
+      return .respond(APIError.response(for: error), route: Self.routeLabel(request, rest: rest))
+    }
+  }
+
+  static func routeLabel(_ request: HTTPRequest, rest: [Substring]) -> String {
+    switch (rest.count, request.method) {
+    case (1, "POST"): "objects.upload"
+    case (1, "GET"): "objects.list"
+    case (2, "GET"), (2, "HEAD"): request.queryValue("alt") == "media" ? "objects.download" : "objects.get"
+    case (2, "PATCH"): "objects.patch"
+    case (2, "DELETE"): "objects.delete"
+    default: "objects"
+    }
+  }
+
+  func dispatch(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision {
     switch rest.count {
     case 1:
       switch request.method {

@@ -297,6 +297,7 @@ import Testing
         #"larder_http_requests_total{route="healthz",status="200"} 1"#,
         #"larder_http_requests_total{route="objects.upload",status="200"} 1"#,
         #"larder_http_requests_total{route="objects.get",status="200"} 1"#,
+        #"larder_http_requests_total{route="objects.get",status="404"} 1"#,
         #"larder_http_requests_total{route="objects.download",status="200"} 1"#,
         #"larder_http_requests_total{route="objects.list",status="200"} 1"#,
         #"larder_http_request_body_bytes_total{route="objects.upload"} 14"#,

@@ -7,7 +7,17 @@ import Testing
   /// The package root, found from this file's path (Tests/LarderServerTests/API/…).
   static let root = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-  static let binary = root.appendingPathComponent(".build/debug/larder")
+  /// The `larder` built next to this test bundle (whatever the scratch path), else `.build/debug/larder`.
+  static let binary: URL = {
+    let exe = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")
+    var dir = exe.deletingLastPathComponent()
+    while dir.path != "/" && dir.pathExtension == "xctest" || dir.lastPathComponent == "MacOS" { dir.deleteLastPathComponent() }
+    for candidate in [dir.appendingPathComponent("larder"), dir.deletingLastPathComponent().appendingPathComponent("larder")]
+    where FileManager.default.isExecutableFile(atPath: candidate.path) {
+      return candidate
+    }
+    return root.appendingPathComponent(".build/debug/larder")
+  }()
   static let script = root.appendingPathComponent("tests/readme/run_examples.sh")
 
   static func hasMarkedBlock(_ file: URL) -> Bool {
