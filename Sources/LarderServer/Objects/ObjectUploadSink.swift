@@ -42,7 +42,7 @@ final class ObjectUploadSink: HTTPBodySink {
           operation: existing == nil ? .create : .update, bucket: bucket, name: name, identity: identity,
           resource: existing.map(AccessResource.init), incoming: incoming))
       let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)
-      return .json(object.firebaseMetadata)
+      return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
     } catch {
       return APIError.response(for: error)
     }

@@ -129,7 +129,8 @@ struct ObjectsEndpoint: BucketEndpoint {
   {
     let object = try? context.larder.objects.get(bucket: bucket, name: name)
     let token = request.queryValue("token")
-    let tokenGrants = media && object != nil && token.map { t in object!.downloadTokens.contains(t) } == true
+    let tokenGrants =
+      media && object != nil && token.map { t in object!.downloadTokens.contains { Self.constantTimeEqual($0, t) } } == true
     if !tokenGrants {
       try context.authorize(
         AccessRequest(
@@ -237,6 +238,17 @@ struct ObjectsEndpoint: BucketEndpoint {
     return out
   }
 
+  /// Compares a download token without an early exit, so the answer time does not tell how
+  /// many leading characters of a guess were right.
+  static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    let x = Array(a.utf8)
+    let y = Array(b.utf8)
+    guard x.count == y.count else { return false }
+    var difference: UInt8 = 0
+    for i in x.indices { difference |= x[i] ^ y[i] }
+    return difference == 0
+  }
+
   // MARK: patch, delete, list
 
   func patch(_ body: [UInt8], bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
@@ -301,7 +313,7 @@ struct ObjectsEndpoint: BucketEndpoint {
         operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init),
         incoming: incoming))
     let updated = try context.larder.objects.update(bucket: bucket, name: name, patch: patch)
-    return .json(updated.firebaseMetadata)
+    return Self.writeResponse(updated, identity: identity, context: context)
   }
 
   func delete(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
@@ -339,13 +351,13 @@ struct ObjectsEndpoint: BucketEndpoint {
     }
     struct Listing: Encodable {
       var prefixes: [String]
-      var items: [ListedObject]
+      var items: [TokenlessMetadata]
       var nextPageToken: String?
     }
     return .json(
       Listing(
         prefixes: page.prefixes.filter(listable),
-        items: page.items.filter { listable($0.name) }.map { ListedObject($0.firebaseMetadata) },
+        items: page.items.filter { listable($0.name) }.map { TokenlessMetadata($0.firebaseMetadata) },
         nextPageToken: page.nextPageToken))
   }
 
@@ -355,12 +367,25 @@ struct ObjectsEndpoint: BucketEndpoint {
     return String(prefix[..<slash])
   }
 
-  /// A list entry: the object's metadata without `downloadTokens`.
+  /// An object's metadata as answered to a write (upload, PATCH): `downloadTokens` only for a
+  /// caller who may also `get` it. Otherwise a create-only drop box or an update-only rule
+  /// (e.g. "may change metadata.likes") would hand out tokens that grant the content.
+  static func writeResponse(_ object: StoredObject, identity: Identity?, context: ServiceContext) -> HTTPResponse {
+    let mayGet = context.policy.decide(
+      AccessRequest(
+        operation: .get, bucket: object.bucket, name: object.name, identity: identity,
+        resource: AccessResource(object))
+    ).allowed
+    return mayGet ? .json(object.firebaseMetadata) : .json(TokenlessMetadata(object.firebaseMetadata))
+  }
+
+  /// An object's metadata without `downloadTokens`: list entries, and write answers to callers
+  /// who may not `get` the object.
   ///
   /// `list` may be allowed where `get` is not (a drop box, a shared index); a token in a
   /// listing would hand every lister the content. Firebase, too, returns tokens only from
   /// a metadata `get`.
-  struct ListedObject: Encodable {
+  struct TokenlessMetadata: Encodable {
     let metadata: FirebaseObjectMetadata
     init(_ metadata: FirebaseObjectMetadata) { self.metadata = metadata }
     enum Key: String, CodingKey {

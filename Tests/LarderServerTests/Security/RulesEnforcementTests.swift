@@ -220,6 +220,41 @@ import Testing
     }
   }
 
+  /// Create/update without `get`: the write's answer carries no download token.
+  @Test func writeOnlyCallersGetNoDownloadTokens() throws {
+    let rules = try temporaryRulesFile(
+      """
+      rules_version = '2';
+      service firebase.storage {
+        match /b/{bucket}/o {
+          match /drop/{file} { allow create, update; }
+        }
+      }
+      """)
+    defer { try? FileManager.default.removeItem(at: rules) }
+    try withRulesService(rules: rules) { s in
+      let up = try s.send(post("drop/report.txt", Array("confidential".utf8)))
+      #expect(up.status == 200)
+      #expect(up.json?["name"] as? String == "drop/report.txt")
+      #expect(up.json?["size"] as? String == "12")
+      #expect(up.json?["downloadTokens"] == nil)
+      let rotated = try s.send(.init("PATCH", "/v0/b/app/o/drop%2Freport.txt", body: Array(#"{"rotateDownloadToken":true}"#.utf8)))
+      #expect(rotated.status == 200)
+      #expect(rotated.json?["metageneration"] as? String == "2")
+      #expect(rotated.json?["downloadTokens"] == nil)
+      expectDenied(try s.send(.get("/v0/b/app/o/drop%2Freport.txt")), "get")
+      expectDenied(try s.send(.get("/v0/b/app/o/drop%2Freport.txt?alt=media")), "media")
+      // The token exists; whoever may read it from the store can still share it.
+      let stored = try s.service.larder.objects.get(bucket: "app", name: "drop/report.txt")
+      #expect(stored.downloadTokens.count == 1)
+      let token = try #require(stored.downloadTokens.first)
+      #expect(try s.send(.get("/v0/b/app/o/drop%2Freport.txt?alt=media&token=\(token)")).text == "confidential")
+      var near = Array(token.utf8)
+      near[near.count - 1] = near.last == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0")
+      expectDenied(try s.send(.get("/v0/b/app/o/drop%2Freport.txt?alt=media&token=\(String(decoding: near, as: UTF8.self))")), "near token")
+    }
+  }
+
   @Test func activeContentIsAlwaysAnAttachment() throws {
     try withRulesService { s in
       let alice = s.auth("alice")
