@@ -256,8 +256,9 @@ import Testing
       #expect(again["nextPageToken"] as? String == first["nextPageToken"] as? String)
 
       // Known bug: tokens are plain base64 of a name, so a forged one that decodes is accepted.
+      let forgedStatus = try s.send(.get("/v0/b/app/o?pageToken=AAAA")).status
       withKnownIssue(isIntermittent: true) {
-        #expect(try s.send(.get("/v0/b/app/o?pageToken=AAAA")).status == 400)
+        #expect(forgedStatus == 400)
       }
       for forged in ["garbage!", enc("{\"after\":\"x\"}"), String(repeating: "*", count: 5000)] {
         let r = try s.send(.get("/v0/b/app/o?pageToken=\(forged)"))
