@@ -18,7 +18,24 @@ let commands: [any Command.Type] = [
   print("larder: self-hosted file and blob storage\n\n" + helpText(), terminator: "")
 }
 
+/// The index of the first argument that is not valid UTF-8, if any.
+///
+/// `CommandLine.arguments` repairs such bytes to U+FFFD, which would silently store an object
+/// under another name than the one given (or look for another file), so they are refused.
+func firstNonUTF8Argument() -> Int? {
+  for i in 1..<Int(CommandLine.argc) {
+    guard let p = CommandLine.unsafeArgv[i] else { continue }
+    let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p))
+    if String(validating: bytes, as: UTF8.self) == nil { return i }
+  }
+  return nil
+}
+
 @MainActor func main() -> Int32 {
+  if let index = firstNonUTF8Argument() {
+    Output.error("argument \(index) is not valid UTF-8 (names and paths must be UTF-8); see 'larder --help'")
+    return 2
+  }
   var args = Array(CommandLine.arguments.dropFirst())
   guard let first = args.first, first != "--help", first != "-h", first != "help" else {
     printHelp()

@@ -87,14 +87,30 @@ enum CLI {
     _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdinPath: String? = nil,
     stdoutPath: String, stderrPath: String
   ) throws -> pid_t {
+    try spawn(
+      executable, rawArguments: arguments.map { Array($0.utf8) }, environment: environment, stdinPath: stdinPath,
+      stdoutPath: stdoutPath, stderrPath: stderrPath)
+  }
+
+  /// Same, with arguments as raw bytes (which need not be UTF-8).
+  static func spawn(
+    _ executable: String, rawArguments arguments: [[UInt8]], environment: [String: String] = [:],
+    stdinPath: String? = nil, stdoutPath: String, stderrPath: String
+  ) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 0, stdinPath ?? "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-    defer { for a in argv { free(a) } }
+    let argv: [UnsafeMutablePointer<CChar>?] =
+      ([Array(executable.utf8)] + arguments).map { bytes in
+        let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+        for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
+        p[bytes.count] = 0
+        return p
+      } + [nil]
+    defer { for a in argv { a?.deallocate() } }
     let envp: [UnsafeMutablePointer<CChar>?] = Self.environment(environment).map { strdup($0) } + [nil]
     defer { for e in envp { free(e) } }
     var pid = pid_t()
@@ -132,6 +148,14 @@ enum CLI {
     _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: [UInt8]? = nil,
     timeout: Double = 120
   ) throws -> RunResult {
+    try run(executable, rawArguments: arguments.map { Array($0.utf8) }, environment: environment, stdin: stdin, timeout: timeout)
+  }
+
+  /// Same, with arguments as raw bytes.
+  static func run(
+    _ executable: String, rawArguments arguments: [[UInt8]], environment: [String: String] = [:],
+    stdin: [UInt8]? = nil, timeout: Double = 120
+  ) throws -> RunResult {
     let stem = FileManager.default.temporaryDirectory.appendingPathComponent("larder-cli-io-\(UUID().uuidString)").path
     let (inPath, outPath, errPath) = (stem + ".in", stem + ".out", stem + ".err")
     defer { for p in [inPath, outPath, errPath] { unlink(p) } }
@@ -141,7 +165,7 @@ enum CLI {
       }
     }
     let pid = try spawn(
-      executable, arguments, environment: environment, stdinPath: stdin == nil ? nil : inPath,
+      executable, rawArguments: arguments, environment: environment, stdinPath: stdin == nil ? nil : inPath,
       stdoutPath: outPath, stderrPath: errPath)
     let status = try wait(pid, timeout: timeout)
     let out = FileManager.default.contents(atPath: outPath) ?? Data()

@@ -119,6 +119,19 @@ import Testing
     #expect((try listing.json() as? [Any])?.count == 0)
   }
 
+  /// Invalid UTF-8 must not be repaired into U+FFFD and stored under another name.
+  @Test func nonUTF8ArgumentIsRefused() throws {
+    let box = try Sandbox()
+    let src = try box.write("f", Array("content".utf8))
+    let name: [UInt8] = Array("b/bad".utf8) + [0xFF] + Array("name".utf8)
+    let put = try CLI.run(
+      try CLI.binary(), rawArguments: [Array("put".utf8), Array("--data".utf8), Array(box.dataPath.utf8), Array(src.utf8), name])
+    #expect(put.status == 2, "\(put)")
+    #expect(put.stderr == "larder: error: argument 5 is not valid UTF-8 (names and paths must be UTF-8); see 'larder --help'\n")
+    #expect(put.stdout == "")
+    #expect(!FileManager.default.fileExists(atPath: box.dataPath))
+  }
+
   @Test func nameTooLongIsRefused() throws {
     let box = try Sandbox()
     let src = try box.write("f", [1, 2, 3])
