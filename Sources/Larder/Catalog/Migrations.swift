@@ -81,6 +81,11 @@ enum Migrations {
     """
     ALTER TABLE uploads ADD COLUMN completed_at INTEGER;
     """,
+    // 3: settings of this store; `page_token_key` signs listing page tokens so they are opaque.
+    """
+    CREATE TABLE settings(key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+    INSERT INTO settings(key, value) VALUES ('page_token_key', randomblob(32));
+    """,
   ]
 
   static func run(on db: Database) throws {

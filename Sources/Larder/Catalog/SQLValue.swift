@@ -71,3 +71,11 @@ public struct Row: Sendable {
     int(name).map { Date(timeIntervalSince1970: Double($0) / 1000) }
   }
 }
+
+extension Date {
+  /// Now, truncated to the millisecond the catalog stores, so a value returned by a write
+  /// equals the one read back later.
+  static var nowInMilliseconds: Date {
+    Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+  }
+}

@@ -72,7 +72,7 @@ public struct FileStore: Sendable {
   ) throws -> T {
     defer { staged.discard() }
     try faults.hit(.afterStage)
-    let now = Date()
+    let now = Date.nowInMilliseconds
     let result = try catalog.write { db in
       var placed: String?
       do {

@@ -135,7 +135,7 @@ public struct ObjectStore: Sendable {
       }
       if patch.rotateDownloadToken { object.downloadTokens = [UUID().uuidString.lowercased()] }
       object.metageneration += 1
-      object.updated = Date()
+      object.updated = Date.nowInMilliseconds
       try db.execute(
         """
         UPDATE objects SET metageneration = ?, content_type = ?, metadata = ?, download_tokens = ?,
@@ -187,8 +187,9 @@ public struct ObjectStore: Sendable {
     // Resume strictly after the last name (or folded prefix) of the previous page.
     var cursor = prefix
     var inclusive = true
+    let scope = [bucket, prefix, delimiter ?? ""]
     if let pageToken {
-      guard let data = Data(base64Encoded: pageToken), let last = String(data: data, encoding: .utf8),
+      guard let last = try PageToken.open(pageToken, scope: scope, catalog: catalog),
         last.utf8.starts(with: prefix.utf8)
       else { throw LarderError.invalidArgument("pageToken is not one this server issued for this listing") }
       cursor = last
@@ -231,7 +232,7 @@ public struct ObjectStore: Sendable {
         }
         if rows.count < 256 { break }
       }
-      let token = more ? lastEmitted.map { Data($0.utf8).base64EncodedString() } : nil
+      let token = try more ? lastEmitted.map { try PageToken.seal($0, scope: scope, db: db) } : nil
       return ObjectListing(prefixes: prefixes, items: items, nextPageToken: token)
     }
   }

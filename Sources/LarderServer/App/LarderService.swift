@@ -79,10 +79,10 @@ public final class LarderService: Sendable {
       uploadExpiry: options.uploadExpiry)
     let metrics = Metrics()
     let catalog = larder.catalog
-    metrics.registerGauge("objects", help: "Objects stored.") {
+    metrics.registerGauge("larder_objects", help: "Objects stored.") {
       Double((try? catalog.read { try $0.row("SELECT count(*) AS n FROM objects")?.int("n") }) ?? 0)
     }
-    metrics.registerGauge("blob_bytes", help: "Bytes of distinct content stored.") {
+    metrics.registerGauge("larder_blob_bytes", help: "Bytes of distinct content stored.") {
       Double((try? catalog.read { try $0.row("SELECT coalesce(sum(size), 0) AS n FROM blobs")?.int("n") }) ?? 0)
     }
     var http = options.http

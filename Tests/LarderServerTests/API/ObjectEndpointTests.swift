@@ -307,8 +307,8 @@ import Testing
         #expect(text.contains(line + "\n"), "\(line)")
       }
       #expect(text.contains("larder_http_request_duration_seconds_count{route=\"objects.upload\"} 1\n"))
-      #expect(text.contains("objects 1\n"))
-      #expect(text.contains("blob_bytes 14\n"))
+      #expect(text.contains("\nlarder_objects 1\n"))
+      #expect(text.contains("\nlarder_blob_bytes 14\n"))
     }
   }
 }
