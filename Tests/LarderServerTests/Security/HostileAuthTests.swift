@@ -7,13 +7,19 @@ import Testing
   @Test func oversizedAndGarbageCredentialsAreRefused() throws {
     try withRulesService { s in
       // 100 KB of Authorization: larger than any header block the server accepts.
-      let huge = try s.send(.get("/v0/b/app/o/public%2Fa", [("Authorization", "Bearer " + String(repeating: "A", count: 100_000))]))
+      let huge = try s.send(
+        .get(
+          "/v0/b/app/o/public%2Fa", [("Authorization", "Bearer " + String(repeating: "A", count: 100_000))]))
       #expect(huge.status == 431)
       // 6 KB: under the header limit, over the token limit.
-      let long = try s.send(.get("/v0/b/app/o/public%2Fa", [("Authorization", "Bearer " + String(repeating: "A", count: 6_000))]))
+      let long = try s.send(
+        .get("/v0/b/app/o/public%2Fa", [("Authorization", "Bearer " + String(repeating: "A", count: 6_000))]))
       #expect(long.status == 401)
       #expect(long.error?["status"] as? String == "UNAUTHENTICATED")
-      for garbage in ["Bearer !!!.???.***", "Bearer ====.====.====", "Bearer ..", "Bearer a.b", "Bearer \u{7f}", "Firebase a.b.c.d"] {
+      for garbage in [
+        "Bearer !!!.???.***", "Bearer ====.====.====", "Bearer ..", "Bearer a.b", "Bearer \u{7f}",
+        "Firebase a.b.c.d",
+      ] {
         let r = try s.send(.get("/v0/b/app/o/public%2Fa", [("Authorization", garbage)]))
         #expect(r.status == 401, "\(garbage.debugDescription): \(r.status)")
         #expect(r["WWW-Authenticate"] == "Bearer", "\(garbage.debugDescription)")
@@ -21,7 +27,8 @@ import Testing
       // A header that is valid base64url but deeply nested JSON.
       let nested = String(repeating: "[", count: 5_000)
       let token = enc64(#"{"alg":"HS256"}"#) + "." + enc64(nested) + ".AAAA"
-      #expect(try s.send(.get("/v0/b/app/o/public%2Fa", [("Authorization", "Bearer \(token)")])).status == 401)
+      #expect(
+        try s.send(.get("/v0/b/app/o/public%2Fa", [("Authorization", "Bearer \(token)")])).status == 401)
       #expect(try s.rowCounts() == ["objects": 0, "files": 0, "blobs": 0])
     }
   }
@@ -35,7 +42,8 @@ import Testing
       #expect(r.status == 400)
       // A 1000-segment name, anonymous and as its would-be owner.
       let deep = "users/alice/" + Array(repeating: "a", count: 1000).joined(separator: "/")
-      #expect(try s.send(.init("POST", "/v0/b/app/o?name=\(enc(deep))", headers: alice, body: [1])).status == 400)
+      #expect(
+        try s.send(.init("POST", "/v0/b/app/o?name=\(enc(deep))", headers: alice, body: [1])).status == 400)
       #expect(try s.send(.get("/v0/b/app/o/\(enc(deep))")).status == 400)
       #expect(try s.rowCounts() == ["objects": 0, "files": 0, "blobs": 0])
     }
@@ -45,22 +53,31 @@ import Testing
   @Test func rulesOnAThousandSegmentPathDeny() throws {
     let policy = try RulesPolicy(file: exampleRulesURL)
     let deepForeign = "users/alice/" + Array(repeating: "a", count: 1000).joined(separator: "/")
-    let foreign = policy.decide(AccessRequest(operation: .get, bucket: "app", name: deepForeign, identity: Identity(uid: "bob")))
+    let foreign = policy.decide(
+      AccessRequest(operation: .get, bucket: "app", name: deepForeign, identity: Identity(uid: "bob")))
     #expect(!foreign.allowed)
     let unmatched = policy.decide(
-      AccessRequest(operation: .get, bucket: "app", name: Array(repeating: "z", count: 1000).joined(separator: "/"), identity: nil))
+      AccessRequest(
+        operation: .get, bucket: "app", name: Array(repeating: "z", count: 1000).joined(separator: "/"),
+        identity: nil))
     #expect(!unmatched.allowed)
     let longSegment = policy.decide(
-      AccessRequest(operation: .create, bucket: "app", name: "images/" + String(repeating: "u", count: 4096) + "/x.png",
+      AccessRequest(
+        operation: .create, bucket: "app", name: "images/" + String(repeating: "u", count: 4096) + "/x.png",
         identity: Identity(uid: "bob"),
         incoming: AccessResource(bucket: "app", name: "x", size: 1, contentType: "image/png")))
     #expect(!longSegment.allowed)
     // The owner of a deep path in their own folder is allowed: depth alone is not refused.
-    #expect(policy.decide(AccessRequest(operation: .get, bucket: "app", name: deepForeign, identity: Identity(uid: "alice"))).allowed)
+    #expect(
+      policy.decide(
+        AccessRequest(operation: .get, bucket: "app", name: deepForeign, identity: Identity(uid: "alice"))
+      ).allowed)
   }
 
   func enc64(_ s: String) -> String {
-    Data(s.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-      .replacingOccurrences(of: "=", with: "")
+    Data(s.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+      of: "/", with: "_"
+    )
+    .replacingOccurrences(of: "=", with: "")
   }
 }

@@ -33,18 +33,23 @@ import Testing
         expectDenied(try s.send(.get(path + "?alt=media", headers)), "\(label) download")
         expectDenied(try s.send(post(name, Array("overwrite".utf8), headers)), "\(label) overwrite")
         expectDenied(
-          try s.send(.init("PATCH", path, headers: headers, body: Array(#"{"contentType":"text/html"}"#.utf8))),
+          try s.send(
+            .init("PATCH", path, headers: headers, body: Array(#"{"contentType":"text/html"}"#.utf8))),
           "\(label) patch")
         expectDenied(try s.send(.init("DELETE", path, headers: headers)), "\(label) delete")
         expectDenied(try s.send(.get("/v0/b/app/o?prefix=users%2Falice%2F", headers)), "\(label) list")
       }
       // A string prefix reaching into alice's folder is checked as the folder it names ("users").
       expectDenied(try s.send(.get("/v0/b/app/o?prefix=users%2Fal", s.auth("al"))), "prefix users/al by al")
-      expectDenied(try s.send(.get("/v0/b/app/o?prefix=users%2Falice", s.auth("alice"))), "prefix without slash")
+      expectDenied(
+        try s.send(.get("/v0/b/app/o?prefix=users%2Falice", s.auth("alice"))), "prefix without slash")
       // A missing object in someone else's folder is 403 too, not 404: no existence oracle.
       expectDenied(try s.send(.get("/v0/b/app/o/users%2Falice%2Fmissing", s.auth("bob"))), "bob missing")
       expectDenied(
-        try s.send(.init("PATCH", "/v0/b/app/o/users%2Falice%2Fmissing", headers: s.auth("bob"), body: Array(#"{"metadata":null}"#.utf8))),
+        try s.send(
+          .init(
+            "PATCH", "/v0/b/app/o/users%2Falice%2Fmissing", headers: s.auth("bob"),
+            body: Array(#"{"metadata":null}"#.utf8))),
         "bob patch missing")
       expectDenied(
         try s.send(.init("PATCH", path, headers: s.auth("bob"), body: Array(#"{"metadata":null}"#.utf8))),
@@ -68,7 +73,8 @@ import Testing
       let path = "/v0/b/app/o/\(enc(name))"
       expectDenied(try s.send(post(name, Array("x".utf8))), "anonymous create")
       expectDenied(try s.send(post(name, Array("x".utf8), s.auth("bob"))), "bob create in alice's folder")
-      expectDenied(try s.send(post("public/top.txt", Array("x".utf8), s.auth("alice"))), "file directly in public/")
+      expectDenied(
+        try s.send(post("public/top.txt", Array("x".utf8), s.auth("alice"))), "file directly in public/")
       #expect(try s.send(post(name, Array("public hello".utf8), s.auth("alice"))).status == 200)
 
       #expect(try s.send(.get(path + "?alt=media")).text == "public hello")
@@ -83,14 +89,17 @@ import Testing
       expectDenied(try s.send(post(name, Array("mine now".utf8), s.auth("bob"))), "bob overwrite")
 
       // 10 MiB + 1 declared: refused before the body is read.
-      let big = WireRequest("POST", "/v0/b/app/o?name=\(enc("public/alice/big.bin"))", headers: s.auth("alice"), body: [])
+      let big = WireRequest(
+        "POST", "/v0/b/app/o?name=\(enc("public/alice/big.bin"))", headers: s.auth("alice"), body: [])
       var head = big
       head.addLength = false
       head.headers.append(("Content-Length", String(10 * 1024 * 1024 + 1)))
       expectDenied(try s.sendHeadOnly(head), "11 MiB declared")
       // Exactly 10 MiB is allowed.
       let exact = [UInt8](repeating: 0x61, count: 10 * 1024 * 1024)
-      #expect(try s.send(post("public/alice/exact.bin", exact, s.auth("alice"))).json?["size"] as? String == "10485760")
+      #expect(
+        try s.send(post("public/alice/exact.bin", exact, s.auth("alice"))).json?["size"] as? String
+          == "10485760")
       #expect(try s.send(.init("DELETE", path, headers: s.auth("alice"))).status == 204)
       #expect(s.tmpEntries() == [])
     }
@@ -109,20 +118,30 @@ import Testing
       // Declared image/png, but the bytes are text: the second check, on the sniffed type, refuses it.
       let text = Array("this is plain text, not a picture\n".utf8)
       expectDenied(
-        try s.send(post("images/alice/fake.png", text, alice + [("Content-Type", "image/png")])), "text posing as png")
+        try s.send(post("images/alice/fake.png", text, alice + [("Content-Type", "image/png")])),
+        "text posing as png")
       // Overwriting the real image with text is refused the same way.
       expectDenied(
-        try s.send(post("images/alice/dot.png", text, alice + [("Content-Type", "image/png")])), "overwrite with text")
+        try s.send(post("images/alice/dot.png", text, alice + [("Content-Type", "image/png")])),
+        "overwrite with text")
       // Declared text is refused up front.
-      expectDenied(try s.send(post("images/alice/t.txt", text, alice + [("Content-Type", "text/plain")])), "declared text")
+      expectDenied(
+        try s.send(post("images/alice/t.txt", text, alice + [("Content-Type", "text/plain")])),
+        "declared text")
       // PATCHing an image's type to text/html is an update the rules refuse.
       expectDenied(
-        try s.send(.init("PATCH", "/v0/b/app/o/images%2Falice%2Fdot.png", headers: alice, body: Array(#"{"contentType":"text/html"}"#.utf8))),
+        try s.send(
+          .init(
+            "PATCH", "/v0/b/app/o/images%2Falice%2Fdot.png", headers: alice,
+            body: Array(#"{"contentType":"text/html"}"#.utf8))),
         "patch to html")
       // bob may view but not write alice's images.
-      #expect(try s.send(.get("/v0/b/app/o/images%2Falice%2Fdot.png?alt=media", s.auth("bob"))).body == tinyPNG)
+      #expect(
+        try s.send(.get("/v0/b/app/o/images%2Falice%2Fdot.png?alt=media", s.auth("bob"))).body == tinyPNG)
       expectDenied(try s.send(.get("/v0/b/app/o/images%2Falice%2Fdot.png?alt=media")), "anonymous view")
-      expectDenied(try s.send(post("images/alice/b.png", tinyPNG, s.auth("bob") + [("Content-Type", "image/png")])), "bob")
+      expectDenied(
+        try s.send(post("images/alice/b.png", tinyPNG, s.auth("bob") + [("Content-Type", "image/png")])),
+        "bob")
 
       // Over 5 MiB declared: refused before the body.
       var big = post("images/alice/big.png", [], alice + [("Content-Type", "image/png")])
@@ -131,9 +150,12 @@ import Testing
       expectDenied(try s.sendHeadOnly(big), "declared 5 MiB + 1")
       // Chunked (no declared size): refused after the body, on the real size.
       let padded = tinyPNG + [UInt8](repeating: 0, count: 5 * 1024 * 1024 + 1 - tinyPNG.count)
-      var chunked = post("images/alice/big2.png", [], alice + [("Content-Type", "image/png"), ("Transfer-Encoding", "chunked")])
+      var chunked = post(
+        "images/alice/big2.png", [],
+        alice + [("Content-Type", "image/png"), ("Transfer-Encoding", "chunked")])
       chunked.addLength = false
-      chunked.body = Array(String(padded.count, radix: 16).utf8) + [13, 10] + padded + Array("\r\n0\r\n\r\n".utf8)
+      chunked.body =
+        Array(String(padded.count, radix: 16).utf8) + [13, 10] + padded + Array("\r\n0\r\n\r\n".utf8)
       expectDenied(try s.send(chunked), "chunked 5 MiB + 1")
 
       #expect(try s.rowCounts() == before)
@@ -165,11 +187,16 @@ import Testing
       expectDenied(try s.send(.get("/v0/b/app/o?prefix=users%2Falice%2F&token=\(token)")), "list with token")
       expectDenied(try s.send(.init("DELETE", aPath + "?token=\(token)")), "delete with token")
       expectDenied(
-        try s.send(.init("PATCH", aPath + "?alt=media&token=\(token)", body: Array(#"{"rotateDownloadToken":true}"#.utf8))),
+        try s.send(
+          .init(
+            "PATCH", aPath + "?alt=media&token=\(token)", body: Array(#"{"rotateDownloadToken":true}"#.utf8))),
         "patch with token")
-      expectDenied(try s.send(post("users/alice/a.txt", Array("evil".utf8)).withQuery("&token=\(token)")), "overwrite with token")
+      expectDenied(
+        try s.send(post("users/alice/a.txt", Array("evil".utf8)).withQuery("&token=\(token)")),
+        "overwrite with token")
 
-      let rotated = try s.send(.init("PATCH", aPath, headers: alice, body: Array(#"{"rotateDownloadToken":true}"#.utf8)))
+      let rotated = try s.send(
+        .init("PATCH", aPath, headers: alice, body: Array(#"{"rotateDownloadToken":true}"#.utf8)))
       #expect(rotated.status == 200)
       let fresh = try #require(rotated.json?["downloadTokens"] as? String)
       #expect(fresh != token)
@@ -209,14 +236,17 @@ import Testing
 
       let folders = try s.send(.get("/v0/b/app/o?prefix=shared%2F&delimiter=%2F"))
       #expect(folders.json?["prefixes"] as? [String] == ["shared/hidden/", "shared/visible/"])
-      #expect((folders.json?["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["shared/a.txt"])
+      #expect(
+        (folders.json?["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["shared/a.txt"]
+      )
       expectDenied(try s.send(.get("/v0/b/app/o?prefix=shared%2Fhidden%2F")), "list hidden")
       // A string prefix into the hidden folder is asked as a listing of "shared"; its entries are filtered.
       let sneaky = try s.send(.get("/v0/b/app/o?prefix=shared%2Fhid"))
       #expect(sneaky.status == 200)
       #expect(sneaky.text == #"{"items":[],"prefixes":[]}"#)
       #expect(
-        (try s.send(.get("/v0/b/app/o?prefix=shared%2Fvisible%2F")).json?["items"] as? [[String: Any]])?.count == 1)
+        (try s.send(.get("/v0/b/app/o?prefix=shared%2Fvisible%2F")).json?["items"] as? [[String: Any]])?.count
+          == 1)
     }
   }
 
@@ -238,7 +268,8 @@ import Testing
       #expect(up.json?["name"] as? String == "drop/report.txt")
       #expect(up.json?["size"] as? String == "12")
       #expect(up.json?["downloadTokens"] == nil)
-      let rotated = try s.send(.init("PATCH", "/v0/b/app/o/drop%2Freport.txt", body: Array(#"{"rotateDownloadToken":true}"#.utf8)))
+      let rotated = try s.send(
+        .init("PATCH", "/v0/b/app/o/drop%2Freport.txt", body: Array(#"{"rotateDownloadToken":true}"#.utf8)))
       #expect(rotated.status == 200)
       #expect(rotated.json?["metageneration"] as? String == "2")
       #expect(rotated.json?["downloadTokens"] == nil)
@@ -248,19 +279,26 @@ import Testing
       let stored = try s.service.larder.objects.get(bucket: "app", name: "drop/report.txt")
       #expect(stored.downloadTokens.count == 1)
       let token = try #require(stored.downloadTokens.first)
-      #expect(try s.send(.get("/v0/b/app/o/drop%2Freport.txt?alt=media&token=\(token)")).text == "confidential")
+      #expect(
+        try s.send(.get("/v0/b/app/o/drop%2Freport.txt?alt=media&token=\(token)")).text == "confidential")
       var near = Array(token.utf8)
       near[near.count - 1] = near.last == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0")
-      expectDenied(try s.send(.get("/v0/b/app/o/drop%2Freport.txt?alt=media&token=\(String(decoding: near, as: UTF8.self))")), "near token")
+      expectDenied(
+        try s.send(
+          .get("/v0/b/app/o/drop%2Freport.txt?alt=media&token=\(String(decoding: near, as: UTF8.self))")),
+        "near token")
     }
   }
 
   @Test func activeContentIsAlwaysAnAttachment() throws {
     try withRulesService { s in
       let alice = s.auth("alice")
-      #expect(try s.send(post("users/alice/page", Array("<html><script>alert(1)</script></html>".utf8), alice)).status == 200)
+      #expect(
+        try s.send(post("users/alice/page", Array("<html><script>alert(1)</script></html>".utf8), alice))
+          .status == 200)
       let patched = try s.send(
-        .init("PATCH", "/v0/b/app/o/users%2Falice%2Fpage", headers: alice,
+        .init(
+          "PATCH", "/v0/b/app/o/users%2Falice%2Fpage", headers: alice,
           body: Array(#"{"contentType":"text/html","contentDisposition":"inline"}"#.utf8)))
       #expect(patched.status == 200)
       let r = try s.send(.get("/v0/b/app/o/users%2Falice%2Fpage?alt=media", alice))
@@ -271,7 +309,8 @@ import Testing
       #expect(r["Content-Security-Policy"] == "default-src 'none'; sandbox")
       // A header injection through metadata is refused by the store.
       let injected = try s.send(
-        .init("PATCH", "/v0/b/app/o/users%2Falice%2Fpage", headers: alice,
+        .init(
+          "PATCH", "/v0/b/app/o/users%2Falice%2Fpage", headers: alice,
           body: Array(#"{"cacheControl":"no-store\r\nSet-Cookie: a=b"}"#.utf8)))
       #expect(injected.status == 400)
     }

@@ -15,11 +15,13 @@ import Testing
     """
   }
 
-  static let broken = "rules_version = '2';\nservice firebase.storage {\n  match /b/{bucket}/o {\n    allow get: if (;\n"
+  static let broken =
+    "rules_version = '2';\nservice firebase.storage {\n  match /b/{bucket}/o {\n    allow get: if (;\n"
 
   func get(_ policy: RulesPolicy, uid: String? = nil) -> Bool {
     policy.decide(
-      AccessRequest(operation: .get, bucket: "app", name: "x/a", identity: uid.map { Identity(uid: $0) })).allowed
+      AccessRequest(operation: .get, bucket: "app", name: "x/a", identity: uid.map { Identity(uid: $0) })
+    ).allowed
   }
 
   @Test func reloadChangesDecisionsAndABrokenFileKeepsTheOldRules() throws {
@@ -71,7 +73,8 @@ import Testing
     try #require(
       FileManager.default.isExecutableFile(atPath: binary),
       "\(binary) is missing: build it first (`swift build` or `make test`)")
-    let work = FileManager.default.temporaryDirectory.appendingPathComponent("larder-sec-hup-\(UUID().uuidString)")
+    let work = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "larder-sec-hup-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: work) }
     let rulesFile = work.appendingPathComponent("storage.rules")
@@ -101,7 +104,9 @@ import Testing
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
       }
     }
-    func text(_ path: String) -> String { String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self) }
+    func text(_ path: String) -> String {
+      String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
+    }
     /// Polls up to 30 s (a loaded machine is slow, a healthy one answers at once).
     func poll(_ what: String, _ condition: () throws -> Bool) throws {
       for _ in 0..<300 {
@@ -109,7 +114,9 @@ import Testing
         var status: Int32 = 0
         if waitpid(pid, &status, WNOHANG) == pid {
           exited = true
-          Issue.record("\(binary) exited (status \(status)) while waiting for \(what); stdout: \(text(out).prefix(500)) stderr: \(text(err).suffix(2000))")
+          Issue.record(
+            "\(binary) exited (status \(status)) while waiting for \(what); stdout: \(text(out).prefix(500)) stderr: \(text(err).suffix(2000))"
+          )
           throw WireFailure.unexpected("server exited")
         }
         usleep(100_000)
@@ -120,7 +127,10 @@ import Testing
 
     var port = 0
     try poll("the listening line") {
-      guard let line = text(out).split(separator: "\n").first(where: { $0.hasPrefix("listening on http://127.0.0.1:") }),
+      guard
+        let line = text(out).split(separator: "\n").first(where: {
+          $0.hasPrefix("listening on http://127.0.0.1:")
+        }),
         let p = Int(line.split(separator: ":").last ?? "")
       else { return false }
       port = p
@@ -139,7 +149,9 @@ import Testing
 
     try Data(Self.broken.utf8).write(to: rulesFile)
     #expect(kill(pid, SIGHUP) == 0)
-    try poll("the reload failure note") { text(err).contains("rules reload failed, keeping the previous rules") }
+    try poll("the reload failure note") {
+      text(err).contains("rules reload failed, keeping the previous rules")
+    }
     #expect(text(err).contains("\(rulesFile.path):4:"))
     #expect(try status() == 403)
 

@@ -6,7 +6,8 @@ import LarderServer
 
 /// The package root, found from this file's path (`Tests/LarderServerTests/Security/…`).
 let securityPackageRoot: URL = URL(fileURLWithPath: #filePath)
-  .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+  .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+  .deletingLastPathComponent()
 
 /// `storage.rules.example` at the package root: the file the end-to-end tests enforce.
 let exampleRulesURL = securityPackageRoot.appendingPathComponent("storage.rules.example")
@@ -19,7 +20,8 @@ let tinyPNG: [UInt8] = Array(
 
 /// Writes `text` to a fresh temporary file and returns its URL (removed by the caller).
 func temporaryRulesFile(_ text: String) throws -> URL {
-  let url = FileManager.default.temporaryDirectory.appendingPathComponent("larder-sec-\(UUID().uuidString).rules")
+  let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+    "larder-sec-\(UUID().uuidString).rules")
   try Data(text.utf8).write(to: url)
   return url
 }
@@ -61,7 +63,8 @@ extension LiveService {
 enum ForgedJWT {
   static func part(_ object: [String: JSONValue]) -> String { Base64URL.encode(JSONValue.serialize(object)) }
 
-  static func claims(uid: String, ttl: Int64 = 3600, extra: [String: JSONValue] = [:]) -> [String: JSONValue] {
+  static func claims(uid: String, ttl: Int64 = 3600, extra: [String: JSONValue] = [:]) -> [String: JSONValue]
+  {
     let now = Int64(Date().timeIntervalSince1970)
     var c = extra
     c["sub"] = .string(uid)
@@ -89,7 +92,8 @@ struct OpenSSLCLI: Sendable {
   let directory: URL
 
   private init() throws {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("larder-sec-keys-\(UUID().uuidString)")
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "larder-sec-keys-\(UUID().uuidString)")
     directory = dir
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     for name in ["rsa", "rsa-other"] {
@@ -133,6 +137,7 @@ struct OpenSSLCLI: Sendable {
   /// An RS256 token over `claims`, signed by `openssl dgst -sha256 -sign` with key `key`.
   func rs256(_ claims: [String: JSONValue], key: String = "rsa") throws -> String {
     let input = ForgedJWT.part(["alg": "RS256", "typ": "JWT"]) + "." + ForgedJWT.part(claims)
-    return input + "." + Base64URL.encode(try run(["dgst", "-sha256", "-sign", path(key)], input: Array(input.utf8)))
+    return input + "."
+      + Base64URL.encode(try run(["dgst", "-sha256", "-sign", path(key)], input: Array(input.utf8)))
   }
 }

@@ -8,7 +8,9 @@ import Testing
 @Suite struct TokenAuthTests {
   static let ownPath = "/v0/b/app/o/users%2Falice%2Fa.txt"
 
-  func expectUnauthenticated(_ r: WireResponse, _ label: String, sourceLocation: SourceLocation = #_sourceLocation) {
+  func expectUnauthenticated(
+    _ r: WireResponse, _ label: String, sourceLocation: SourceLocation = #_sourceLocation
+  ) {
     #expect(r.status == 401, "\(label): \(r.status) \(r.text.prefix(200))", sourceLocation: sourceLocation)
     #expect(r.error?["code"] as? Int == 401, "\(label)", sourceLocation: sourceLocation)
     #expect(r.error?["status"] as? String == "UNAUTHENTICATED", "\(label)", sourceLocation: sourceLocation)
@@ -23,7 +25,9 @@ import Testing
     try withRulesService(configure: configure) { s in
       let seed = ForgedJWT.hs256(ForgedJWT.claims(uid: "alice", extra: seedClaims), secret: s.service.secret)
       let up = try s.send(
-        .init("POST", "/v0/b/app/o?name=users%2Falice%2Fa.txt", headers: [("Authorization", "Bearer \(seed)")], body: [0x41]))
+        .init(
+          "POST", "/v0/b/app/o?name=users%2Falice%2Fa.txt", headers: [("Authorization", "Bearer \(seed)")],
+          body: [0x41]))
       #expect(up.status == 200)
       try body(s)
     }
@@ -39,7 +43,8 @@ import Testing
       #expect(try get(s, "Bearer \(good)").text == "A")
       #expect(try get(s, "Firebase \(good)").text == "A")
       // Same secret, hand-signed with extra claims: accepted; another user's token: 403, not 401.
-      let handmade = ForgedJWT.hs256(ForgedJWT.claims(uid: "alice", extra: ["role": "x"]), secret: s.service.secret)
+      let handmade = ForgedJWT.hs256(
+        ForgedJWT.claims(uid: "alice", extra: ["role": "x"]), secret: s.service.secret)
       #expect(try get(s, "Bearer \(handmade)").text == "A")
       let bob = try get(s, "Bearer \(s.service.developmentToken(uid: "bob"))")
       #expect(bob.status == 403)
@@ -47,25 +52,37 @@ import Testing
       // Anonymous is 403 (a decision about nobody), not 401.
       #expect(try s.send(.get(Self.ownPath + "?alt=media")).status == 403)
 
-      expectUnauthenticated(try get(s, "Bearer \(s.service.developmentToken(uid: "alice", ttl: -3600))"), "expired")
+      expectUnauthenticated(
+        try get(s, "Bearer \(s.service.developmentToken(uid: "alice", ttl: -3600))"), "expired")
       let parts = good.split(separator: ".").map(String.init)
       let forgedPayload = ForgedJWT.part(ForgedJWT.claims(uid: "alice", ttl: 7200))
       expectUnauthenticated(try get(s, "Bearer \(parts[0]).\(forgedPayload).\(parts[2])"), "tampered payload")
       var flipped = Array(parts[2].utf8)
       flipped[0] = flipped[0] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
-      expectUnauthenticated(try get(s, "Bearer \(parts[0]).\(parts[1]).\(String(decoding: flipped, as: UTF8.self))"), "tampered signature")
-      let otherSecret = ForgedJWT.hs256(ForgedJWT.claims(uid: "alice"), secret: Array(repeating: 7, count: 32))
+      expectUnauthenticated(
+        try get(s, "Bearer \(parts[0]).\(parts[1]).\(String(decoding: flipped, as: UTF8.self))"),
+        "tampered signature")
+      let otherSecret = ForgedJWT.hs256(
+        ForgedJWT.claims(uid: "alice"), secret: Array(repeating: 7, count: 32))
       expectUnauthenticated(try get(s, "Bearer \(otherSecret)"), "other secret")
-      let none = ForgedJWT.part(["alg": "none", "typ": "JWT"]) + "." + ForgedJWT.part(ForgedJWT.claims(uid: "alice")) + "."
+      let none =
+        ForgedJWT.part(["alg": "none", "typ": "JWT"]) + "." + ForgedJWT.part(ForgedJWT.claims(uid: "alice"))
+        + "."
       expectUnauthenticated(try get(s, "Bearer \(none)"), "alg none")
-      let noneUpper = ForgedJWT.part(["alg": "NONE"]) + "." + ForgedJWT.part(ForgedJWT.claims(uid: "alice")) + ".x"
+      let noneUpper =
+        ForgedJWT.part(["alg": "NONE"]) + "." + ForgedJWT.part(ForgedJWT.claims(uid: "alice")) + ".x"
       expectUnauthenticated(try get(s, "Bearer \(noneUpper)"), "alg NONE")
-      let noSub = ForgedJWT.hs256(["exp": .int(Int64(Date().timeIntervalSince1970) + 600)], secret: s.service.secret)
+      let noSub = ForgedJWT.hs256(
+        ["exp": .int(Int64(Date().timeIntervalSince1970) + 600)], secret: s.service.secret)
       expectUnauthenticated(try get(s, "Bearer \(noSub)"), "no sub")
       // A 401 never leaks whether the object exists.
-      expectUnauthenticated(try s.send(.get("/v0/b/app/o/nothing", [("Authorization", "Bearer \(none)")])), "missing object")
       expectUnauthenticated(
-        try s.send(.init("POST", "/v0/b/app/o?name=users%2Falice%2Fz", headers: [("Authorization", "Bearer \(none)")], body: [1])),
+        try s.send(.get("/v0/b/app/o/nothing", [("Authorization", "Bearer \(none)")])), "missing object")
+      expectUnauthenticated(
+        try s.send(
+          .init(
+            "POST", "/v0/b/app/o?name=users%2Falice%2Fz", headers: [("Authorization", "Bearer \(none)")],
+            body: [1])),
         "upload")
     }
   }
@@ -82,27 +99,39 @@ import Testing
       // Algorithm confusion: HS256 keyed with the RSA public key's PEM text.
       let pem = Array(FileManager.default.contents(atPath: openssl.path("rsa.pub")) ?? Data())
       #expect(pem.count > 400)
-      expectUnauthenticated(try get(s, "Bearer \(ForgedJWT.hs256(ForgedJWT.claims(uid: "alice"), secret: pem))"), "HS256 with PEM")
+      expectUnauthenticated(
+        try get(s, "Bearer \(ForgedJWT.hs256(ForgedJWT.claims(uid: "alice"), secret: pem))"), "HS256 with PEM"
+      )
       // The HS256 secret still works alongside.
       #expect(try get(s, "Bearer \(s.service.developmentToken(uid: "alice"))").text == "A")
     }
   }
 
   @Test func issuerAndAudienceAreEnforcedWhenConfigured() throws {
-    try withSeeded(configure: {
-      $0.jwtIssuer = "https://id.example.com"
-      $0.jwtAudience = "larder-app"
-    }, seedClaims: ["iss": "https://id.example.com", "aud": "larder-app"]) { s in
+    try withSeeded(
+      configure: {
+        $0.jwtIssuer = "https://id.example.com"
+        $0.jwtAudience = "larder-app"
+      }, seedClaims: ["iss": "https://id.example.com", "aud": "larder-app"]
+    ) { s in
       func token(_ extra: [String: JSONValue]) -> String {
         ForgedJWT.hs256(ForgedJWT.claims(uid: "alice", extra: extra), secret: s.service.secret)
       }
-      #expect(try get(s, "Bearer \(token(["iss": "https://id.example.com", "aud": "larder-app"]))").text == "A")
-      #expect(try get(s, "Bearer \(token(["iss": "https://id.example.com", "aud": .array([.string("other"), .string("larder-app")])]))").text == "A")
-      expectUnauthenticated(try get(s, "Bearer \(s.service.developmentToken(uid: "alice"))"), "no iss, no aud")
+      #expect(
+        try get(s, "Bearer \(token(["iss": "https://id.example.com", "aud": "larder-app"]))").text == "A")
+      #expect(
+        try get(
+          s,
+          "Bearer \(token(["iss": "https://id.example.com", "aud": .array([.string("other"), .string("larder-app")])]))"
+        ).text == "A")
+      expectUnauthenticated(
+        try get(s, "Bearer \(s.service.developmentToken(uid: "alice"))"), "no iss, no aud")
       expectUnauthenticated(try get(s, "Bearer \(token(["aud": "larder-app"]))"), "no iss")
-      expectUnauthenticated(try get(s, "Bearer \(token(["iss": "https://evil.example.com", "aud": "larder-app"]))"), "wrong iss")
+      expectUnauthenticated(
+        try get(s, "Bearer \(token(["iss": "https://evil.example.com", "aud": "larder-app"]))"), "wrong iss")
       expectUnauthenticated(try get(s, "Bearer \(token(["iss": "https://id.example.com"]))"), "no aud")
-      expectUnauthenticated(try get(s, "Bearer \(token(["iss": "https://id.example.com", "aud": "other"]))"), "wrong aud")
+      expectUnauthenticated(
+        try get(s, "Bearer \(token(["iss": "https://id.example.com", "aud": "other"]))"), "wrong aud")
     }
   }
 }

@@ -8,7 +8,9 @@ import Testing
     pairs.map { "\($0.0) \(Data($0.1.utf8).base64EncodedString())" }.joined(separator: ",")
   }
 
-  func create(_ s: LiveService, name: String, type: String, length: Int, _ auth: [(String, String)]) throws -> WireResponse {
+  func create(_ s: LiveService, name: String, type: String, length: Int, _ auth: [(String, String)]) throws
+    -> WireResponse
+  {
     try s.send(
       .init(
         "POST", "/v0/b/app/uploads",
@@ -18,12 +20,15 @@ import Testing
         ]))
   }
 
-  func patch(_ s: LiveService, _ path: String, offset: Int, _ body: [UInt8], _ auth: [(String, String)]) throws -> WireResponse {
+  func patch(_ s: LiveService, _ path: String, offset: Int, _ body: [UInt8], _ auth: [(String, String)])
+    throws -> WireResponse
+  {
     try s.send(
       .init(
         "PATCH", path,
         headers: auth + [
-          ("Tus-Resumable", "1.0.0"), ("Upload-Offset", String(offset)), ("Content-Type", "application/offset+octet-stream"),
+          ("Tus-Resumable", "1.0.0"), ("Upload-Offset", String(offset)),
+          ("Content-Type", "application/offset+octet-stream"),
         ], body: body))
   }
 
@@ -43,9 +48,16 @@ import Testing
       let anon = try create(s, name: "users/alice/a.bin", type: "application/octet-stream", length: 3, [])
       #expect(anon.status == 403)
       #expect(anon.error?["status"] as? String == "PERMISSION_DENIED")
-      #expect(try create(s, name: "users/alice/a.bin", type: "application/octet-stream", length: 3, s.auth("bob")).status == 403)
-      #expect(try create(s, name: "images/alice/a.png", type: "text/plain", length: 3, s.auth("alice")).status == 403)
-      #expect(try create(s, name: "images/alice/a.png", type: "image/png", length: 5 * 1024 * 1024 + 1, s.auth("alice")).status == 403)
+      #expect(
+        try create(s, name: "users/alice/a.bin", type: "application/octet-stream", length: 3, s.auth("bob"))
+          .status == 403)
+      #expect(
+        try create(s, name: "images/alice/a.png", type: "text/plain", length: 3, s.auth("alice")).status
+          == 403)
+      #expect(
+        try create(
+          s, name: "images/alice/a.png", type: "image/png", length: 5 * 1024 * 1024 + 1, s.auth("alice")
+        ).status == 403)
       #expect(try s.rowCounts() == ["objects": 0, "files": 0, "blobs": 0])
     }
   }
@@ -77,7 +89,8 @@ import Testing
   @Test func onlyTheCreatorMayTouchAnUpload() throws {
     try withRulesService { s in
       let alice = s.auth("alice")
-      let created = try create(s, name: "users/alice/big.bin", type: "application/octet-stream", length: 8, alice)
+      let created = try create(
+        s, name: "users/alice/big.bin", type: "application/octet-stream", length: 8, alice)
       #expect(created.status == 201)
       let upload = try path(created["Location"])
       #expect(try patch(s, upload, offset: 0, [1, 2, 3, 4], alice).status == 204)
@@ -90,9 +103,14 @@ import Testing
       #expect(head.status == 200)
       #expect(head["Upload-Offset"] == "4")
       #expect(try patch(s, upload, offset: 4, [5, 6, 7, 8], alice).status == 204)
-      #expect(try s.send(.get("/v0/b/app/o/users%2Falice%2Fbig.bin?alt=media", alice)).body == [1, 2, 3, 4, 5, 6, 7, 8])
+      #expect(
+        try s.send(.get("/v0/b/app/o/users%2Falice%2Fbig.bin?alt=media", alice)).body == [
+          1, 2, 3, 4, 5, 6, 7, 8,
+        ])
 
-      let second = try path(try create(s, name: "users/alice/c.bin", type: "application/octet-stream", length: 2, alice)["Location"])
+      let second = try path(
+        try create(s, name: "users/alice/c.bin", type: "application/octet-stream", length: 2, alice)[
+          "Location"])
       #expect(try s.send(tus("DELETE", second, s.auth("bob"))).status == 404)
       #expect(try s.send(tus("DELETE", second, alice)).status == 204)
       #expect(try s.send(tus("HEAD", second, alice)).status == 404)
