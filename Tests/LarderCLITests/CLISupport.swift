@@ -15,8 +15,12 @@ struct RunResult: CustomStringConvertible {
   var stdoutBytes: [UInt8]
   var stderr: String
   var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
-  var stdoutLines: [String] { stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLastEmpty() }
-  var stderrLines: [String] { stderr.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLastEmpty() }
+  var stdoutLines: [String] {
+    stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLastEmpty()
+  }
+  var stderrLines: [String] {
+    stderr.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLastEmpty()
+  }
 
   /// Parses standard output as JSON.
   func json() throws -> Any {
@@ -24,11 +28,15 @@ struct RunResult: CustomStringConvertible {
   }
 
   func jsonObject() throws -> [String: Any] {
-    guard let object = try json() as? [String: Any] else { throw HarnessFailure("stdout is not a JSON object: \(stdout)") }
+    guard let object = try json() as? [String: Any] else {
+      throw HarnessFailure("stdout is not a JSON object: \(stdout)")
+    }
     return object
   }
 
-  var description: String { "status \(status)\n--- stdout\n\(stdout.prefix(4000))\n--- stderr\n\(stderr.prefix(4000))" }
+  var description: String {
+    "status \(status)\n--- stdout\n\(stdout.prefix(4000))\n--- stderr\n\(stderr.prefix(4000))"
+  }
 }
 
 extension Array where Element == String {
@@ -84,11 +92,13 @@ enum CLI {
 
   /// Starts `executable` with stdin from `stdinPath` (or /dev/null) and stdout/stderr into files.
   static func spawn(
-    _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdinPath: String? = nil,
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+    stdinPath: String? = nil,
     stdoutPath: String, stderrPath: String
   ) throws -> pid_t {
     try spawn(
-      executable, rawArguments: arguments.map { Array($0.utf8) }, environment: environment, stdinPath: stdinPath,
+      executable, rawArguments: arguments.map { Array($0.utf8) }, environment: environment,
+      stdinPath: stdinPath,
       stdoutPath: stdoutPath, stderrPath: stderrPath)
   }
 
@@ -130,7 +140,9 @@ enum CLI {
     while true {
       let r = waitpid(pid, &status, WNOHANG)
       if r == pid { break }
-      if r < 0 && errno != EINTR { throw HarnessFailure("waitpid \(pid): \(String(cString: strerror(errno)))") }
+      if r < 0 && errno != EINTR {
+        throw HarnessFailure("waitpid \(pid): \(String(cString: strerror(errno)))")
+      }
       if Date() > deadline {
         kill(pid, SIGKILL)
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
@@ -148,7 +160,9 @@ enum CLI {
     _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: [UInt8]? = nil,
     timeout: Double = 120
   ) throws -> RunResult {
-    try run(executable, rawArguments: arguments.map { Array($0.utf8) }, environment: environment, stdin: stdin, timeout: timeout)
+    try run(
+      executable, rawArguments: arguments.map { Array($0.utf8) }, environment: environment, stdin: stdin,
+      timeout: timeout)
   }
 
   /// Same, with arguments as raw bytes.
@@ -156,7 +170,9 @@ enum CLI {
     _ executable: String, rawArguments arguments: [[UInt8]], environment: [String: String] = [:],
     stdin: [UInt8]? = nil, timeout: Double = 120
   ) throws -> RunResult {
-    let stem = FileManager.default.temporaryDirectory.appendingPathComponent("larder-cli-io-\(UUID().uuidString)").path
+    let stem = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "larder-cli-io-\(UUID().uuidString)"
+    ).path
     let (inPath, outPath, errPath) = (stem + ".in", stem + ".out", stem + ".err")
     defer { for p in [inPath, outPath, errPath] { unlink(p) } }
     if let stdin {
@@ -192,7 +208,9 @@ enum CLI {
   /// Base64 of `openssl dgst -md5 -binary`.
   static func opensslMD5Base64(_ path: String) throws -> String {
     let result = try run("/usr/bin/openssl", ["dgst", "-md5", "-binary", path])
-    guard result.status == 0, result.stdoutBytes.count == 16 else { throw HarnessFailure("openssl md5 failed: \(result)") }
+    guard result.status == 0, result.stdoutBytes.count == 16 else {
+      throw HarnessFailure("openssl md5 failed: \(result)")
+    }
     return Data(result.stdoutBytes).base64EncodedString()
   }
 }
@@ -217,19 +235,25 @@ final class Sandbox {
   @discardableResult
   func write(_ name: String, _ bytes: [UInt8]) throws -> String {
     let p = path(name)
-    guard FileManager.default.createFile(atPath: p, contents: Data(bytes)) else { throw HarnessFailure("cannot write \(p)") }
+    guard FileManager.default.createFile(atPath: p, contents: Data(bytes)) else {
+      throw HarnessFailure("cannot write \(p)")
+    }
     return p
   }
 
   func read(_ name: String) -> [UInt8]? { FileManager.default.contents(atPath: path(name)).map(Array.init) }
 
   /// `larder COMMAND --data DATA ARGS…` (the option goes first, so a `--` in ARGS stays last).
-  func larder(_ arguments: String..., environment: [String: String] = [:], stdin: [UInt8]? = nil) throws -> RunResult {
+  func larder(_ arguments: String..., environment: [String: String] = [:], stdin: [UInt8]? = nil) throws
+    -> RunResult
+  {
     try larder(args: arguments, environment: environment, stdin: stdin)
   }
 
   /// Same, as an array.
-  func larder(args arguments: [String], environment: [String: String] = [:], stdin: [UInt8]? = nil) throws -> RunResult {
+  func larder(args arguments: [String], environment: [String: String] = [:], stdin: [UInt8]? = nil) throws
+    -> RunResult
+  {
     let full = Array(arguments.prefix(1)) + ["--data", dataPath] + arguments.dropFirst()
     return try CLI.larder(full, environment: environment, stdin: stdin)
   }
@@ -250,7 +274,9 @@ final class Sandbox {
     var list: [String] = []
     while let item = walker.nextObject() as? String {
       var isDirectory: ObjCBool = false
-      if FileManager.default.fileExists(atPath: "\(base)/\(item)", isDirectory: &isDirectory), !isDirectory.boolValue {
+      if FileManager.default.fileExists(atPath: "\(base)/\(item)", isDirectory: &isDirectory),
+        !isDirectory.boolValue
+      {
         list.append(item)
       }
     }
@@ -258,11 +284,14 @@ final class Sandbox {
   }
 
   /// Hex digests of the blob files on disk (their names).
-  var blobFileNames: [String] { files(under: "blobs").map { String($0.split(separator: "/").last ?? "") }.sorted() }
+  var blobFileNames: [String] {
+    files(under: "blobs").map { String($0.split(separator: "/").last ?? "") }.sorted()
+  }
 
   /// Entries of `data/tmp` or `data/trash`.
   func entries(_ sub: String) -> [String] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent(sub).path)) ?? []).sorted()
+    ((try? FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent(sub).path)) ?? [])
+      .sorted()
   }
 
   /// Hex digests of the `blobs` rows.
@@ -297,4 +326,6 @@ func pseudoRandomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
 
 /// A valid 1×1 PNG, which libmagic reports as image/png whatever the client claims.
 let onePixelPNG: [UInt8] = Array(
-  Data(base64Encoded: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")!)
+  Data(
+    base64Encoded:
+      "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")!)

@@ -26,7 +26,9 @@ import Testing
       pids.append((pid, name))
     }
     // Meanwhile, 16 puts through the library on four threads: 8 duplicates of the CLI's, 8 new.
-    let libraryContents = (0..<16).map { i in i < 8 ? shared[i] : pseudoRandomBytes(7_000 + i, seed: 600 + UInt64(i)) }
+    let libraryContents = (0..<16).map { i in
+      i < 8 ? shared[i] : pseudoRandomBytes(7_000 + i, seed: 600 + UInt64(i))
+    }
     for i in 0..<16 { expected["lib-\(i)"] = libraryContents[i] }
     let failures = Mutex<[String]>([])
     DispatchQueue.concurrentPerform(iterations: 4) { worker in

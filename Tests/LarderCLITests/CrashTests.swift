@@ -50,7 +50,9 @@ import Testing
     if linked {
       #expect(verify.status == 1, "\(verify)")
       #expect(findings.map { $0["kind"] as? String } == ["stray-blob-file"])
-      #expect(findings.first?["sha256"] as? String == sha || (findings.first?["path"] as? String)?.hasSuffix(sha) == true)
+      #expect(
+        findings.first?["sha256"] as? String == sha
+          || (findings.first?["path"] as? String)?.hasSuffix(sha) == true)
     } else {
       #expect(verify.status == 0, "\(verify)")
       #expect(findings.isEmpty)

@@ -54,7 +54,10 @@ import Testing
 
     // A second collection finds nothing.
     let second = try box.larder("gc", "--grace", "0s", "--json").jsonObject()
-    for key in ["filesReleased", "blobsRemoved", "blobBytesFreed", "strayFilesRemoved", "tempFilesRemoved", "uploadsExpired", "bytesFreed", "trashRestored", "trashRemoved"] {
+    for key in [
+      "filesReleased", "blobsRemoved", "blobBytesFreed", "strayFilesRemoved", "tempFilesRemoved",
+      "uploadsExpired", "bytesFreed", "trashRestored", "trashRemoved",
+    ] {
       #expect(second[key] as? Int == 0, "\(key)")
     }
     let secondText = try box.larder("gc", "--grace", "0s")
@@ -86,7 +89,9 @@ import Testing
     #expect(clean.stdout == "checked 2 blobs (4.0 KiB): 0 findings, 0 unrepaired, 0 quarantined\n")
 
     // Flip one byte of the blob file (it is read-only: allow writing, flip, restore the mode).
-    let path = box.data.appendingPathComponent("blobs/sha256/\(sha.prefix(2))/\(sha.dropFirst(2).prefix(2))/\(sha)").path
+    let path = box.data.appendingPathComponent(
+      "blobs/sha256/\(sha.prefix(2))/\(sha.dropFirst(2).prefix(2))/\(sha)"
+    ).path
     var st = stat()
     #expect(stat(path, &st) == 0)
     #expect(st.st_mode & 0o777 == 0o444)
@@ -134,12 +139,16 @@ import Testing
     try box.put("b/one", Array("one".utf8))
     try box.put("b/two", Array("two".utf8))
     let two = try CLI.opensslSHA256(box.write("t", Array("two".utf8)))
-    let twoPath = box.data.appendingPathComponent("blobs/sha256/\(two.prefix(2))/\(two.dropFirst(2).prefix(2))/\(two)").path
+    let twoPath = box.data.appendingPathComponent(
+      "blobs/sha256/\(two.prefix(2))/\(two.dropFirst(2).prefix(2))/\(two)"
+    ).path
     #expect(unlink(twoPath) == 0)
     try box.write("data/blobs/sha256/extra-file", Array("planted".utf8))
     let verify = try box.larder("verify", "--json")
     #expect(verify.status == 1)
-    let kinds = ((try verify.jsonObject()["findings"] as? [[String: Any]]) ?? []).compactMap { $0["kind"] as? String }.sorted()
+    let kinds = ((try verify.jsonObject()["findings"] as? [[String: Any]]) ?? []).compactMap {
+      $0["kind"] as? String
+    }.sorted()
     #expect(kinds == ["missing-blob-file", "stray-blob-file"])
   }
 }

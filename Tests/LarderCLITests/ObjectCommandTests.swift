@@ -99,7 +99,8 @@ import Testing
     #expect(text.stdoutLines.contains("metadata.expr: a=b"))
 
     // New content under the same name bumps the generation.
-    let again = try box.larder("put", try box.write("text", Array("plain words\n".utf8)), "app/users/u1/pixel.png", "--json")
+    let again = try box.larder(
+      "put", try box.write("text", Array("plain words\n".utf8)), "app/users/u1/pixel.png", "--json")
     let second = try again.jsonObject()
     #expect(try #require(Int64(second["generation"] as? String ?? "")) > generation)
     #expect(second["metageneration"] as? String == "1")
@@ -115,7 +116,9 @@ import Testing
 
   @Test func listFoldsAtSlashUnlessRecursive() throws {
     let box = try Sandbox()
-    for name in ["top.txt", "a/x.txt", "a/c.txt", "a/b/y.txt"] { try box.put("b/\(name)", Array("12345".utf8)) }
+    for name in ["top.txt", "a/x.txt", "a/c.txt", "a/b/y.txt"] {
+      try box.put("b/\(name)", Array("12345".utf8))
+    }
     try box.put("other/z", [1])
 
     let root = try box.larder("ls", "b", "--json").jsonObject()
@@ -128,7 +131,10 @@ import Testing
 
     let all = try box.larder("ls", "b", "--recursive", "--json").jsonObject()
     #expect(all["prefixes"] as? [String] == [])
-    #expect((all["items"] as? [[String: Any]])?.map { $0["name"] as? String } == ["a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt"])
+    #expect(
+      (all["items"] as? [[String: Any]])?.map { $0["name"] as? String } == [
+        "a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt",
+      ])
     #expect((all["items"] as? [[String: Any]])?.map { $0["size"] as? String } == ["5", "5", "5", "5"])
 
     // Text: prefixes first, then name TAB size TAB type TAB updated.
@@ -137,12 +143,18 @@ import Testing
     #expect(text.stdoutLines.count == 2)
     #expect(text.stdoutLines.first == "a/")
     #expect(text.stdoutLines.last?.hasPrefix("top.txt\t5\ttext/plain\t") == true)
-    #expect(try box.larder("ls", "b", "-r").stdoutLines.map { String($0.split(separator: "\t")[0]) } == ["a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt"])
+    #expect(
+      try box.larder("ls", "b", "-r").stdoutLines.map { String($0.split(separator: "\t")[0]) } == [
+        "a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt",
+      ])
 
     // Without a target: the buckets and their object counts.
     let buckets = try box.larder("ls", "--json")
     #expect(buckets.status == 0)
-    #expect((try buckets.json() as? [[String: String]]) == [["bucket": "b", "objects": "4"], ["bucket": "other", "objects": "1"]])
+    #expect(
+      (try buckets.json() as? [[String: String]]) == [
+        ["bucket": "b", "objects": "4"], ["bucket": "other", "objects": "1"],
+      ])
     #expect(try box.larder("ls").stdoutLines == ["b/\t4 objects", "other/\t1 objects"])
     // An empty prefix lists nothing, successfully.
     let none = try box.larder("ls", "b/nothing-here/", "--json").jsonObject()
@@ -156,7 +168,10 @@ import Testing
     let out = box.path("out.bin")
     let refused = try box.larder("get", "b/k", "-o", out, "--max-size", "999")
     #expect(refused.status == 1)
-    #expect(refused.stderr == "larder: error: content is 1000 bytes, larger than the maximum of 999 bytes allowed for this download\n")
+    #expect(
+      refused.stderr
+        == "larder: error: content is 1000 bytes, larger than the maximum of 999 bytes allowed for this download\n"
+    )
     #expect(!FileManager.default.fileExists(atPath: out))
     #expect(!FileManager.default.fileExists(atPath: out + ".larder-partial"))
     // To stdout: nothing written either.
@@ -197,7 +212,9 @@ import Testing
     #expect(try box.larder("get", "b/env.txt").stdoutBytes == Array("env".utf8))
     // The library sees what the CLI wrote.
     let larder = try Larder(at: box.data)
-    #expect(try larder.files.data(of: try larder.objects.get(bucket: "b", name: "env.txt").file) == Data("env".utf8))
+    #expect(
+      try larder.files.data(of: try larder.objects.get(bucket: "b", name: "env.txt").file) == Data("env".utf8)
+    )
   }
 
   @Test func missingSourceFileIsAFailureNotUsage() throws {

@@ -31,9 +31,13 @@ import Testing
     address.sin_port = port.bigEndian
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     let connected = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
     }
-    guard connected == 0 else { throw HarnessFailure("connect to \(port): \(String(cString: strerror(errno)))") }
+    guard connected == 0 else {
+      throw HarnessFailure("connect to \(port): \(String(cString: strerror(errno)))")
+    }
     let bytes = Array(text.utf8)
     guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == bytes.count else {
       throw HarnessFailure("send failed")
@@ -79,23 +83,28 @@ import Testing
       var status: Int32 = 0
       if waitpid(pid, &status, WNOHANG) == pid {
         reaped = true
-        Issue.record("serve exited early (status \(status)): \((try? String(contentsOfFile: err, encoding: .utf8)) ?? "")")
+        Issue.record(
+          "serve exited early (status \(status)): \((try? String(contentsOfFile: err, encoding: .utf8)) ?? "")"
+        )
         return
       }
       usleep(20_000)
     }
     let prefix = "listening on http://127.0.0.1:"
     #expect(line.hasPrefix(prefix), "stdout: \(line.debugDescription)")
-    let port = try #require(UInt16(line.dropFirst(prefix.count).dropLast()), "no port in \(line.debugDescription)")
+    let port = try #require(
+      UInt16(line.dropFirst(prefix.count).dropLast()), "no port in \(line.debugDescription)")
     #expect(port > 0)
 
-    let health = try Self.request(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    let health = try Self.request(
+      port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     #expect(health.hasPrefix("HTTP/1.1 200"), "\(health)")
 
     // The server and the CLI share the directory: a put from the CLI is served at once.
     try box.put("b/hello.txt", Array("hello from the CLI\n".utf8))
     let media = try Self.request(
-      port: port, "GET /v0/b/b/o/hello.txt?alt=media HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+      port: port, "GET /v0/b/b/o/hello.txt?alt=media HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
     #expect(media.hasPrefix("HTTP/1.1 200"), "\(media)")
     #expect(media.hasSuffix("\r\n\r\nhello from the CLI\n"), "\(media)")
 

@@ -12,14 +12,18 @@ import Testing
   @Test func tokenCarriesUidClaimsAndExpiry() throws {
     let box = try Sandbox()
     let before = Date().timeIntervalSince1970
-    let result = try box.larder("token", "--uid", "u1", "--claim", "admin=true", "--claim", "team=blue", "--ttl", "1h")
+    let result = try box.larder(
+      "token", "--uid", "u1", "--claim", "admin=true", "--claim", "team=blue", "--ttl", "1h")
     let after = Date().timeIntervalSince1970
     #expect(result.status == 0, "\(result)")
     #expect(result.stdoutLines.count == 1)
     let token = result.stdoutLines.first ?? ""
     let parts = token.split(separator: ".", omittingEmptySubsequences: false)
     #expect(parts.count == 3)
-    #expect(parts.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" } })
+    #expect(
+      parts.allSatisfy {
+        !$0.isEmpty && $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
+      })
     let header = try #require(Self.base64URLDecode(parts[0]))
     let headerJSON = try #require(try JSONSerialization.jsonObject(with: header) as? [String: Any])
     #expect(headerJSON["alg"] as? String == "HS256")
@@ -45,7 +49,9 @@ import Testing
     #expect(try Data(contentsOf: box.data.appendingPathComponent("secret")) == secret)
     // A short TTL and the default one.
     let short = try box.larder("token", "--uid", "u2", "--ttl", "30s")
-    let shortClaims = try JSONSerialization.jsonObject(with: #require(Self.base64URLDecode(short.stdout.split(separator: ".")[1]))) as? [String: Any]
+    let shortClaims =
+      try JSONSerialization.jsonObject(
+        with: #require(Self.base64URLDecode(short.stdout.split(separator: ".")[1]))) as? [String: Any]
     let shortExp = shortClaims?["exp"] as? Double ?? 0
     #expect(shortExp > Date().timeIntervalSince1970 - 60 && shortExp < Date().timeIntervalSince1970 + 31)
   }
@@ -95,16 +101,23 @@ import Testing
     let owner = try Self.eval(["--uid", "u1", "--size", "100", "--content-type", "image/png"])
     #expect(owner.status == 0, "\(owner)")
     // `write` is create, update and delete: one line each, all allowed by the users/{uid} rule.
-    #expect(owner.stdoutLines.map { String($0.prefix(while: { $0 != "-" })) } == ["create: ALLOW ", "update: ALLOW ", "delete: ALLOW "], "\(owner)")
+    #expect(
+      owner.stdoutLines.map { String($0.prefix(while: { $0 != "-" })) } == [
+        "create: ALLOW ", "update: ALLOW ", "delete: ALLOW ",
+      ], "\(owner)")
     let rule = owner.stdoutLines.first.map { String($0.split(separator: " ").last ?? "") } ?? ""
     #expect(rule.hasPrefix(Self.example + ":"), "\(owner)")
     // The deciding rule is the `allow read, write: if isOwner(uid)` line of the example.
     let ruleLine = Int(rule.dropFirst(Self.example.count + 1).split(separator: ":").first ?? "") ?? 0
-    let exampleLines = try String(contentsOfFile: Self.example, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
-    #expect(ruleLine > 0 && ruleLine <= exampleLines.count && exampleLines[ruleLine - 1].contains("allow read, write: if isOwner(uid);"))
+    let exampleLines = try String(contentsOfFile: Self.example, encoding: .utf8).split(
+      separator: "\n", omittingEmptySubsequences: false)
+    #expect(
+      ruleLine > 0 && ruleLine <= exampleLines.count
+        && exampleLines[ruleLine - 1].contains("allow read, write: if isOwner(uid);"))
     let other = try Self.eval(["--uid", "u2", "--size", "100", "--content-type", "image/png"])
     #expect(other.status == 1, "\(other)")
-    #expect(other.stdoutLines.count == 3 && other.stdoutLines.allSatisfy { $0.contains(": DENY - ") }, "\(other)")
+    #expect(
+      other.stdoutLines.count == 3 && other.stdoutLines.allSatisfy { $0.contains(": DENY - ") }, "\(other)")
     let anonymous = try Self.eval(["--size", "100"])
     #expect(anonymous.status == 1)
     #expect(anonymous.stdoutLines.count == 3 && anonymous.stdoutLines.allSatisfy { $0.contains(": DENY - ") })
@@ -112,7 +125,8 @@ import Testing
     // images/{uid}/…: only images of at most 5 MiB.
     func images(_ type: String, _ size: String) throws -> RunResult {
       try CLI.larder([
-        "rules", "eval", Self.example, "--op", "create", "--path", "/b/app/o/images/u1/a", "--uid", "u1", "--size", size,
+        "rules", "eval", Self.example, "--op", "create", "--path", "/b/app/o/images/u1/a", "--uid", "u1",
+        "--size", size,
         "--content-type", type,
       ])
     }
@@ -122,7 +136,9 @@ import Testing
     // public/…: anyone reads.
     let read = try CLI.larder(["rules", "eval", Self.example, "--op", "read", "--path", "/b/app/o/public/x"])
     #expect(read.status == 0, "\(read)")
-    #expect(try CLI.larder(["rules", "eval", Self.example, "--op", "read", "--path", "/b/app/o/elsewhere"]).status == 1)
+    #expect(
+      try CLI.larder(["rules", "eval", Self.example, "--op", "read", "--path", "/b/app/o/elsewhere"]).status
+        == 1)
   }
 
   @Test func rulesEvalBadOperationIsUsage() throws {

@@ -3,7 +3,9 @@ import Testing
 
 /// Exit status 2 with an error line and the usage for every kind of bad usage; `--help` everywhere.
 @Suite struct UsageTests {
-  static let commands = ["serve", "put", "get", "ls", "stat", "rm", "gc", "verify", "token", "rules check", "rules eval"]
+  static let commands = [
+    "serve", "put", "get", "ls", "stat", "rm", "gc", "verify", "token", "rules check", "rules eval",
+  ]
 
   @Test func noArgumentsIsBadUsageWithTheCommandList() throws {
     let result = try CLI.larder([])
@@ -16,7 +18,9 @@ import Testing
   @Test(arguments: ["--help", "-h", "help"]) func topLevelHelpSucceeds(_ flag: String) throws {
     let result = try CLI.larder([flag])
     #expect(result.status == 0)
-    #expect(result.stdout.hasPrefix("larder: self-hosted file and blob storage\n\nusage: larder COMMAND [options]\n"))
+    #expect(
+      result.stdout.hasPrefix(
+        "larder: self-hosted file and blob storage\n\nusage: larder COMMAND [options]\n"))
     for c in Self.commands { #expect(result.stdout.contains("\n  \(c) "), "missing \(c)") }
     #expect(result.stderr == "")
   }
@@ -78,7 +82,9 @@ import Testing
     let result = try CLI.larder(arguments)
     #expect(result.status == 2, "\(arguments): \(result)")
     #expect(result.stderrLines.first == "larder: error: \(message)", "\(arguments): \(result)")
-    #expect(result.stderrLines.dropFirst().first?.hasPrefix("usage: larder \(command)") == true, "\(arguments): \(result)")
+    #expect(
+      result.stderrLines.dropFirst().first?.hasPrefix("usage: larder \(command)") == true,
+      "\(arguments): \(result)")
     #expect(result.stdout == "")
   }
 
@@ -99,7 +105,10 @@ import Testing
     ("b/x/../y", "invalid object name 'x/../y': '.' and '..' segments are not allowed"),
     ("b/../etc/passwd", "invalid object name '../etc/passwd': '.' and '..' segments are not allowed"),
     ("b/./y", "invalid object name './y': '.' and '..' segments are not allowed"),
-    ("Bad_Bucket/y", "invalid bucket name 'Bad_Bucket': only lower-case letters, digits, '.', '_' and '-' are allowed"),
+    (
+      "Bad_Bucket/y",
+      "invalid bucket name 'Bad_Bucket': only lower-case letters, digits, '.', '_' and '-' are allowed"
+    ),
     ("-b/y", "invalid bucket name '-b': it must start and end with a letter or digit"),
   ]
 
@@ -125,9 +134,15 @@ import Testing
     let src = try box.write("f", Array("content".utf8))
     let name: [UInt8] = Array("b/bad".utf8) + [0xFF] + Array("name".utf8)
     let put = try CLI.run(
-      try CLI.binary(), rawArguments: [Array("put".utf8), Array("--data".utf8), Array(box.dataPath.utf8), Array(src.utf8), name])
+      try CLI.binary(),
+      rawArguments: [
+        Array("put".utf8), Array("--data".utf8), Array(box.dataPath.utf8), Array(src.utf8), name,
+      ])
     #expect(put.status == 2, "\(put)")
-    #expect(put.stderr == "larder: error: argument 5 is not valid UTF-8 (names and paths must be UTF-8); see 'larder --help'\n")
+    #expect(
+      put.stderr
+        == "larder: error: argument 5 is not valid UTF-8 (names and paths must be UTF-8); see 'larder --help'\n"
+    )
     #expect(put.stdout == "")
     #expect(!FileManager.default.fileExists(atPath: box.dataPath))
   }
@@ -138,7 +153,10 @@ import Testing
     let name = String(repeating: "n", count: 1025)
     let put = try box.larder("put", src, "b/\(name)")
     #expect(put.status == 1)
-    #expect(put.stderr == "larder: error: invalid object name '\(String(repeating: "n", count: 100))': it is longer than 1024 bytes\n")
+    #expect(
+      put.stderr
+        == "larder: error: invalid object name '\(String(repeating: "n", count: 100))': it is longer than 1024 bytes\n"
+    )
     let ok = try box.larder("put", src, "b/\(String(repeating: "n", count: 1024))")
     #expect(ok.status == 0, "\(ok)")
   }
