@@ -310,12 +310,21 @@ def stamp(path, rep):
         f.write(f"larder-bench rep {rep} {time.time_ns()} ".encode().ljust(64, b"."))
 
 
-def wrk(url):
-    """Requests/s of small keep-alive GETs, plus a problems string (non-2xx, socket errors)."""
+def wrk(server, name):
+    """Small keep-alive GETs: requests/s, latency, the server's CPU µs per request, problems."""
+    pid = server.proc.pid
+    cpu = server_cpu(pid)
+    result = wrk_tool(server.download_url % name)
+    result["cpu_us"] = (server_cpu(pid) - cpu) / max(1, result["requests"]) * 1e6
+    return result
+
+
+def wrk_tool(url):
     if shutil.which("wrk"):
         r = run(["wrk", f"-t{WRK_THREADS}", f"-c{WRK_CONNECTIONS}", f"-d{WRK_SECONDS}s", "--latency", url],
                 timeout=WRK_SECONDS + 60)
         rps = float(re.search(r"Requests/sec:\s+([\d.]+)", r.stdout).group(1))
+        requests = int(re.search(r"(\d+) requests in", r.stdout).group(1))
         p50 = re.search(r"^\s+50%\s+(\S+)", r.stdout, re.M)
         p99 = re.search(r"^\s+99%\s+(\S+)", r.stdout, re.M)
         problems = []
@@ -323,7 +332,7 @@ def wrk(url):
             m = re.search(pattern, r.stdout)
             if m:
                 problems.append(m.group(0))
-        return {"rps": rps, "p50": p50.group(1) if p50 else "?", "p99": p99.group(1) if p99 else "?",
+        return {"rps": rps, "requests": requests, "p50": p50.group(1) if p50 else "?", "p99": p99.group(1) if p99 else "?",
                 "problems": "; ".join(problems), "tool": f"wrk -t{WRK_THREADS} -c{WRK_CONNECTIONS} -d{WRK_SECONDS}s"}
     return python_get_loop(url)
 
@@ -356,7 +365,7 @@ def python_get_loop(url):
     for t in threads:
         t.join()
     rps = sum(counts) / (time.monotonic() - started)
-    return {"rps": rps, "p50": "?", "p99": "?", "problems": f"{len(errors)} non-200" if errors else "",
+    return {"rps": rps, "requests": sum(counts), "p50": "?", "p99": "?", "problems": f"{len(errors)} non-200" if errors else "",
             "tool": f"python keep-alive loop, {WRK_CONNECTIONS} connections (wrk missing; client-bound)"}
 
 
@@ -503,12 +512,18 @@ def run_gc_scale():
 
 
 def recommend(tradeoff):
-    """The limit with the best geometric mean of (upload speed / best) and (small-GET rps / best)."""
+    """Two balanced scores per limit, 1.0 = best at both of its figures:
+    wall: √((fastest upload time / this upload time) × (this rps / best rps));
+    cpu:  √((least upload CPU / this upload CPU) × (least CPU per GET / this CPU per GET)),
+    the one to trust on a busy machine (CPU time hardly depends on what else runs)."""
     best_up = min(row["upload"] for row in tradeoff)
     best_rps = max(row["rps"] for row in tradeoff)
-    scored = [((best_up / row["upload"]) * (row["rps"] / best_rps)) ** 0.5 for row in tradeoff]
-    i = max(range(len(tradeoff)), key=lambda k: scored[k])
-    return tradeoff[i]["limit"], scored
+    best_up_cpu = min(row["cpu"] for row in tradeoff)
+    best_get_cpu = min(row["cpu_us"] for row in tradeoff)
+    wall = [((best_up / row["upload"]) * (row["rps"] / best_rps)) ** 0.5 for row in tradeoff]
+    cpu = [((best_up_cpu / row["cpu"]) * (best_get_cpu / row["cpu_us"])) ** 0.5 for row in tradeoff]
+    pick = lambda scores: tradeoff[max(range(len(tradeoff)), key=lambda k: scores[k])]["limit"]
+    return pick(wall), pick(cpu), wall, cpu
 
 
 def main():
@@ -545,7 +560,7 @@ def main():
         log("small GETs")
         upload(larder, small, "small.bin")
         upload(nginx, small, "small.bin")
-        gets = {"larder": wrk(larder.download_url % "small.bin"), "nginx": wrk(nginx.download_url % "small.bin")}
+        gets = {"larder": wrk(larder, "small.bin"), "nginx": wrk(nginx, "small.bin")}
         commands = {"larder": larder.command, "nginx": nginx.command}
         larder.close()
 
@@ -559,12 +574,12 @@ def main():
                 times.append(upload(server, big, "big.bin", stats))
                 log(f"  upload rep {rep}: {times[-1]:.2f}s")
             upload(server, small, "small.bin")
-            g = wrk(server.download_url % "small.bin")
+            g = wrk(server, "small.bin")
             log(f"  small GETs: {g['rps']:.0f}/s")
             tradeoff.append({"limit": limit, "upload": median_of(times), "uploads": times, "rps": g["rps"],
                              "cpu": median_of([c for c, _ in stats]),
                              "write_size": SIZE / max(1, median_of([w for _, w in stats])),
-                             "p99": g["p99"], "problems": g["problems"]})
+                             "p99": g["p99"], "cpu_us": g["cpu_us"], "problems": g["problems"]})
             server.close()
         nginx.close()
 
@@ -657,27 +672,31 @@ def render(date, m, load_start, load_end, elapsed, limits, up, down, cpu, gets, 
              "would be the ceiling if they overlapped.\n")
 
     L.append(f"## Small GETs (1 KiB object, keep-alive, {gets['larder']['tool']})\n")
-    L.append("| server | requests/s | p50 | p99 | problems |")
-    L.append("|---|---:|---:|---:|---|")
+    L.append("| server | requests/s | p50 | p99 | server CPU µs/request | problems |")
+    L.append("|---|---:|---:|---:|---:|---|")
     for label in ("larder", "nginx"):
         g = gets[label]
-        L.append(f"| {label} | {g['rps']:,.0f} | {g['p50']} | {g['p99']} | {g['problems'] or 'none'} |")
-    L.append(f"\nLarder/nginx requests/s: {gets['larder']['rps'] / gets['nginx']['rps']:.2f}\n")
+        L.append(f"| {label} | {g['rps']:,.0f} | {g['p50']} | {g['p99']} | {g['cpu_us']:.0f} | {g['problems'] or 'none'} |")
+    L.append(f"\nLarder/nginx requests/s: {gets['larder']['rps'] / gets['nginx']['rps']:.2f}; server CPU per request "
+             f"Larder/nginx: {gets['larder']['cpu_us'] / gets['nginx']['cpu_us']:.1f}× (CPU per request is the "
+             "figure least disturbed by other load on the machine).\n")
 
-    rec, scores = recommend(tradeoff)
+    rec, rec_cpu, scores, cpu_scores = recommend(tradeoff)
     L.append(f"## Connection memory limit trade-off (Larder, `--connection-memory-limit`)\n")
     L.append(f"| limit | {size_label} upload s (median) | MB/s | server CPU s | bytes per write(2) | small GETs/s | "
-             "p99 | score | upload runs | problems |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
-    for row, score in zip(tradeoff, scores):
+             "p99 | CPU µs/GET | wall score | CPU score | upload runs | problems |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    for row, score, cpu_score in zip(tradeoff, scores, cpu_scores):
         L.append(f"| {row['limit']} | {fmt_s(row['upload'])} | {fmt_mb(SIZE / row['upload'])} | {row['cpu']:.2f} | "
                  f"{row['write_size'] / 1024:,.1f} KiB | {row['rps']:,.0f} | "
-                 f"{row['p99']} | {score:.3f} | {', '.join(fmt_s(x) for x in row['uploads'])} | "
+                 f"{row['p99']} | {row['cpu_us']:.0f} | {score:.3f} | {cpu_score:.3f} | {', '.join(fmt_s(x) for x in row['uploads'])} | "
                  f"{row['problems'] or 'none'} |")
     L.append("\nbytes per write(2) = upload size / the server's write calls during the upload (/proc/PID/io "
              "syscw): the size of the body chunks libmicrohttpd hands to Larder.")
-    L.append(f"\nScore = √((fastest upload time / this upload time) × (this rps / best rps)); best score: "
-             f"**{rec}**. Differences of a few percent are within the noise of one run on this machine.\n")
+    L.append(f"\nwall score = √((fastest upload time / this upload time) × (this rps / best rps)), best: **{rec}**; "
+             f"CPU score = √((least upload CPU / this upload CPU) × (least CPU per GET / this CPU per GET)), best: "
+             f"**{rec_cpu}**. On a busy machine trust the CPU score (wall figures swing by 2× between runs); "
+             "differences of a few percent are noise either way.\n")
 
     if tus is not None:
         status, out = tus
