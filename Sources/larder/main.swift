@@ -10,7 +10,7 @@ let commands: [any Command.Type] = [
 @MainActor func helpText() -> String {
   var text = "usage: larder COMMAND [options]\n\ncommands:\n"
   for c in commands { text += "  \(c.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(c.summary)\n" }
-  text += "\nEvery command takes --data DIR (or LARDER_DATA; default ./data) and --help.\n"
+  text += "\nCommands that use a data directory take --data DIR (or LARDER_DATA; default ./data); every command takes --help.\n"
   return text
 }
 
