@@ -287,6 +287,9 @@ def curl(args, expect_status, expect_up=None, expect_down=None):
 
 def upload(server, path, name, stats=None):
     """Seconds for one upload; appends the server's CPU seconds and write calls to `stats`."""
+    # Start from a quiet disk: dirty pages of an earlier step (nginx never fsyncs) would otherwise be
+    # written back during this upload and slow its fsync.
+    os.sync()
     cpu, writes = server_cpu(server.proc.pid), server_write_calls(server.proc.pid)
     # -T streams the file (--data-binary would read all of it into memory first).
     t = curl(["-X", server.upload_method, "-T", path, server.upload_url % name],
@@ -390,6 +393,7 @@ def machine_limits(big):
     target = os.path.join(TMP, "dd-write.bin")
     for label, bs, count in (("write+fsync 1 MiB", "1M", SIZE_MIB), ("write+fsync 32 KiB", "32K", SIZE_MIB * 32)):
         log(f"machine limits: {label} (dd conv=fsync, {SIZE_MIB} MiB)")
+        os.sync()
         seconds = timed(["dd", f"if={big}", f"of={target}", f"bs={bs}", f"count={count}", "conv=fsync",
                          "status=none"])
         limits[label] = SIZE / seconds
@@ -546,6 +550,8 @@ def main():
         with open("/dev/urandom", "rb") as src, open(big, "wb") as dst:
             for _ in range(SIZE_MIB):
                 dst.write(src.read(1 << 20))
+            dst.flush()
+            os.fsync(dst.fileno())
         small = os.path.join(TMP, "small.bin")
         with open(small, "wb") as f:
             f.write(os.urandom(1024))
