@@ -214,10 +214,25 @@ public final class UploadStore: Sendable {
       }
       return object
     } catch {
+      if completed.session != nil, isCompleted(upload.id) {
+        // The commit went through (the failure came after it): the file is now a link to the
+        // published blob and must not be truncated.
+        completed.staged.discard()
+        unlink(path(of: upload.id))
+        release(upload.id, keeping: nil)
+        throw error
+      }
       completed.settled = false
       rollback(completed)
       throw error
     }
+  }
+
+  private func isCompleted(_ id: String) -> Bool {
+    let row = try? larder.catalog.read { db in
+      try db.row("SELECT 1 AS done FROM uploads WHERE id = ? AND completed_at IS NOT NULL", [id])
+    }
+    return row?.int("done") == 1
   }
 
   /// Refuses a completed upload (the policy said no): the upload and its bytes are deleted.

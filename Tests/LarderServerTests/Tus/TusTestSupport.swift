@@ -108,11 +108,12 @@ final class TusHarness: @unchecked Sendable {
 
   init(
     policy: LarderService.Options.Policy = .allowAll, maxUploadSize: Int64 = 5 << 30, publicURL: String? = nil,
-    uploadExpiry: Duration = .seconds(3600), corsOrigins: [String] = ["*"]
+    uploadExpiry: Duration = .seconds(3600), corsOrigins: [String] = ["*"], connectionTimeout: Int = 60
   ) throws {
     directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-tus-\(UUID().uuidString)")
     var options = LarderService.Options(dataDirectory: directory, policy: policy)
     options.http.accessLog = .disabled
+    options.http.connectionTimeout = connectionTimeout
     options.maxUploadSize = maxUploadSize
     options.publicURL = publicURL
     options.uploadExpiry = uploadExpiry
