@@ -28,8 +28,14 @@ public final class UploadAppend {
   private let md5: Digest
   private var open = true
 
-  init(upload: Upload, length: Int64?, store: UploadStore, session: UploadSession, checksum: UploadChecksum?) {
+  private let sizeLimit: Int64?
+
+  init(
+    upload: Upload, length: Int64?, store: UploadStore, session: UploadSession, checksum: UploadChecksum?,
+    sizeLimit: Int64?
+  ) {
     self.upload = upload
+    self.sizeLimit = sizeLimit
     self.length = length
     self.store = store
     self.session = session
@@ -42,13 +48,18 @@ public final class UploadAppend {
   deinit { abort(keepReceived: false) }
 
   /// Appends bytes at the current end.
-  /// - Throws: ``UploadError/exceedsLength(length:)`` or an I/O error; the append is then over
+  /// - Throws: ``UploadError/exceedsLength(length:)``, ``LarderError/sizeLimitExceeded(limit:)`` or an
+  ///   I/O error; the append is then over
   ///   and nothing it wrote is kept.
   public func write(_ bytes: UnsafeRawBufferPointer) throws {
     precondition(open, "write after the append ended")
     if let length, upload.offset + received + Int64(bytes.count) > length {
       abort(keepReceived: false)
       throw UploadError.exceedsLength(length: length)
+    }
+    if let sizeLimit, upload.offset + received + Int64(bytes.count) > sizeLimit {
+      abort(keepReceived: false)
+      throw LarderError.sizeLimitExceeded(limit: sizeLimit)
     }
     var done = 0
     while done < bytes.count {

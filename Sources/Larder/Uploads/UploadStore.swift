@@ -112,11 +112,13 @@ public final class UploadStore: Sendable {
 
   // MARK: - appending
 
-  /// Starts an append at `offset`, optionally declaring a deferred length.
+  /// Starts an append at `offset`, optionally declaring a deferred length. `sizeLimit` bounds the
+  /// upload's total size while its length is still deferred.
   /// - Throws: ``UploadError`` (`notFound`, `expired`, `locked`, `offsetMismatch`, `invalidLength`,
   ///   `finalNotAppendable`, `exceedsLength` for a completed upload), I/O errors.
   public func beginAppend(
-    id: String, owner: String?, offset: Int64, length declared: Int64? = nil, checksum: UploadChecksum? = nil
+    id: String, owner: String?, offset: Int64, length declared: Int64? = nil, checksum: UploadChecksum? = nil,
+    sizeLimit: Int64? = nil
   ) throws -> UploadAppend {
     var upload = try self.upload(id: id, owner: owner)
     if case .final = upload.concat { throw UploadError.finalNotAppendable(id: id) }
@@ -141,7 +143,8 @@ public final class UploadStore: Sendable {
       } else {
         session = try UploadSession.load(id: id, path: path(of: id), offset: upload.offset)
       }
-      return UploadAppend(upload: upload, length: length, store: self, session: session, checksum: checksum)
+      return UploadAppend(
+        upload: upload, length: length, store: self, session: session, checksum: checksum, sizeLimit: sizeLimit)
     } catch {
       release(id, keeping: nil)
       throw error

@@ -141,7 +141,8 @@ struct TusEndpoint: BucketEndpoint {
     let upload = try store.create(
       bucket: bucket, name: name, owner: identity?.uid, length: length, metadata: metadata, partial: partial)
     if withBody {
-      let append = try store.beginAppend(id: upload.id, owner: identity?.uid, offset: 0, checksum: checksum)
+      let append = try store.beginAppend(
+        id: upload.id, owner: identity?.uid, offset: 0, checksum: checksum, sizeLimit: context.maxUploadSize)
       return .receiveBody(TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: upload))
     }
     if length == 0 && !partial {
@@ -226,10 +227,16 @@ struct TusEndpoint: BucketEndpoint {
       // A retry of the last PATCH whose answer was lost: it is done.
       return .respond(progressResponse(upload))
     }
-    let append = try store.beginAppend(id: id, owner: identity?.uid, offset: offset, length: declared, checksum: checksum)
+    let append = try store.beginAppend(
+      id: id, owner: identity?.uid, offset: offset, length: declared, checksum: checksum,
+      sizeLimit: context.maxUploadSize)
     if let length = append.length, let declared = request.contentLength, offset + declared > length {
       append.abort(keepReceived: false)
       throw UploadError.exceedsLength(length: length)
+    }
+    if let declared = request.contentLength, offset + declared > context.maxUploadSize {
+      append.abort(keepReceived: false)
+      throw tooLarge()
     }
     return .receiveBody(TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: nil))
   }

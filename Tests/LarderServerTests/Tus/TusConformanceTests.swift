@@ -263,6 +263,18 @@ import Testing
     #expect(try h.objectBytes("file.bin").body == pattern(250))
   }
 
+  @Test func aDeferredUploadCannotGrowPastTheMaximumSize() throws {
+    let h = try TusHarness(maxUploadSize: 1000)
+    let path = try h.create(length: nil)
+    #expect(try h.patch(path, offset: 0, pattern(600)).status == 204)
+    let over = try h.patch(path, offset: 600, pattern(401))
+    #expect(over.status == 413)
+    #expect(over["Tus-Resumable"] == "1.0.0")
+    #expect(try h.head(path)["Upload-Offset"] == "600")
+    #expect(try h.patch(path, offset: 600, pattern(400), extra: [("Upload-Length", "1000")]).status == 204)
+    #expect(try h.objectBytes("file.bin").body == pattern(600) + pattern(400))
+  }
+
   @Test func creationWithUploadCarriesTheFirstChunk() throws {
     let h = try TusHarness()
     let data = pattern(5000)

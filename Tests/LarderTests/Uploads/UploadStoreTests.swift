@@ -231,6 +231,17 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     }
   }
 
+  @Test func aSizeLimitBoundsADeferredUpload() throws {
+    let scratch = try UploadScratch()
+    let (_, store) = try scratch.open()
+    let id = try store.create(bucket: "app", name: "s", owner: nil, length: nil).id
+    let a = try store.beginAppend(id: id, owner: nil, offset: 0, sizeLimit: 100)
+    try a.write(Data(bytes(60)))
+    #expect(throws: LarderError.sizeLimitExceeded(limit: 100)) { try a.write(Data(bytes(41))) }
+    #expect(try store.upload(id: id, owner: nil).offset == 0)
+    #expect(scratch.size(id) == 0)
+  }
+
   @Test func deferredLengthIsSetOnceAndChecked() throws {
     let scratch = try UploadScratch()
     let (_, store) = try scratch.open()
