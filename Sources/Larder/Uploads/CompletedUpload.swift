@@ -16,7 +16,8 @@ public final class CompletedUpload: @unchecked Sendable {
   let previousOffset: Int64
   var settled = false
 
-  init(upload: Upload, staged: StagedBlob, store: UploadStore, session: UploadSession?, previousOffset: Int64) {
+  init(upload: Upload, staged: StagedBlob, store: UploadStore, session: UploadSession?, previousOffset: Int64)
+  {
     self.upload = upload
     self.staged = staged
     self.store = store

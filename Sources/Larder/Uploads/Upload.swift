@@ -34,7 +34,8 @@ public struct Upload: Sendable, Equatable {
     length = row.int("length")
     offset = row.int("offset") ?? 0
     metadata =
-      row.string("metadata").flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
+      row.string("metadata").flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
+      ?? [:]
     concat = row.string("concat").flatMap(UploadConcat.init(stored:))
     expiresAt = row.date("expires_at") ?? Date(timeIntervalSince1970: 0)
     createdAt = row.date("created_at") ?? Date(timeIntervalSince1970: 0)

@@ -64,7 +64,8 @@ public final class UploadAppend {
     var done = 0
     while done < bytes.count {
       let n = pwrite(
-        session.fd, bytes.baseAddress! + done, bytes.count - done, off_t(upload.offset + received) + off_t(done))
+        session.fd, bytes.baseAddress! + done, bytes.count - done,
+        off_t(upload.offset + received) + off_t(done))
       if n < 0 {
         if errno == EINTR { continue }
         let error = LarderError.posix("write", session.path)
@@ -122,7 +123,8 @@ public final class UploadAppend {
           offset: length, metadata: upload.metadata, concat: upload.concat, expiresAt: upload.expiresAt,
           createdAt: upload.createdAt, completedAt: Date())
         return .complete(
-          CompletedUpload(upload: done, staged: staged, store: store, session: session, previousOffset: upload.offset))
+          CompletedUpload(
+            upload: done, staged: staged, store: store, session: session, previousOffset: upload.offset))
       }
       let updated = try store.commitOffset(upload, offset: newOffset, length: length)
       session.offset = newOffset

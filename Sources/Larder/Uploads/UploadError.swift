@@ -49,7 +49,8 @@ public enum UploadError: Error, Sendable, Equatable, CustomStringConvertible {
     case .invalidLength(let message): message
     case .finalNotAppendable: "a final (concatenated) upload cannot be appended to"
     case .invalidConcatenation(let message): message
-    case .checksumMismatch(let algorithm): "\(algorithm) checksum of the chunk does not match; the chunk was discarded"
+    case .checksumMismatch(let algorithm):
+      "\(algorithm) checksum of the chunk does not match; the chunk was discarded"
     case .dataLost(let id): "the stored bytes of upload \(id.prefix(64)) are missing"
     }
   }

@@ -38,7 +38,9 @@ final class UploadSession: @unchecked Sendable {
       let size = try POSIX.fileSize(fd, path: path)
       guard size >= offset else { throw UploadError.dataLost(id: id) }
       if size > offset {
-        guard ftruncate(fd, off_t(offset)) == 0, fsync(fd) == 0 else { throw LarderError.posix("truncate", path) }
+        guard ftruncate(fd, off_t(offset)) == 0, fsync(fd) == 0 else {
+          throw LarderError.posix("truncate", path)
+        }
       }
       let sha = Digest(.sha256)
       let md = Digest(.md5)
@@ -47,7 +49,8 @@ final class UploadSession: @unchecked Sendable {
       while position < offset {
         let want = Int(min(Int64(buffer.count), offset - position))
         let n = try buffer.withUnsafeMutableBytes {
-          try POSIX.readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[..<want]), at: position, path: path)
+          try POSIX.readFully(
+            fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[..<want]), at: position, path: path)
         }
         guard n == want else { throw UploadError.dataLost(id: id) }
         buffer.withUnsafeBytes {

@@ -70,7 +70,8 @@ public final class UploadStore: Sendable {
     let now = Date()
     let upload = Upload(
       id: id, bucket: bucket, name: partial ? nil : name, owner: owner, length: length, offset: 0,
-      metadata: metadata, concat: partial ? .partial : nil, expiresAt: now + expiry.timeInterval, createdAt: now,
+      metadata: metadata, concat: partial ? .partial : nil, expiresAt: now + expiry.timeInterval,
+      createdAt: now,
       completedAt: nil)
     let file = path(of: id)
     let fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -125,7 +126,9 @@ public final class UploadStore: Sendable {
     let cached = try acquire(id)
     do {
       upload = try self.upload(id: id, owner: owner)  // fresh, now that we hold the lease
-      guard offset == upload.offset else { throw UploadError.offsetMismatch(expected: upload.offset, actual: offset) }
+      guard offset == upload.offset else {
+        throw UploadError.offsetMismatch(expected: upload.offset, actual: offset)
+      }
       if upload.completedAt != nil { throw UploadError.exceedsLength(length: upload.length ?? upload.offset) }
       var length = upload.length
       if let declared {
@@ -133,7 +136,8 @@ public final class UploadStore: Sendable {
           throw UploadError.invalidLength("Upload-Length is already \(length) and cannot change")
         }
         guard declared >= upload.offset else {
-          throw UploadError.invalidLength("Upload-Length \(declared) is smaller than the offset \(upload.offset)")
+          throw UploadError.invalidLength(
+            "Upload-Length \(declared) is smaller than the offset \(upload.offset)")
         }
         length = declared
       }
@@ -144,7 +148,8 @@ public final class UploadStore: Sendable {
         session = try UploadSession.load(id: id, path: path(of: id), offset: upload.offset)
       }
       return UploadAppend(
-        upload: upload, length: length, store: self, session: session, checksum: checksum, sizeLimit: sizeLimit)
+        upload: upload, length: length, store: self, session: session, checksum: checksum,
+        sizeLimit: sizeLimit)
     } catch {
       release(id, keeping: nil)
       throw error
@@ -163,7 +168,8 @@ public final class UploadStore: Sendable {
       guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
     }
     return Upload(
-      id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length, offset: offset,
+      id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,
+      offset: offset,
       metadata: upload.metadata, concat: upload.concat, expiresAt: expires, createdAt: upload.createdAt,
       completedAt: nil)
   }
@@ -180,7 +186,9 @@ public final class UploadStore: Sendable {
     let upload = completed.upload
     let options = completed.objectOptions
     do {
-      guard let name = upload.name else { throw UploadError.invalidConcatenation("a partial upload is never published") }
+      guard let name = upload.name else {
+        throw UploadError.invalidConcatenation("a partial upload is never published")
+      }
       try ObjectName.validateBucket(upload.bucket)
       try ObjectName.validateName(name)
       try ObjectStore.validateMetadata(options.metadata)
@@ -188,7 +196,8 @@ public final class UploadStore: Sendable {
         completed.staged, filename: options.filename ?? ObjectStore.lastSegment(name),
         declaredContentType: options.declaredContentType
       ) { db, file in
-        let object = try ObjectStore.insert(db: db, bucket: upload.bucket, name: name, file: file, options: options)
+        let object = try ObjectStore.insert(
+          db: db, bucket: upload.bucket, name: name, file: file, options: options)
         if completed.session == nil {
           try db.execute(
             """
@@ -198,7 +207,8 @@ public final class UploadStore: Sendable {
             """,
             [
               upload.id, upload.bucket, name, upload.owner, upload.length, upload.offset,
-              try ObjectStore.json(upload.metadata), upload.concat?.stored, upload.expiresAt, upload.createdAt,
+              try ObjectStore.json(upload.metadata), upload.concat?.stored, upload.expiresAt,
+              upload.createdAt,
               upload.completedAt,
             ])
         } else {
@@ -291,7 +301,9 @@ public final class UploadStore: Sendable {
     try ObjectName.validateBucket(bucket)
     try ObjectName.validateName(name)
     try ObjectStore.validateMetadata(Self.objectOptions(metadata: metadata).metadata)
-    guard !ids.isEmpty else { throw UploadError.invalidConcatenation("Upload-Concat: final names no partial uploads") }
+    guard !ids.isEmpty else {
+      throw UploadError.invalidConcatenation("Upload-Concat: final names no partial uploads")
+    }
     var parts: [Upload] = []
     for id in ids {
       let part: Upload
@@ -301,7 +313,8 @@ public final class UploadStore: Sendable {
         throw UploadError.invalidConcatenation("partial upload \(id.prefix(64)) is unusable: \(error)")
       }
       guard part.bucket == bucket, part.isPartial else {
-        throw UploadError.invalidConcatenation("upload \(id.prefix(64)) is not a partial upload of this bucket")
+        throw UploadError.invalidConcatenation(
+          "upload \(id.prefix(64)) is not a partial upload of this bucket")
       }
       guard part.isComplete else {
         throw UploadError.invalidConcatenation("partial upload \(id.prefix(64)) is not finished")
@@ -333,7 +346,8 @@ public final class UploadStore: Sendable {
     let now = Date()
     let final = Upload(
       id: SecureRandom.hexIdentifier(byteCount: 16), bucket: bucket, name: name, owner: owner, length: total,
-      offset: total, metadata: metadata, concat: .final(ids), expiresAt: now + expiry.timeInterval, createdAt: now,
+      offset: total, metadata: metadata, concat: .final(ids), expiresAt: now + expiry.timeInterval,
+      createdAt: now,
       completedAt: now)
     return CompletedUpload(upload: final, staged: staged, store: self, session: nil, previousOffset: 0)
   }
@@ -362,7 +376,9 @@ public final class UploadStore: Sendable {
       slots[id] = Slot(busy: false, session: session, lastUsed: DispatchTime.now().uptimeNanoseconds)
       let idle = slots.filter { !$0.value.busy && $0.value.session != nil }
       if idle.count > maxIdleSessions {
-        for (key, slot) in idle.sorted(by: { $0.value.lastUsed < $1.value.lastUsed }).prefix(idle.count - maxIdleSessions) {
+        for (key, slot) in idle.sorted(by: { $0.value.lastUsed < $1.value.lastUsed }).prefix(
+          idle.count - maxIdleSessions)
+        {
           if let s = slot.session { evicted.append(s) }
           slots[key] = nil
         }

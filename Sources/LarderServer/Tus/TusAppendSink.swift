@@ -13,7 +13,9 @@ final class TusAppendSink: HTTPBodySink {
   private let created: Upload?
   private var append: UploadAppend?
 
-  init(endpoint: TusEndpoint, request: HTTPRequest, append: UploadAppend, identity: Identity?, created: Upload?) {
+  init(
+    endpoint: TusEndpoint, request: HTTPRequest, append: UploadAppend, identity: Identity?, created: Upload?
+  ) {
     self.endpoint = endpoint
     self.request = request
     self.append = append
@@ -52,7 +54,9 @@ final class TusAppendSink: HTTPBodySink {
     if let created {
       if r.status == 204 { r.status = 201 }
       r.headers.set("Location", endpoint.location(of: created))
-      if !r.headers.contains("Upload-Expires") { r.headers.set("Upload-Expires", HTTPDate.format(created.expiresAt)) }
+      if !r.headers.contains("Upload-Expires") {
+        r.headers.set("Upload-Expires", HTTPDate.format(created.expiresAt))
+      }
     }
     return endpoint.finish(r, request: request)
   }

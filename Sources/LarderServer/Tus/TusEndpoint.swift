@@ -34,12 +34,16 @@ struct TusEndpoint: BucketEndpoint {
     store = UploadStore(larder: context.larder, expiry: context.uploadExpiry)
   }
 
-  func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision {
+  func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws
+    -> HTTPHeadDecision
+  {
     let method = request.headers["X-HTTP-Method-Override"]?.uppercased() ?? request.method
     guard rest.count <= 2, rest.first == "uploads" else {
       return .respond(.error(status: 404, message: "no such endpoint"), route: "unmatched")
     }
-    if method == "OPTIONS" { return .respond(finish(options(request), request: request, tus: false), route: "tus.options") }
+    if method == "OPTIONS" {
+      return .respond(finish(options(request), request: request, tus: false), route: "tus.options")
+    }
     let id = rest.count == 2 ? String(rest[1]) : nil
     let route = "tus.\(method.lowercased())"
     do {
@@ -104,7 +108,8 @@ struct TusEndpoint: BucketEndpoint {
     let deferHeader = request.headers["Upload-Defer-Length"]
     if case .final(let ids) = concat {
       guard lengthHeader == nil, deferHeader == nil else {
-        throw TusProtocol.badRequest("a final upload takes no Upload-Length: it is the sum of its partial uploads")
+        throw TusProtocol.badRequest(
+          "a final upload takes no Upload-Length: it is the sum of its partial uploads")
       }
       return .respond(try concatenate(ids, bucket: bucket, metadata: metadata, identity: identity))
     }
@@ -143,7 +148,8 @@ struct TusEndpoint: BucketEndpoint {
     if withBody {
       let append = try store.beginAppend(
         id: upload.id, owner: identity?.uid, offset: 0, checksum: checksum, sizeLimit: context.maxUploadSize)
-      return .receiveBody(TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: upload))
+      return .receiveBody(
+        TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: upload))
     }
     if length == 0 && !partial {
       // Nothing to wait for: complete it now.
@@ -159,7 +165,9 @@ struct TusEndpoint: BucketEndpoint {
     return .respond(r)
   }
 
-  func concatenate(_ ids: [String], bucket: String, metadata: [String: String], identity: Identity?) throws -> HTTPResponse {
+  func concatenate(_ ids: [String], bucket: String, metadata: [String: String], identity: Identity?) throws
+    -> HTTPResponse
+  {
     guard let name = metadata["name"], !name.isEmpty else {
       throw TusProtocol.badRequest("Upload-Metadata must carry the object's name under the key 'name'")
     }
@@ -198,7 +206,8 @@ struct TusEndpoint: BucketEndpoint {
     switch upload.concat {
     case .partial: r.headers.set("Upload-Concat", "partial")
     case .final(let ids):
-      r.headers.set("Upload-Concat", "final;" + ids.map { path(bucket: bucket, id: $0) }.joined(separator: " "))
+      r.headers.set(
+        "Upload-Concat", "final;" + ids.map { path(bucket: bucket, id: $0) }.joined(separator: " "))
     case nil: break
     }
     return r
@@ -206,9 +215,12 @@ struct TusEndpoint: BucketEndpoint {
 
   // MARK: - PATCH
 
-  func patch(_ request: HTTPRequest, id: String, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
+  func patch(_ request: HTTPRequest, id: String, bucket: String, identity: Identity?) throws
+    -> HTTPHeadDecision.Action
+  {
     guard request.headers["Content-Type"].map(Self.isOffsetStream) == true else {
-      throw HTTPResponseError(.error(status: 415, message: "Content-Type must be \(TusProtocol.offsetContentType)"))
+      throw HTTPResponseError(
+        .error(status: 415, message: "Content-Type must be \(TusProtocol.offsetContentType)"))
     }
     guard let offset = TusProtocol.parseCount(request.headers["Upload-Offset"]) else {
       throw TusProtocol.badRequest("Upload-Offset must be a non-negative integer")
@@ -238,7 +250,8 @@ struct TusEndpoint: BucketEndpoint {
       append.abort(keepReceived: false)
       throw tooLarge()
     }
-    return .receiveBody(TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: nil))
+    return .receiveBody(
+      TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: nil))
   }
 
   /// Ends an append: commits progress, or asks the policy and publishes.
@@ -257,8 +270,10 @@ struct TusEndpoint: BucketEndpoint {
     let existing = try? context.larder.objects.get(bucket: completed.upload.bucket, name: completed.name)
     let options = completed.objectOptions
     let incoming = AccessResource(
-      bucket: completed.upload.bucket, name: completed.name, size: completed.size, contentType: completed.contentType,
-      metadata: options.metadata, md5Hash: Data(completed.md5).base64EncodedString(), sha256: completed.sha256Hex)
+      bucket: completed.upload.bucket, name: completed.name, size: completed.size,
+      contentType: completed.contentType,
+      metadata: options.metadata, md5Hash: Data(completed.md5).base64EncodedString(),
+      sha256: completed.sha256Hex)
     let decision = context.policy.decide(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: completed.upload.bucket, name: completed.name,
@@ -294,18 +309,21 @@ struct TusEndpoint: BucketEndpoint {
   }
 
   func authorize(
-    bucket: String, name: String, identity: Identity?, size: Int64, contentType: String, metadata: [String: String]
+    bucket: String, name: String, identity: Identity?, size: Int64, contentType: String,
+    metadata: [String: String]
   ) throws {
     let existing = try? context.larder.objects.get(bucket: bucket, name: name)
     try context.authorize(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: bucket, name: name, identity: identity,
         resource: existing.map(AccessResource.init),
-        incoming: AccessResource(bucket: bucket, name: name, size: size, contentType: contentType, metadata: metadata)))
+        incoming: AccessResource(
+          bucket: bucket, name: name, size: size, contentType: contentType, metadata: metadata)))
   }
 
   func tooLarge() -> HTTPResponseError {
-    HTTPResponseError(.error(status: 413, message: "the upload is larger than the limit of \(context.maxUploadSize) bytes"))
+    HTTPResponseError(
+      .error(status: 413, message: "the upload is larger than the limit of \(context.maxUploadSize) bytes"))
   }
 
   static func isOffsetStream(_ contentType: String) -> Bool {

@@ -16,9 +16,11 @@ enum TusMetadata {
 
     var description: String {
       switch self {
-      case .malformedPair(let p): "Upload-Metadata pair \(p.prefix(80).debugDescription) is not 'key base64value'"
+      case .malformedPair(let p):
+        "Upload-Metadata pair \(p.prefix(80).debugDescription) is not 'key base64value'"
       case .duplicateKey(let k): "Upload-Metadata key \(k.prefix(80).debugDescription) appears more than once"
-      case .invalidBase64(let k): "Upload-Metadata value of \(k.prefix(80).debugDescription) is not valid base64"
+      case .invalidBase64(let k):
+        "Upload-Metadata value of \(k.prefix(80).debugDescription) is not valid base64"
       case .notUTF8(let k): "Upload-Metadata value of \(k.prefix(80).debugDescription) is not UTF-8 text"
       }
     }

@@ -15,7 +15,8 @@ enum TusProtocol {
 
   /// A non-negative decimal header value (`Upload-Length`, `Upload-Offset`), strictly digits.
   static func parseCount(_ value: String?) -> Int64? {
-    guard let value, !value.isEmpty, value.utf8.count <= 19, value.utf8.allSatisfy({ (0x30...0x39).contains($0) })
+    guard let value, !value.isEmpty, value.utf8.count <= 19,
+      value.utf8.allSatisfy({ (0x30...0x39).contains($0) })
     else { return nil }
     return Int64(value)
   }
@@ -24,11 +25,15 @@ enum TusProtocol {
   /// - Throws: a 400 response for an unsupported algorithm or a malformed digest.
   static func parseChecksum(_ value: String?) throws -> UploadChecksum? {
     guard let value else { return nil }
-    let parts = value.trimmingCharacters(in: .whitespaces).split(separator: " ", omittingEmptySubsequences: true)
+    let parts = value.trimmingCharacters(in: .whitespaces).split(
+      separator: " ", omittingEmptySubsequences: true)
     guard parts.count == 2 else { throw badRequest("Upload-Checksum must be '<algorithm> <base64 digest>'") }
     guard let algorithm = DigestAlgorithm(rawValue: String(parts[0]).lowercased()),
       UploadChecksum.supportedAlgorithms.contains(algorithm)
-    else { throw badRequest("checksum algorithm \(parts[0].prefix(40)) is not supported; use \(checksumAlgorithms)") }
+    else {
+      throw badRequest(
+        "checksum algorithm \(parts[0].prefix(40)) is not supported; use \(checksumAlgorithms)")
+    }
     guard let digest = Data(base64Encoded: String(parts[1])), digest.count == algorithm.byteCount else {
       throw badRequest("Upload-Checksum digest is not a base64 \(algorithm.rawValue) digest")
     }
@@ -45,9 +50,13 @@ enum TusProtocol {
     guard let value else { return nil }
     let trimmed = value.trimmingCharacters(in: .whitespaces)
     if trimmed == "partial" { return .partial }
-    guard trimmed.hasPrefix("final;") else { throw badRequest("Upload-Concat must be 'partial' or 'final;<urls>'") }
+    guard trimmed.hasPrefix("final;") else {
+      throw badRequest("Upload-Concat must be 'partial' or 'final;<urls>'")
+    }
     let urls = trimmed.dropFirst(6).split(separator: " ", omittingEmptySubsequences: true)
-    guard !urls.isEmpty, urls.count <= 1000 else { throw badRequest("Upload-Concat: final needs 1 to 1000 upload URLs") }
+    guard !urls.isEmpty, urls.count <= 1000 else {
+      throw badRequest("Upload-Concat: final needs 1 to 1000 upload URLs")
+    }
     let ids = try urls.map { url -> String in
       var path = Substring(url)
       if let scheme = path.range(of: "://") {
@@ -58,7 +67,10 @@ enum TusProtocol {
       guard segments.count >= 3, segments[segments.count - 2] == "uploads",
         (try? PathSegment.decode(segments[segments.count - 3])) == bucket,
         UploadStore.isUploadID(String(segments[segments.count - 1]))
-      else { throw badRequest("Upload-Concat URL \(url.prefix(200).debugDescription) is not an upload of this bucket") }
+      else {
+        throw badRequest(
+          "Upload-Concat URL \(url.prefix(200).debugDescription) is not an upload of this bucket")
+      }
       return String(segments[segments.count - 1])
     }
     return .final(ids)

@@ -36,7 +36,8 @@ import Testing
     #expect(r["Access-Control-Allow-Methods"] == "POST, HEAD, PATCH, DELETE, OPTIONS")
     #expect(r["Access-Control-Allow-Headers"] == "tus-resumable, upload-offset, content-type")
     #expect(r["Access-Control-Max-Age"] == "86400")
-    let other = try h.wire.request("OPTIONS", "/v0/b/app/uploads", headers: [("Origin", "https://evil.example")])
+    let other = try h.wire.request(
+      "OPTIONS", "/v0/b/app/uploads", headers: [("Origin", "https://evil.example")])
     #expect(other["Access-Control-Allow-Origin"] == nil)
   }
 
@@ -63,7 +64,10 @@ import Testing
     let before = Date()
     let r = try h.wire.request(
       "POST", "/v0/b/app/uploads",
-      headers: [TusHarness.tus, ("Upload-Length", "10"), ("Upload-Metadata", TusHarness.metadata([("name", "a/b.txt")]))])
+      headers: [
+        TusHarness.tus, ("Upload-Length", "10"),
+        ("Upload-Metadata", TusHarness.metadata([("name", "a/b.txt")])),
+      ])
     #expect(r.status == 201)
     #expect(r["Tus-Resumable"] == "1.0.0")
     let location = try #require(r["Location"])
@@ -105,14 +109,20 @@ import Testing
       ([name, ("Upload-Length", "99999999999999999999")], 400, "non-negative"),
       ([name, ("Upload-Length", "1001")], 413, "limit of 1000"),
       ([("Upload-Length", "5")], 400, "'name'"),
-      ([("Upload-Length", "5"), ("Upload-Metadata", "filename \(Data("a".utf8).base64EncodedString())")], 400, "'name'"),
+      (
+        [("Upload-Length", "5"), ("Upload-Metadata", "filename \(Data("a".utf8).base64EncodedString())")],
+        400, "'name'"
+      ),
       ([("Upload-Length", "5"), ("Upload-Metadata", "name !!!")], 400, "not valid base64"),
       ([("Upload-Length", "5"), ("Upload-Metadata", "name eA")], 400, "not valid base64"),
       ([("Upload-Length", "5"), ("Upload-Metadata", "name eA==,name eQ==")], 400, "more than once"),
       ([("Upload-Length", "5"), ("Upload-Metadata", "name eA== extra")], 400, "is not 'key base64value'"),
       ([("Upload-Length", "5"), ("Upload-Metadata", "name eA==,,a YQ==")], 400, "is not 'key base64value'"),
       ([("Upload-Length", "5"), ("Upload-Metadata", "name /w==")], 400, "not UTF-8"),
-      ([("Upload-Length", "5"), ("Upload-Metadata", TusHarness.metadata([("name", "../\u{0}x")]))], 400, "invalid object name"),
+      (
+        [("Upload-Length", "5"), ("Upload-Metadata", TusHarness.metadata([("name", "../\u{0}x")]))], 400,
+        "invalid object name"
+      ),
     ]
     for (headers, status, message) in cases {
       let r = try h.wire.request("POST", "/v0/b/app/uploads", headers: [TusHarness.tus] + headers)
@@ -124,7 +134,9 @@ import Testing
     // An empty Upload-Metadata header is accepted (for a partial upload, which needs no name).
     let partial = try h.wire.request(
       "POST", "/v0/b/app/uploads",
-      headers: [TusHarness.tus, ("Upload-Length", "5"), ("Upload-Metadata", ""), ("Upload-Concat", "partial")])
+      headers: [
+        TusHarness.tus, ("Upload-Length", "5"), ("Upload-Metadata", ""), ("Upload-Concat", "partial"),
+      ])
     #expect(partial.status == 201)
   }
 
@@ -135,7 +147,12 @@ import Testing
     let data = pattern(300_000)
     let path = try h.create(
       length: data.count, name: nil,
-      extra: [("Upload-Metadata", TusHarness.metadata([("name", "videos/v1.bin"), ("filename", "v1.bin"), ("album", "trip")]))])
+      extra: [
+        (
+          "Upload-Metadata",
+          TusHarness.metadata([("name", "videos/v1.bin"), ("filename", "v1.bin"), ("album", "trip")])
+        )
+      ])
     var offset = 0
     for size in [100_000, 150_000, 50_000] {
       let r = try h.patch(path, offset: offset, Array(data[offset..<offset + size]))
@@ -172,12 +189,15 @@ import Testing
     let h = try TusHarness()
     let path = try h.create(length: 10)
     let wrongType = try h.wire.request(
-      "PATCH", path, headers: [TusHarness.tus, ("Content-Type", "application/octet-stream"), ("Upload-Offset", "0")],
+      "PATCH", path,
+      headers: [TusHarness.tus, ("Content-Type", "application/octet-stream"), ("Upload-Offset", "0")],
       body: [1, 2])
     #expect(wrongType.status == 415)
-    let noType = try h.wire.request("PATCH", path, headers: [TusHarness.tus, ("Upload-Offset", "0")], body: [1, 2])
+    let noType = try h.wire.request(
+      "PATCH", path, headers: [TusHarness.tus, ("Upload-Offset", "0")], body: [1, 2])
     #expect(noType.status == 415)
-    let noOffset = try h.wire.request("PATCH", path, headers: [TusHarness.tus, TusHarness.stream], body: [1, 2])
+    let noOffset = try h.wire.request(
+      "PATCH", path, headers: [TusHarness.tus, TusHarness.stream], body: [1, 2])
     #expect(noOffset.status == 400)
     #expect(try h.patch(path, offset: 0, [1, 2], extra: []).status == 204)
     let mismatch = try h.patch(path, offset: 1, [3])
@@ -203,7 +223,9 @@ import Testing
     let path = try h.create(length: 3)
     let r = try h.wire.request(
       "POST", path,
-      headers: [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0"), ("X-HTTP-Method-Override", "PATCH")],
+      headers: [
+        TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0"), ("X-HTTP-Method-Override", "PATCH"),
+      ],
       body: [7, 8])
     #expect(r.status == 204)
     #expect(r["Upload-Offset"] == "2")
@@ -259,7 +281,9 @@ import Testing
     #expect(head["Upload-Length"] == "250")
     #expect(head["Upload-Defer-Length"] == nil)
     #expect(try h.patch(path, offset: 200, [], extra: [("Upload-Length", "300")]).status == 400)
-    #expect(try h.patch(path, offset: 200, Array(pattern(250)[200...]), extra: [("Upload-Length", "250")]).status == 204)
+    #expect(
+      try h.patch(path, offset: 200, Array(pattern(250)[200...]), extra: [("Upload-Length", "250")]).status
+        == 204)
     #expect(try h.objectBytes("file.bin").body == pattern(250))
   }
 
@@ -315,7 +339,9 @@ import Testing
     let h = try TusHarness()
     let r = try h.wire.request(
       "POST", "/v0/b/app/uploads",
-      headers: [TusHarness.tus, ("Upload-Length", "0"), ("Upload-Metadata", TusHarness.metadata([("name", "empty")]))])
+      headers: [
+        TusHarness.tus, ("Upload-Length", "0"), ("Upload-Metadata", TusHarness.metadata([("name", "empty")])),
+      ])
     #expect(r.status == 201)
     #expect(r["Upload-Offset"] == "0")
     let bytes = try h.objectBytes("empty")
@@ -399,7 +425,8 @@ import Testing
       ])
     #expect(withLength.status == 400)
     let noName = try h.wire.request(
-      "POST", "/v0/b/app/uploads", headers: [TusHarness.tus, ("Upload-Concat", "final;\(paths[0]) \(paths[1])")])
+      "POST", "/v0/b/app/uploads",
+      headers: [TusHarness.tus, ("Upload-Concat", "final;\(paths[0]) \(paths[1])")])
     #expect(noName.status == 400)
     let final = try h.wire.request(
       "POST", "/v0/b/app/uploads",
@@ -429,7 +456,8 @@ import Testing
     let wrongKind = try h.wire.request(
       "POST", "/v0/b/app/uploads",
       headers: [
-        TusHarness.tus, ("Upload-Concat", "final;\(notPartial)"), ("Upload-Metadata", TusHarness.metadata([("name", "x")])),
+        TusHarness.tus, ("Upload-Concat", "final;\(notPartial)"),
+        ("Upload-Metadata", TusHarness.metadata([("name", "x")])),
       ])
     #expect(wrongKind.status == 400)
   }
@@ -446,7 +474,9 @@ import Testing
     attempts: for _ in 0..<50 {
       let fd = try TusWire.connect(port: h.service.port)
       try TusWire.send(
-        fd, TusWire.head("PATCH", path, [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0")], bodyLength: 1000))
+        fd,
+        TusWire.head(
+          "PATCH", path, [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0")], bodyLength: 1000))
       try TusWire.send(fd, pattern(400))
       for _ in 0..<400 {
         status = try h.patch(path, offset: 0, []).status
@@ -477,7 +507,9 @@ import Testing
     let path = try h.create(length: 100_000)
     let fd = try TusWire.connect(port: h.service.port)
     try TusWire.send(
-      fd, TusWire.head("PATCH", path, [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0")], bodyLength: 100_000))
+      fd,
+      TusWire.head(
+        "PATCH", path, [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0")], bodyLength: 100_000))
     try TusWire.send(fd, Array(data[0..<60_000]))
     close(fd)  // the client goes away mid-body
     // Once the server has let go of the upload, the bytes it received are committed.
@@ -503,7 +535,8 @@ import Testing
     #expect(try h.head(path).status == 404)
     #expect(try h.patch(path, offset: 0, [1], extra: [("Authorization", "Bearer \(bob)")]).status == 404)
     #expect(
-      try h.wire.request("DELETE", path, headers: [TusHarness.tus, ("Authorization", "Bearer \(bob)")]).status == 404)
+      try h.wire.request("DELETE", path, headers: [TusHarness.tus, ("Authorization", "Bearer \(bob)")]).status
+        == 404)
     #expect(try h.patch(path, offset: 0, [1, 2, 3, 4], extra: asAlice).status == 204)
     // An anonymous upload is continued only anonymously.
     let anonymous = try h.create(length: 2, name: "anon")
@@ -515,11 +548,15 @@ import Testing
     let h = try TusHarness(policy: .custom(NoPNGPolicy()))
     let denied = try h.wire.request(
       "POST", "/v0/b/app/uploads",
-      headers: [TusHarness.tus, ("Upload-Length", "4"), ("Upload-Metadata", TusHarness.metadata([("name", "forbidden.txt")]))])
+      headers: [
+        TusHarness.tus, ("Upload-Length", "4"),
+        ("Upload-Metadata", TusHarness.metadata([("name", "forbidden.txt")])),
+      ])
     #expect(denied.status == 403)
     #expect(denied["Tus-Resumable"] == "1.0.0")
     // Declared as text; the bytes are a PNG: the last PATCH is refused and the upload deleted.
-    let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13] + Array("IHDR".utf8)
+    let png: [UInt8] =
+      [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13] + Array("IHDR".utf8)
       + [0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89]
     let path = try h.create(
       length: png.count, name: nil,
@@ -537,7 +574,10 @@ import Testing
     let origin = ("Origin", "https://app.example")
     let r = try h.wire.request(
       "POST", "/v0/b/app/uploads",
-      headers: [TusHarness.tus, origin, ("Upload-Length", "3"), ("Upload-Metadata", TusHarness.metadata([("name", "c")]))])
+      headers: [
+        TusHarness.tus, origin, ("Upload-Length", "3"),
+        ("Upload-Metadata", TusHarness.metadata([("name", "c")])),
+      ])
     #expect(r["Access-Control-Allow-Origin"] == "https://app.example")
     let expose = try #require(r["Access-Control-Expose-Headers"])
     for name in ["Location", "Upload-Offset", "Upload-Length", "Upload-Expires", "Tus-Resumable"] {

@@ -15,7 +15,11 @@ struct TusWire {
     var text: String { String(decoding: body, as: UTF8.self) }
   }
 
-  enum Failure: Error { case connect(Int32), io(Int32), malformed(String) }
+  enum Failure: Error {
+    case connect(Int32)
+    case io(Int32)
+    case malformed(String)
+  }
 
   let port: Int
 
@@ -26,7 +30,9 @@ struct TusWire {
     addr.sin_port = in_port_t(UInt16(port).bigEndian)
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
     let r = withUnsafePointer(to: &addr) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
     }
     guard r == 0 else {
       let e = errno
@@ -42,13 +48,17 @@ struct TusWire {
   static func send(_ fd: Int32, _ bytes: [UInt8]) throws {
     var offset = 0
     while offset < bytes.count {
-      let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
+      let n = bytes.withUnsafeBytes {
+        Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+      }
       if n <= 0 { throw Failure.io(errno) }
       offset += n
     }
   }
 
-  static func head(_ method: String, _ path: String, _ headers: [(String, String)], bodyLength: Int?) -> [UInt8] {
+  static func head(_ method: String, _ path: String, _ headers: [(String, String)], bodyLength: Int?)
+    -> [UInt8]
+  {
     var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
     for (k, v) in headers { text += "\(k): \(v)\r\n" }
     if let bodyLength { text += "Content-Length: \(bodyLength)\r\n" }
@@ -70,7 +80,8 @@ struct TusWire {
       if n == 0 { break }
       data.append(contentsOf: chunk[0..<n])
     }
-    guard let end = (0..<max(0, data.count - 3)).first(where: { data[$0..<$0 + 4] == [13, 10, 13, 10] }) else {
+    guard let end = (0..<max(0, data.count - 3)).first(where: { data[$0..<$0 + 4] == [13, 10, 13, 10] })
+    else {
       throw Failure.malformed(String(decoding: data, as: UTF8.self))
     }
     let lines = String(decoding: data[0..<end], as: UTF8.self).components(separatedBy: "\r\n")
@@ -79,7 +90,8 @@ struct TusWire {
     var headers: [(String, String)] = []
     for line in lines.dropFirst() {
       guard let colon = line.firstIndex(of: ":") else { continue }
-      headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+      headers.append(
+        (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
     }
     return Response(status: status, headers: headers, body: head ? [] : Array(data[(end + 4)...]))
   }
@@ -107,10 +119,12 @@ final class TusHarness: @unchecked Sendable {
   static let stream = ("Content-Type", "application/offset+octet-stream")
 
   init(
-    policy: LarderService.Options.Policy = .allowAll, maxUploadSize: Int64 = 5 << 30, publicURL: String? = nil,
+    policy: LarderService.Options.Policy = .allowAll, maxUploadSize: Int64 = 5 << 30,
+    publicURL: String? = nil,
     uploadExpiry: Duration = .seconds(3600), corsOrigins: [String] = ["*"], connectionTimeout: Int = 60
   ) throws {
-    directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-tus-\(UUID().uuidString)")
+    directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "larder-tus-\(UUID().uuidString)")
     var options = LarderService.Options(dataDirectory: directory, policy: policy)
     options.http.accessLog = .disabled
     options.http.connectionTimeout = connectionTimeout
@@ -133,19 +147,28 @@ final class TusHarness: @unchecked Sendable {
   }
 
   /// POSTs a creation and returns the upload's path (from `Location`).
-  func create(length: Int?, name: String? = "file.bin", extra: [(String, String)] = [], token: String? = nil) throws
+  func create(length: Int?, name: String? = "file.bin", extra: [(String, String)] = [], token: String? = nil)
+    throws
     -> String
   {
     var headers = [Self.tus]
-    if let length { headers.append(("Upload-Length", String(length))) } else { headers.append(("Upload-Defer-Length", "1")) }
+    if let length {
+      headers.append(("Upload-Length", String(length)))
+    } else {
+      headers.append(("Upload-Defer-Length", "1"))
+    }
     if let name { headers.append(("Upload-Metadata", Self.metadata([("name", name)]))) }
     if let token { headers.append(("Authorization", "Bearer \(token)")) }
     let r = try wire.request("POST", "/v0/b/app/uploads", headers: headers + extra)
-    guard r.status == 201, let location = r["Location"] else { throw TusWire.Failure.malformed("create: \(r.status) \(r.text)") }
+    guard r.status == 201, let location = r["Location"] else {
+      throw TusWire.Failure.malformed("create: \(r.status) \(r.text)")
+    }
     return location
   }
 
-  func patch(_ path: String, offset: Int, _ body: [UInt8], extra: [(String, String)] = []) throws -> TusWire.Response {
+  func patch(_ path: String, offset: Int, _ body: [UInt8], extra: [(String, String)] = []) throws
+    -> TusWire.Response
+  {
     try wire.request(
       "PATCH", path, headers: [Self.tus, Self.stream, ("Upload-Offset", String(offset))] + extra, body: body)
   }
@@ -160,7 +183,8 @@ final class TusHarness: @unchecked Sendable {
 
   /// Upload files present in data/uploads.
   var uploadFiles: [String] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("uploads").path)) ?? []).sorted()
+    ((try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("uploads").path))
+      ?? []).sorted()
   }
 }
 

@@ -29,9 +29,12 @@ func bytes(_ count: Int, seed: Int = 1) -> [UInt8] {
 func hex(_ b: [UInt8]) -> String { Hex.encode(Digest.hash(.sha256, b)) }
 
 @discardableResult
-func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset: Int, _ data: ArraySlice<UInt8>,
-            length: Int64? = nil, checksum: UploadChecksum? = nil) throws -> UploadAppendOutcome {
-  let a = try store.beginAppend(id: id, owner: owner, offset: Int64(offset), length: length, checksum: checksum)
+func append(
+  _ store: UploadStore, _ id: String, owner: String? = nil, at offset: Int, _ data: ArraySlice<UInt8>,
+  length: Int64? = nil, checksum: UploadChecksum? = nil
+) throws -> UploadAppendOutcome {
+  let a = try store.beginAppend(
+    id: id, owner: owner, offset: Int64(offset), length: length, checksum: checksum)
   try a.write(Data(data))
   return try a.finish()
 }
@@ -41,17 +44,20 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     let scratch = try UploadScratch()
     let (larder, store) = try scratch.open()
     let data = bytes(10_000)
-    let upload = try store.create(bucket: "app", name: "docs/a.bin", owner: "u1", length: 10_000,
-                                  metadata: ["name": "docs/a.bin", "filename": "a.bin", "k": "v"])
+    let upload = try store.create(
+      bucket: "app", name: "docs/a.bin", owner: "u1", length: 10_000,
+      metadata: ["name": "docs/a.bin", "filename": "a.bin", "k": "v"])
     #expect(upload.offset == 0 && upload.length == 10_000 && upload.completedAt == nil)
     guard case .progress(let mid) = try append(store, upload.id, owner: "u1", at: 0, data[0..<4000]) else {
-      Issue.record("expected progress"); return
+      Issue.record("expected progress")
+      return
     }
     #expect(mid.offset == 4000)
     #expect(try store.upload(id: upload.id, owner: "u1").offset == 4000)
     #expect(store.hotSessionCount == 1)
     guard case .complete(let done) = try append(store, upload.id, owner: "u1", at: 4000, data[4000...]) else {
-      Issue.record("expected completion"); return
+      Issue.record("expected completion")
+      return
     }
     #expect(done.size == 10_000)
     #expect(done.sha256Hex == hex(data))
@@ -92,7 +98,10 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     let a = try store.beginAppend(id: id, owner: nil, offset: 120_000)
     #expect(scratch.size(id) == 120_000)
     try a.write(Data(data[120_000...]))
-    guard case .complete(let done) = try a.finish() else { Issue.record("expected completion"); return }
+    guard case .complete(let done) = try a.finish() else {
+      Issue.record("expected completion")
+      return
+    }
     #expect(done.sha256Hex == hex(data))
     #expect(Hex.encode(done.md5) == Hex.encode(Digest.hash(.md5, data)))
     let object = try store.publish(done)
@@ -113,7 +122,8 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     let right = UploadChecksum(algorithm: .md5, digest: Digest.hash(.md5, Array(data[1000..<2000])))
     try append(store, id, at: 1000, data[1000..<2000], checksum: right)
     guard case .complete(let done) = try append(store, id, at: 2000, data[2000...]) else {
-      Issue.record("expected completion"); return
+      Issue.record("expected completion")
+      return
     }
     #expect(done.sha256Hex == hex(data))
     #expect(try larder.files.data(of: try store.publish(done).file) == Data(data))
@@ -142,7 +152,8 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     a.abort(keepReceived: true)
     #expect(try store.upload(id: id, owner: nil).offset == 30)
     let guarded = try store.beginAppend(
-      id: id, owner: nil, offset: 30, checksum: UploadChecksum(algorithm: .sha256, digest: Digest.hash(.sha256, [9])))
+      id: id, owner: nil, offset: 30,
+      checksum: UploadChecksum(algorithm: .sha256, digest: Digest.hash(.sha256, [9])))
     try guarded.write(Data(bytes(20)))
     guarded.abort(keepReceived: true)
     #expect(try store.upload(id: id, owner: nil).offset == 30)
@@ -165,26 +176,39 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     struct Injected: Error {}
     let (larder, store) = try scratch.open(
       faults: FaultInjector { point in
-        if point == .beforeCommit, failNext.withLock({ let f = $0; $0 = false; return f }) { throw Injected() }
+        if point == .beforeCommit,
+          failNext.withLock({
+            let f = $0
+            $0 = false
+            return f
+          })
+        {
+          throw Injected()
+        }
       })
     let data = bytes(5000, seed: 9)
     let id = try store.create(bucket: "app", name: "r.bin", owner: nil, length: 5000).id
     try append(store, id, at: 0, data[0..<2000])
     do {
-      guard case .complete = try append(store, id, at: 2000, data[2000...]) else { Issue.record("expected completion"); return }
+      guard case .complete = try append(store, id, at: 2000, data[2000...]) else {
+        Issue.record("expected completion")
+        return
+      }
       // Dropped without publish or reject.
     }
     #expect(try store.upload(id: id, owner: nil).offset == 2000)
     #expect(scratch.size(id) == 2000)
     guard case .complete(let again) = try append(store, id, at: 2000, data[2000...]) else {
-      Issue.record("expected completion"); return
+      Issue.record("expected completion")
+      return
     }
     #expect(throws: Injected.self) { try store.publish(again) }
     #expect(try store.upload(id: id, owner: nil).offset == 2000)
     #expect(try store.upload(id: id, owner: nil).completedAt == nil)
     #expect(throws: LarderError.self) { try larder.objects.get(bucket: "app", name: "r.bin") }
     guard case .complete(let third) = try append(store, id, at: 2000, data[2000...]) else {
-      Issue.record("expected completion"); return
+      Issue.record("expected completion")
+      return
     }
     #expect(try larder.files.data(of: try store.publish(third).file) == Data(data))
   }
@@ -194,7 +218,8 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     let (_, store) = try scratch.open()
     let id = try store.create(bucket: "app", name: "x.bin", owner: "u", length: 3).id
     guard case .complete(let done) = try append(store, id, owner: "u", at: 0, [1, 2, 3][...]) else {
-      Issue.record("expected completion"); return
+      Issue.record("expected completion")
+      return
     }
     store.reject(done)
     #expect(throws: UploadError.notFound(id: id)) { try store.upload(id: id, owner: "u") }
@@ -210,9 +235,13 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     #expect(throws: UploadError.notFound(id: owned)) { try store.upload(id: owned, owner: nil) }
     #expect(throws: UploadError.notFound(id: anonymous)) { try store.upload(id: anonymous, owner: "alice") }
     #expect(throws: UploadError.notFound(id: owned)) { try store.terminate(id: owned, owner: "bob") }
-    #expect(throws: UploadError.notFound(id: owned)) { try store.beginAppend(id: owned, owner: nil, offset: 0) }
+    #expect(throws: UploadError.notFound(id: owned)) {
+      try store.beginAppend(id: owned, owner: nil, offset: 0)
+    }
     #expect(try store.upload(id: owned, owner: "alice").owner == "alice")
-    #expect(throws: UploadError.notFound(id: "../larder.sqlite")) { try store.upload(id: "../larder.sqlite", owner: nil) }
+    #expect(throws: UploadError.notFound(id: "../larder.sqlite")) {
+      try store.upload(id: "../larder.sqlite", owner: nil)
+    }
   }
 
   @Test func missingBytesAreReportedAsLost() throws {
@@ -257,7 +286,8 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
       try store.beginAppend(id: id, owner: nil, offset: 15, length: 21)
     }
     guard case .complete = try append(store, id, at: 15, bytes(20)[15...], length: 20) else {
-      Issue.record("expected completion"); return
+      Issue.record("expected completion")
+      return
     }
   }
 
@@ -266,12 +296,18 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     let (_, store) = try scratch.open()
     #expect(throws: LarderError.self) { try store.create(bucket: "app", name: nil, owner: nil, length: 1) }
     #expect(throws: LarderError.self) { try store.create(bucket: "app", name: "", owner: nil, length: 1) }
-    #expect(throws: LarderError.self) { try store.create(bucket: "Bad Bucket!", name: "a", owner: nil, length: 1) }
+    #expect(throws: LarderError.self) {
+      try store.create(bucket: "Bad Bucket!", name: "a", owner: nil, length: 1)
+    }
     #expect(throws: LarderError.self) { try store.create(bucket: "app", name: "a", owner: nil, length: -1) }
     #expect(throws: LarderError.self) {
-      try store.create(bucket: "app", name: "a", owner: nil, length: 1, metadata: ["big": String(repeating: "x", count: 9000)])
+      try store.create(
+        bucket: "app", name: "a", owner: nil, length: 1,
+        metadata: ["big": String(repeating: "x", count: 9000)])
     }
-    #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.url.appendingPathComponent("uploads").path).isEmpty)
+    #expect(
+      try FileManager.default.contentsOfDirectory(atPath: scratch.url.appendingPathComponent("uploads").path)
+        .isEmpty)
     let partial = try store.create(bucket: "app", name: nil, owner: nil, length: 1, partial: true)
     #expect(partial.isPartial && partial.name == nil)
   }
@@ -288,16 +324,19 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
       try store.concatenate(bucket: "app", name: "j", owner: "u", metadata: [:], partials: [pa, pb])
     }
     guard case .progress(let done) = try append(store, pb, owner: "u", at: 0, b[...]) else {
-      Issue.record("a finished partial is not published"); return
+      Issue.record("a finished partial is not published")
+      return
     }
     #expect(done.isComplete)
     #expect(throws: UploadError.self) {
       try store.concatenate(bucket: "app", name: "j", owner: "other", metadata: [:], partials: [pa, pb])
     }
     #expect(throws: LarderError.sizeLimitExceeded(limit: 1000)) {
-      try store.concatenate(bucket: "app", name: "j", owner: "u", metadata: [:], partials: [pa, pb], sizeLimit: 1000)
+      try store.concatenate(
+        bucket: "app", name: "j", owner: "u", metadata: [:], partials: [pa, pb], sizeLimit: 1000)
     }
-    let final = try store.concatenate(bucket: "app", name: "j", owner: "u", metadata: ["name": "j"], partials: [pb, pa, pb])
+    let final = try store.concatenate(
+      bucket: "app", name: "j", owner: "u", metadata: ["name": "j"], partials: [pb, pa, pb])
     #expect(final.size == 72_000)
     #expect(final.sha256Hex == hex(b + a + b))
     let object = try store.publish(final)
@@ -305,7 +344,9 @@ func append(_ store: UploadStore, _ id: String, owner: String? = nil, at offset:
     let row = try store.upload(id: final.upload.id, owner: "u")
     #expect(row.concat == .final([pb, pa, pb]))
     #expect(row.offset == 72_000 && row.length == 72_000)
-    #expect(throws: UploadError.finalNotAppendable(id: row.id)) { try store.beginAppend(id: row.id, owner: "u", offset: 72_000) }
+    #expect(throws: UploadError.finalNotAppendable(id: row.id)) {
+      try store.beginAppend(id: row.id, owner: "u", offset: 72_000)
+    }
     #expect(try larder.objects.list(bucket: "app").items.map(\.name) == ["j"])
   }
 
