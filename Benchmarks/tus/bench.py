@@ -107,7 +107,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     size, chunk = args.size_mib * MiB, args.chunk_mib * MiB
-    work = tempfile.mkdtemp(prefix="larder-tus-bench-")
+    work = tempfile.mkdtemp(prefix="larder-tus-bench-", dir=os.environ.get("BENCH_TMPDIR") or None)
     try:
         path = os.path.join(work, "payload.bin")
         digest = hashlib.sha256()
