@@ -27,6 +27,8 @@ public struct GCReport: Codable, Sendable, Equatable {
   /// Sum of all bytes freed.
   public var bytesFreed: Int64 = 0
   public var durationSeconds: Double = 0
+  /// Wall time per phase (`trash`, `uploads`, `files`, `blobs`, `strays`, `temp`).
+  public var phaseSeconds: [String: Double] = [:]
 
   public init(dryRun: Bool, graceSeconds: Double) {
     self.dryRun = dryRun

@@ -113,6 +113,7 @@ import Testing
     #expect(!real.dryRun)
     real.dryRun = true
     real.durationSeconds = dry.durationSeconds
+    real.phaseSeconds = dry.phaseSeconds
     #expect(real == dry)
     #expect(FileManager.default.fileExists(atPath: victim.path))
     #expect(POSIX.listDirectory(uploads) == ["up2"])
