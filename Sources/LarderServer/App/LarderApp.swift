@@ -25,9 +25,13 @@ public final class LarderApp: HTTPHandler {
   public func head(_ request: HTTPRequest) -> HTTPHeadDecision {
     do {
       var decision = try route(request)
-      if case .respond(var response) = decision.action {
+      switch decision.action {
+      case .respond(var response):
         addCORS(to: &response, request: request)
         decision.action = .respond(response)
+      case .receiveBody(let sink):
+        // Answers produced after the body need the same CORS headers.
+        decision.action = .receiveBody(CORSBodySink(sink, app: self, request: request))
       }
       return decision
     } catch {
@@ -142,4 +146,40 @@ enum PathSegment {
     }
     return text
   }
+}
+
+/// Adds CORS headers to whatever response a body sink produces.
+final class CORSBodySink: HTTPBodySink {
+  private let inner: any HTTPBodySink
+  private let app: LarderApp
+  private let request: HTTPRequest
+
+  init(_ inner: any HTTPBodySink, app: LarderApp, request: HTTPRequest) {
+    self.inner = inner
+    self.app = app
+    self.request = request
+  }
+
+  func receive(_ chunk: UnsafeRawBufferPointer) throws {
+    do {
+      try inner.receive(chunk)
+    } catch {
+      var response = app.errorResponse(for: error, request: request)
+      app.addCORS(to: &response, request: request)
+      throw HTTPResponseError(response)
+    }
+  }
+
+  func finish() throws -> HTTPResponse {
+    var response: HTTPResponse
+    do {
+      response = try inner.finish()
+    } catch {
+      response = app.errorResponse(for: error, request: request)
+    }
+    app.addCORS(to: &response, request: request)
+    return response
+  }
+
+  func cancel() { inner.cancel() }
 }

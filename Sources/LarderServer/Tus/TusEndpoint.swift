@@ -138,6 +138,23 @@ struct TusEndpoint: BucketEndpoint {
         bucket: bucket, name: name, identity: identity, size: length ?? 0,
         contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
     }
+    if partial {
+      // A partial upload is not an object yet, so no rule names it. When the client says what
+      // it will become (`name`), the rules decide on that; otherwise only a signed-in identity
+      // may store partial bytes (they are checked again, as the final object, at concatenation).
+      if let name, !name.isEmpty {
+        try ObjectName.validateName(name)
+        let options = UploadStore.objectOptions(metadata: metadata)
+        try authorize(
+          bucket: bucket, name: name, identity: identity, size: length ?? 0,
+          contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
+      } else if identity == nil {
+        throw HTTPResponseError(
+          .error(
+            status: 403,
+            message: "partial uploads need a signed-in identity, or a 'name' in Upload-Metadata that the rules allow"))
+      }
+    }
     let withBody = request.headers["Content-Type"].map(Self.isOffsetStream) ?? false
     let checksum = withBody ? try TusProtocol.parseChecksum(request.headers["Upload-Checksum"]) : nil
     if let length, withBody, let declared = request.contentLength, declared > length {
