@@ -74,9 +74,7 @@ import Testing
       Glibc.shutdown(c.fd, Int32(SHUT_RDWR))
       let cleaned = pollUntil(timeout: .seconds(10)) { s.tmpEntries().isEmpty }
       let left = s.tmpEntries()
-      withKnownIssue("temp file left after a client vanishes mid-upload", isIntermittent: true) {
-        #expect(cleaned, "temp files left: \(left)")
-      }
+      #expect(cleaned, "temp files left: \(left)")
       let r = try s.send(.get("/v0/b/app/o/partial"))
       #expect(r.status == 404)
       #expect(s.blobFiles() == [])
