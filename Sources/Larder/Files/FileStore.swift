@@ -81,6 +81,12 @@ public struct FileStore: Sendable {
           try faults.hit(.afterLink)
           try db.execute(
             "INSERT INTO blobs(sha256, size, created_at) VALUES (?, ?, ?)", [staged.sha256, staged.size, now])
+        } else if access(blobs.path(for: staged.sha256), F_OK) != 0 {
+          // The row exists but its file was quarantined by `verify --repair` (or lost): the
+          // verified staged copy heals it, and the files that used it read correctly again.
+          placed = try blobs.place(staged)
+          try faults.hit(.afterLink)
+          try db.execute("UPDATE files SET quarantined = 0 WHERE blob_sha256 = ?", [staged.sha256])
         }
         let file = File(
           id: FileStore.newIdentifier(), sha256: staged.sha256Hex, size: staged.size, md5: Hex.encode(staged.md5),

@@ -139,21 +139,16 @@ struct TusEndpoint: BucketEndpoint {
         contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
     }
     if partial {
-      // A partial upload is not an object yet, so no rule names it. When the client says what
-      // it will become (`name`), the rules decide on that; otherwise only a signed-in identity
-      // may store partial bytes (they are checked again, as the final object, at concatenation).
-      if let name, !name.isEmpty {
-        try ObjectName.validateName(name)
-        let options = UploadStore.objectOptions(metadata: metadata)
-        try authorize(
-          bucket: bucket, name: name, identity: identity, size: length ?? 0,
-          contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
-      } else if identity == nil {
-        throw HTTPResponseError(
-          .error(
-            status: 403,
-            message: "partial uploads need a signed-in identity, or a 'name' in Upload-Metadata that the rules allow"))
-      }
+      // A partial upload is not an object yet. The rules decide on what it will become when
+      // the client names it (`name` in Upload-Metadata); a nameless one is asked for as a
+      // `create` of the pseudo-object `.partial`, which no rule matches unless it says so.
+      // Either way the concatenated object is checked again, by its own name, at the end.
+      let target = name.flatMap { $0.isEmpty ? nil : $0 } ?? ".partial"
+      try ObjectName.validateName(target)
+      let options = UploadStore.objectOptions(metadata: metadata)
+      try authorize(
+        bucket: bucket, name: target, identity: identity, size: length ?? 0,
+        contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
     }
     let withBody = request.headers["Content-Type"].map(Self.isOffsetStream) ?? false
     let checksum = withBody ? try TusProtocol.parseChecksum(request.headers["Upload-Checksum"]) : nil

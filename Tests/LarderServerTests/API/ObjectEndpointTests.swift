@@ -255,8 +255,8 @@ import Testing
 
       // Tokens are signed: one that merely decodes, or another listing's, is refused.
       #expect(try s.send(.get("/v0/b/app/o?pageToken=AAAA")).status == 400)
-      let token = try #require(first["nextPageToken"] as? String)
-      #expect(try s.send(.get("/v0/b/app/o?maxResults=5&prefix=a&pageToken=\(enc(token))")).status == 400)
+      let issued = try #require(first["nextPageToken"] as? String)
+      #expect(try s.send(.get("/v0/b/app/o?maxResults=5&prefix=a&pageToken=\(enc(issued))")).status == 400)
       for forged in ["garbage!", enc("{\"after\":\"x\"}"), String(repeating: "*", count: 5000)] {
         let r = try s.send(.get("/v0/b/app/o?pageToken=\(forged)"))
         #expect(r.status == 400, "\(forged.prefix(20))")

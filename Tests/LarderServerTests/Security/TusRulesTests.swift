@@ -62,6 +62,33 @@ import Testing
     }
   }
 
+  @Test func partialUploadsAreAskedLikeTheObjectTheyWillBecome() throws {
+    try withRulesService { s in
+      func partial(_ metadata: [(String, String)], _ auth: [(String, String)]) throws -> Int {
+        try s.send(
+          .init(
+            "POST", "/v0/b/app/uploads",
+            headers: auth + [
+              ("Tus-Resumable", "1.0.0"), ("Upload-Length", "3"), ("Upload-Concat", "partial"),
+              ("Upload-Metadata", Self.metadata(metadata)),
+            ])
+        ).status
+      }
+      // Nameless partial uploads match no rule of the example: nobody may park bytes that way.
+      let nameless = try partial([], [])
+      let namelessSigned = try partial([], s.auth("alice"))
+      #expect(nameless == 403)
+      #expect(namelessSigned == 403)
+      // Named ones are asked as the object they will become.
+      let anonymous = try partial([("name", "users/alice/part.bin")], [])
+      let otherUser = try partial([("name", "users/alice/part.bin")], s.auth("bob"))
+      let owner = try partial([("name", "users/alice/part.bin")], s.auth("alice"))
+      #expect(anonymous == 403)
+      #expect(otherUser == 403)
+      #expect(owner == 201)
+    }
+  }
+
   @Test func textPosingAsImageIsRefusedAtTheLastByte() throws {
     try withRulesService { s in
       let alice = s.auth("alice")

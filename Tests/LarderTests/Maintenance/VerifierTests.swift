@@ -128,12 +128,19 @@ import Testing
     #expect(after.isClean)
     #expect(after.quarantinedBlobs == 4)
     #expect(after.blobsChecked == 6)
+    // Uploading the good content again heals its quarantined blob: old and new objects read.
+    let healed = try larder.objects.put(bucket: "b", name: "again", data: contents[1])
+    #expect(healed.file.sha256 == hex[1])
+    #expect(try larder.files.data(of: healed.file) == contents[1])
+    #expect(try larder.files.data(of: larder.objects.get(bucket: "b", name: "o1").file) == contents[1])
+    #expect(try Verifier(larder: larder).verify().quarantinedBlobs == 3)
+    try larder.objects.delete(bucket: "b", name: "again")
     // The collector removes quarantined blobs' rows once their objects are deleted.
     for i in [0, 1, 5, 6] { try larder.objects.delete(bucket: "b", name: "o\(i)") }
     let gc = try GarbageCollector(larder: larder).collect(options: .init(grace: .zero))
-    #expect(gc.filesReleased == 4)
+    #expect(gc.filesReleased == 5)
     #expect(gc.blobsRemoved == 4)
-    #expect(gc.blobBytesFreed == 0)
+    #expect(gc.blobBytesFreed == Int64(contents[1].count))  // the healed blob had a file again
     #expect(try Verifier(larder: larder).verify().findings == [])
   }
 }
