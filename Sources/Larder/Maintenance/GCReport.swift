@@ -17,7 +17,8 @@ public struct GCReport: Codable, Sendable, Equatable {
   /// Files under `blobs/` with no row (leftovers of crashed writes, or misplaced files).
   public var strayFilesRemoved = 0
   public var strayBytesFreed: Int64 = 0
-  /// Abandoned temp files (writer gone, older than a minute).
+  /// Abandoned temp files (writer gone, older than a minute), and partial-upload files whose
+  /// upload row never committed.
   public var tempFilesRemoved = 0
   public var tempBytesFreed: Int64 = 0
   /// Leftovers of an earlier crashed collection found in `trash/` (restored / removed). In a dry

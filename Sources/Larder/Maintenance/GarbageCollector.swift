@@ -330,6 +330,21 @@ public struct GarbageCollector: Sendable {
         report.tempBytesFreed += size
       }
     }
+    // Partial-upload files whose row never committed (a crash between creating the file and
+    // inserting the row), past the same age so an upload being created is never touched.
+    let uploads = blobs.uploadsDirectory.path
+    for name in POSIX.listDirectory(uploads) {
+      let id = name.firstIndex(of: ".").map { String(name[..<$0]) } ?? name
+      let path = "\(uploads)/\(name)"
+      guard Self.isPlainName(id), let modified = POSIX.modificationTime(path), modified < oldest else { continue }
+      let known = try catalog.read { db in try db.row("SELECT 1 FROM uploads WHERE id = ?", [id]) != nil }
+      guard !known else { continue }
+      let size = BlobTreeWalker.size(of: path)
+      if options.dryRun || unlink(path) == 0 {
+        report.tempFilesRemoved += 1
+        report.tempBytesFreed += size
+      }
+    }
   }
 
   /// True if no writer holds the file's lock (checked and released at once).

@@ -132,6 +132,34 @@ import Testing
     )
   }
 
+  @Test func uploadFilesWithoutARowAreCollectedOnceOld() throws {
+    let dir = ScratchDirectory()
+    let larder = try Larder(at: dir.url)
+    let uploads = larder.blobs.uploadsDirectory.path
+    // A crash between creating an upload's file and committing its row leaves the file alone.
+    try Data(repeating: 1, count: 100).write(to: URL(fileURLWithPath: "\(uploads)/orphan1"))
+    Fixture.setAge("\(uploads)/orphan1", 3600)
+    // A young one may be an upload being created right now.
+    try Data(repeating: 2, count: 50).write(to: URL(fileURLWithPath: "\(uploads)/young"))
+    // One with a row is the upload's own bytes.
+    try larder.catalog.write { db in
+      try db.execute(
+        "INSERT INTO uploads(id, bucket, expires_at, created_at) VALUES ('live', 'b', ?, ?)",
+        [Date().addingTimeInterval(3600), Date()])
+    }
+    try Data(repeating: 3, count: 70).write(to: URL(fileURLWithPath: "\(uploads)/live"))
+    Fixture.setAge("\(uploads)/live", 3600)
+
+    let dry = try GarbageCollector(larder: larder).collect(options: .init(grace: .zero, dryRun: true))
+    #expect(dry.tempFilesRemoved == 1)
+    #expect(dry.tempBytesFreed == 100)
+    #expect(Set(POSIX.listDirectory(uploads)) == ["orphan1", "young", "live"])
+    let report = try GarbageCollector(larder: larder).collect(options: .init(grace: .zero))
+    #expect(report.tempFilesRemoved == 1)
+    #expect(report.tempBytesFreed == 100)
+    #expect(Set(POSIX.listDirectory(uploads)) == ["young", "live"])
+  }
+
   @Test func secondCollectorIsRefusedWhileOneRuns() throws {
     let dir = ScratchDirectory()
     let larder = try Larder(at: dir.url)
