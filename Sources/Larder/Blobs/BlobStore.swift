@@ -15,6 +15,8 @@ import LarderCrypto
 /// `blobs` row, inside the write transaction (see ``FileStore``).
 public struct BlobStore: Sendable {
   public let root: URL
+  /// `blobs/sha256` as a path, made once: every download builds a blob path from it.
+  let blobsPath: String
   public var blobsDirectory: URL { root.appendingPathComponent("blobs/sha256", isDirectory: true) }
   public var tmpDirectory: URL { root.appendingPathComponent("tmp", isDirectory: true) }
   public var trashDirectory: URL { root.appendingPathComponent("trash", isDirectory: true) }
@@ -24,6 +26,7 @@ public struct BlobStore: Sendable {
   /// Opens the store at `root`, creating its directories.
   public init(root: URL) throws {
     self.root = root
+    blobsPath = root.appendingPathComponent("blobs/sha256", isDirectory: true).path
     for dir in [root, blobsDirectory, tmpDirectory, trashDirectory, uploadsDirectory, quarantineDirectory] {
       try POSIX.makeDirectory(dir.path)
     }
@@ -38,7 +41,7 @@ public struct BlobStore: Sendable {
   public func path(forHex hex: String) -> String {
     let a = hex.prefix(2)
     let b = hex.dropFirst(2).prefix(2)
-    return "\(blobsDirectory.path)/\(a)/\(b)/\(hex)"
+    return "\(blobsPath)/\(a)/\(b)/\(hex)"
   }
 
   /// Starts a streaming write into `tmp/`.
@@ -54,8 +57,8 @@ public struct BlobStore: Sendable {
   /// - Returns: the path now holding the blob.
   func place(_ staged: StagedBlob) throws -> String {
     let hex = Hex.encode(staged.sha256)
-    let leaf = "\(blobsDirectory.path)/\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))"
-    let parent = "\(blobsDirectory.path)/\(hex.prefix(2))"
+    let leaf = "\(blobsPath)/\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))"
+    let parent = "\(blobsPath)/\(hex.prefix(2))"
     let createdParent = try POSIX.makeDirectory(parent)
     let createdLeaf = try POSIX.makeDirectory(leaf)
     let target = "\(leaf)/\(hex)"
@@ -67,7 +70,7 @@ public struct BlobStore: Sendable {
     }
     try POSIX.fsyncDirectory(leaf)
     if createdLeaf { try POSIX.fsyncDirectory(parent) }
-    if createdParent { try POSIX.fsyncDirectory(blobsDirectory.path) }
+    if createdParent { try POSIX.fsyncDirectory(blobsPath) }
     return target
   }
 

@@ -34,6 +34,10 @@ public final class BlobWriter {
   private let md5 = Digest(.md5)
   private var head: [UInt8] = []
   private var done = false
+  /// Bytes not yet written: HTTP bodies arrive in chunks of a few KiB, and writing each at
+  /// once cost a fifth of an upload's CPU in system calls (measured); 1 MiB writes do not.
+  private var pending: [UInt8] = []
+  private static let writeSize = 1 << 20
 
   init(directory: String, options: Options) throws {
     self.options = options
@@ -70,7 +74,13 @@ public final class BlobWriter {
       throw LarderError.sizeLimitExceeded(limit: limit)
     }
     do {
-      try POSIX.writeAll(fd, bytes, path: path)
+      if pending.isEmpty && bytes.count >= Self.writeSize {
+        try POSIX.writeAll(fd, bytes, path: path)
+      } else {
+        if pending.capacity < Self.writeSize { pending.reserveCapacity(Self.writeSize) }
+        pending.append(contentsOf: bytes)
+        if pending.count >= Self.writeSize { try flush() }
+      }
     } catch {
       cancel()
       throw error
@@ -99,6 +109,7 @@ public final class BlobWriter {
     let sha = sha256.finalize()
     let md = md5.finalize()
     do {
+      try flush()
       if let expected = options.expectedSHA256, expected != sha {
         throw LarderError.checksumMismatch(
           algorithm: "sha256", expected: Hex.encode(expected), actual: Hex.encode(sha))
@@ -118,6 +129,12 @@ public final class BlobWriter {
       contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: true)
     fd = -1
     return staged
+  }
+
+  private func flush() throws {
+    guard !pending.isEmpty else { return }
+    try pending.withUnsafeBytes { try POSIX.writeAll(fd, $0, path: path) }
+    pending.removeAll(keepingCapacity: true)
   }
 
   /// Stops the write and removes the temp file.

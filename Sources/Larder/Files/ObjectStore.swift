@@ -82,7 +82,7 @@ public struct ObjectStore: Sendable {
   public func get(bucket: String, name: String) throws -> StoredObject {
     try ObjectName.validateBucket(bucket)
     try ObjectName.validateName(name)
-    let object = try catalog.read { db in try Self.fetch(db: db, bucket: bucket, name: name) }
+    let object = try catalog.read(snapshot: false) { db in try Self.fetch(db: db, bucket: bucket, name: name) }
     guard let object else { throw LarderError.notFound(bucket: bucket, name: name) }
     return object
   }
@@ -95,8 +95,9 @@ public struct ObjectStore: Sendable {
   }
 
   static func object(row: Row) -> StoredObject {
+    let text = row.string("metadata") ?? "{}"
     let metadata =
-      (row.string("metadata").flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }) ?? [:]
+      text == "{}" ? [:] : (try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))) ?? [:]
     return StoredObject(
       bucket: row.string("bucket") ?? "", name: row.string("name") ?? "", file: File(row: row),
       generation: row.int("generation") ?? 0, metageneration: row.int("metageneration") ?? 0,
