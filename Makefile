@@ -5,7 +5,7 @@ DATA ?= data
 PORT ?= 8080
 CONFIG ?= release
 
-.PHONY: deps build release serve test test-swift test-interop bench clean
+.PHONY: deps build release serve test test-swift test-interop bench gc-scale clean
 
 deps:
 	@scripts/deps.sh
@@ -36,6 +36,14 @@ test-interop:
 bench: deps
 	$(SWIFT) build -c release --product larder
 	Benchmarks/run.sh
+
+# Garbage collection on a generated store of N blobs (default 1 000 000, 10 % orphans).
+GC_SCALE_DIR ?= /tmp/larder-gc-scale
+gc-scale: release
+	rm -rf "$(GC_SCALE_DIR)"
+	python3 Benchmarks/gc-scale/generate.py "$(GC_SCALE_DIR)" $${N:-1000000}
+	command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
+	/usr/bin/time -v "$$($(SWIFT) build -c release --show-bin-path)/larder" gc --grace 1h --json --data "$(GC_SCALE_DIR)"
 
 clean:
 	rm -rf .build .venv
