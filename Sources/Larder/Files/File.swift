@@ -1,4 +1,5 @@
 import Foundation
+import LarderCrypto
 
 /// A stored file: immutable content (by SHA-256) plus what was known when it was uploaded.
 ///
@@ -34,15 +35,7 @@ public struct File: Codable, Sendable, Hashable, Identifiable {
 
   /// Base64 of the MD5 digest, as Firebase reports it.
   public var md5Base64: String {
-    Data(Self.bytes(fromHex: md5)).base64EncodedString()
-  }
-
-  static func bytes(fromHex hex: String) -> [UInt8] {
-    var out = [UInt8]()
-    var iterator = hex.utf8.makeIterator()
-    func nibble(_ c: UInt8) -> UInt8 { c >= 0x61 ? c - 0x61 + 10 : c - 0x30 }
-    while let hi = iterator.next(), let lo = iterator.next() { out.append(nibble(hi) << 4 | nibble(lo)) }
-    return out
+    Data(Hex.decode(md5) ?? []).base64EncodedString()
   }
 }
 
@@ -51,9 +44,9 @@ extension File {
   init(row: Row) {
     self.init(
       id: row.string("id") ?? "",
-      sha256: row.bytes("blob_sha256").map(hexString) ?? "",
+      sha256: row.bytes("blob_sha256").map { Hex.encode($0) } ?? "",
       size: row.int("size") ?? 0,
-      md5: row.bytes("md5").map(hexString) ?? "",
+      md5: row.bytes("md5").map { Hex.encode($0) } ?? "",
       contentType: row.string("content_type") ?? "application/octet-stream",
       declaredContentType: row.string("declared_content_type"),
       filename: row.string("filename"),
@@ -64,13 +57,3 @@ extension File {
     "f.id, f.blob_sha256, f.size, f.md5, f.filename, f.content_type, f.declared_content_type, f.created_at, f.quarantined"
 }
 
-func hexString(_ bytes: [UInt8]) -> String {
-  let digits = Array("0123456789abcdef".utf8)
-  var out = [UInt8]()
-  out.reserveCapacity(bytes.count * 2)
-  for b in bytes {
-    out.append(digits[Int(b >> 4)])
-    out.append(digits[Int(b & 0xf)])
-  }
-  return String(decoding: out, as: UTF8.self)
-}

@@ -28,6 +28,16 @@ public struct ServiceContext: Sendable {
     self.uploadExpiry = uploadExpiry
   }
 
+  /// Asks the policy about writing `incoming` at its name: a `create`, or an `update` of the
+  /// object stored there now. Throws the 403 response when denied.
+  func authorizeWrite(_ incoming: AccessResource, identity: Identity?) throws {
+    let existing = try? larder.objects.get(bucket: incoming.bucket, name: incoming.name)
+    try authorize(
+      AccessRequest(
+        operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,
+        identity: identity, resource: existing.map(AccessResource.init), incoming: incoming))
+  }
+
   /// Asks the policy; throws the 403 response when denied.
   func authorize(_ request: AccessRequest) throws {
     let decision = policy.decide(request)

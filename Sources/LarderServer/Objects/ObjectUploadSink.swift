@@ -33,14 +33,11 @@ final class ObjectUploadSink: HTTPBodySink {
     self.writer = nil
     do {
       let staged = try writer.finish()
-      let existing = try? context.larder.objects.get(bucket: bucket, name: name)
-      let incoming = AccessResource(
-        bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
-        md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex)
-      try context.authorize(
-        AccessRequest(
-          operation: existing == nil ? .create : .update, bucket: bucket, name: name, identity: identity,
-          resource: existing.map(AccessResource.init), incoming: incoming))
+      try context.authorizeWrite(
+        AccessResource(
+          bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
+          md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
+        identity: identity)
       let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)
       return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
     } catch {

@@ -110,14 +110,11 @@ struct ObjectsEndpoint: BucketEndpoint {
       contentDisposition: request.headers["X-Goog-Content-Disposition"] ?? request.queryValue("contentDisposition"),
       ifGenerationMatch: try request.queryValue("ifGenerationMatch").map(Self.parseInt))
     // Ask before reading a byte, on what the client declares; asked again on the real content.
-    let existing = try? context.larder.objects.get(bucket: bucket, name: name)
-    try context.authorize(
-      AccessRequest(
-        operation: existing == nil ? .create : .update, bucket: bucket, name: name, identity: identity,
-        resource: existing.map(AccessResource.init),
-        incoming: AccessResource(
-          bucket: bucket, name: name, size: request.contentLength ?? 0,
-          contentType: request.headers["Content-Type"] ?? "application/octet-stream", metadata: metadata)))
+    try context.authorizeWrite(
+      AccessResource(
+        bucket: bucket, name: name, size: request.contentLength ?? 0,
+        contentType: request.headers["Content-Type"] ?? "application/octet-stream", metadata: metadata),
+      identity: identity)
     return try ObjectUploadSink(
       context: context, bucket: bucket, name: name, identity: identity, options: options, expectedMD5: expectedMD5)
   }

@@ -279,20 +279,17 @@ struct TusEndpoint: BucketEndpoint {
 
   /// Asks the policy with the real content, then publishes (or deletes the upload: 403).
   func publish(_ completed: CompletedUpload, identity: Identity?) throws {
-    let existing = try? context.larder.objects.get(bucket: completed.upload.bucket, name: completed.name)
     let options = completed.objectOptions
-    let incoming = AccessResource(
-      bucket: completed.upload.bucket, name: completed.name, size: completed.size,
-      contentType: completed.contentType,
-      metadata: options.metadata, md5Hash: Data(completed.md5).base64EncodedString(),
-      sha256: completed.sha256Hex)
-    let decision = context.policy.decide(
-      AccessRequest(
-        operation: existing == nil ? .create : .update, bucket: completed.upload.bucket, name: completed.name,
-        identity: identity, resource: existing.map(AccessResource.init), incoming: incoming))
-    guard decision.allowed else {
+    do {
+      try context.authorizeWrite(
+        AccessResource(
+          bucket: completed.upload.bucket, name: completed.name, size: completed.size,
+          contentType: completed.contentType, metadata: options.metadata,
+          md5Hash: Data(completed.md5).base64EncodedString(), sha256: completed.sha256Hex),
+        identity: identity)
+    } catch {
       store.reject(completed)
-      throw HTTPResponseError(APIError.forbidden())
+      throw error
     }
     _ = try store.publish(completed)
   }
@@ -324,13 +321,9 @@ struct TusEndpoint: BucketEndpoint {
     bucket: String, name: String, identity: Identity?, size: Int64, contentType: String,
     metadata: [String: String]
   ) throws {
-    let existing = try? context.larder.objects.get(bucket: bucket, name: name)
-    try context.authorize(
-      AccessRequest(
-        operation: existing == nil ? .create : .update, bucket: bucket, name: name, identity: identity,
-        resource: existing.map(AccessResource.init),
-        incoming: AccessResource(
-          bucket: bucket, name: name, size: size, contentType: contentType, metadata: metadata)))
+    try context.authorizeWrite(
+      AccessResource(bucket: bucket, name: name, size: size, contentType: contentType, metadata: metadata),
+      identity: identity)
   }
 
   func tooLarge() -> HTTPResponseError {
