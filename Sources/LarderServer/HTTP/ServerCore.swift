@@ -12,7 +12,10 @@ final class ServerCore: Sendable {
   let inFlight = Atomic<Int>(0)
   let draining = Atomic<Bool>(false)
   /// Bytes of a refused body read and thrown away before the error response can go out.
-  static let discardBudget = 1 << 20
+  /// Large enough that a client whose upload failed midway (a full disk, a rule that denies the
+  /// sniffed type) usually gets the clear JSON error instead of a reset connection; beyond it the
+  /// connection is closed rather than spend bandwidth on bytes that will be dropped.
+  static let discardBudget = 64 << 20
 
   init(
     configuration: HTTPServer.Configuration, handler: any HTTPHandler, metrics: Metrics, accessLog: AccessLog
