@@ -11,6 +11,7 @@ struct ServeCommand: Command {
                         [--max-upload-size 5GiB] [--threads N] [--public-url URL] [--cors-origin O]...
                         [--public-key FILE]... [--jwt-issuer ISS] [--jwt-audience AUD]
                         [--connection-memory-limit 64KiB] [--connection-timeout 60] [--access-log FILE|-|off]
+                        [--connection-limit 1024] [--per-ip-connection-limit N]
       --rules FILE      storage.rules to enforce (default deny); SIGHUP reloads it
       --allow-all       no access control at all: development only
       --port 0          bind any free port; the bound address is printed as one line:
@@ -55,6 +56,14 @@ struct ServeCommand: Command {
     if let text = try arguments.option("--connection-timeout") {
       guard let n = Int(text), n >= 0 else { throw UsageError("--connection-timeout takes seconds") }
       options.http.connectionTimeout = n
+    }
+    if let text = try arguments.option("--connection-limit") {
+      guard let n = Int(text), (1...1_000_000).contains(n) else { throw UsageError("--connection-limit must be 1…1000000") }
+      options.http.connectionLimit = n
+    }
+    if let text = try arguments.option("--per-ip-connection-limit") {
+      guard let n = Int(text), n >= 0 else { throw UsageError("--per-ip-connection-limit must be 0 (none) or more") }
+      options.http.perIPConnectionLimit = n
     }
     options.publicURL = try arguments.option("--public-url") ?? env["LARDER_PUBLIC_URL"]
     let origins = try arguments.options("--cors-origin")
