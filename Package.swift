@@ -44,7 +44,7 @@ let package = Package(
     .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderCrypto"]),
     .testTarget(
       name: "LarderServerTests",
-      dependencies: ["LarderServer", "Larder", "LarderRules", "LarderAuth"]),
+      dependencies: ["LarderServer", "Larder", "LarderRules", "LarderAuth", "LarderCrypto"]),
     .testTarget(name: "LarderCLITests", dependencies: ["Larder"]),
   ]
 )

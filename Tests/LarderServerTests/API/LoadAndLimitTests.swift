@@ -24,7 +24,7 @@ import Testing
       let sizes = [0, 1, 17, 1000, 65_535, 65_536, 65_537, 300_000, 1 << 20, 8 << 20]
       let port = s.port
       let bodies = (0..<50).map { i in testBytes(sizes[i % sizes.count], seed: UInt64(i + 100)) }
-      let expected = bodies.map(TestSHA256.hex)
+      let expected = bodies.map(sha256Hex)
       let uploaded = Mutex<[Int: String]>([:])
       let failures = Mutex<[String]>([])
       Self.inParallel(50) { i in
@@ -49,7 +49,7 @@ import Testing
           try c.send(WireRequest.get("/v0/b/load/o/f\(49 - i)?alt=media").bytes(closing: true))
           let r = try c.readResponse()
           guard r.status == 200 else { throw WireFailure.unexpected("download \(49 - i): \(r.status)") }
-          let sha = TestSHA256.hex(r.body)
+          let sha = sha256Hex(r.body)
           downloaded.withLock { $0[49 - i] = sha }
         } catch {
           failures.withLock { $0.append("\(error)") }

@@ -45,7 +45,7 @@ import Testing
       #expect(m["generation"] as? String != nil)
       #expect(m["metageneration"] as? String == "1")
       #expect((m["downloadTokens"] as? String)?.isEmpty == false)
-      #expect(TestSHA256.hex(Self.hello) == Self.helloSHA)
+      #expect(sha256Hex(Self.hello) == Self.helloSHA)
 
       // The metadata GET answers the same document.
       let g = try s.send(.get("/v0/b/app/o/\(enc("docs/hello.txt"))"))
@@ -76,7 +76,7 @@ import Testing
     #expect((response as? HTTPURLResponse)?.statusCode == 200)
     let m = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     #expect(m["size"] as? String == "300000")
-    #expect(m["sha256"] as? String == TestSHA256.hex(body))
+    #expect(m["sha256"] as? String == sha256Hex(body))
     let (bytes, r2) = try await URLSession.shared.data(from: URL(string: "\(s.base)/v0/b/app/o/\(enc("bin/seven.bin"))?alt=media")!)
     #expect((r2 as? HTTPURLResponse)?.statusCode == 200)
     #expect(Array(bytes) == body)

@@ -7,7 +7,7 @@ import Testing
 @Suite struct HTTPServerTests {
   @Test func getAndHeadReturnExactBytesAndRequestID() throws {
     try withServer(handler: testRouter()) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try c.send("GET /hello HTTP/1.1\r\nHost: x\r\nX-Request-Id: abc-123\r\n\r\n")
       let get = try c.readResponse()
       #expect(get.status == 200)
@@ -34,12 +34,12 @@ import Testing
   }
 
   @Test func fileResponsesAreSentExactly() throws {
-    let bytes = patternBytes(10 * 1024 * 1024)
+    let bytes = testBytes(10 * 1024 * 1024)
     let path = NSTemporaryDirectory() + "larder-http-\(UUID().uuidString)"
     #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
     defer { unlink(path) }
     try withServer(handler: testRouter(file: path)) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try c.send("GET /file HTTP/1.1\r\nHost: x\r\n\r\n")
       let full = try c.readResponse()
       #expect(full.status == 200)
@@ -63,14 +63,14 @@ import Testing
   @Test func hundredMiBUploadStreamsWithFlatMemory() throws {
     let events = SinkEvents()
     let memoryLimit = 64 * 1024
-    let chunk = patternBytes(1024 * 1024)
+    let chunk = testBytes(1024 * 1024)
     let total = 100
     let expected = Digest(.sha256)
     for _ in 0..<total { expected.update(chunk) }
     let expectedHex = Hex.encode(expected.finalize())
     try withServer({ $0.connectionMemoryLimit = memoryLimit }, handler: testRouter(events: events)) {
       server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try c.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(total * chunk.count)\r\n\r\n")
       for _ in 0..<total { try c.send(chunk) }
       let response = try c.readResponse()
@@ -88,7 +88,7 @@ import Testing
   @Test func chunkedUploadIsDecoded() throws {
     let events = SinkEvents()
     try withServer(handler: testRouter(events: events)) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try c.send(
         "PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
       )
@@ -102,14 +102,14 @@ import Testing
     let events = SinkEvents()
     try withServer(handler: testRouter(events: events)) { server in
       do {
-        let c = try RawConnection(port: server.boundPort)
+        let c = try WireConnection(port: server.boundPort)
         try c.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n")
-        try c.send(patternBytes(1024 * 1024))
-        #expect(eventually { events.read().received > 0 })
+        try c.send(testBytes(1024 * 1024))
+        #expect(pollUntil { events.read().received > 0 })
         c.abort()
       }
-      #expect(eventually { events.read().cancels > 0 })
-      #expect(eventually { server.inFlightRequests == 0 })
+      #expect(pollUntil { events.read().cancels > 0 })
+      #expect(pollUntil { server.inFlightRequests == 0 })
       let state = events.read()
       #expect(state.cancels == 1)
       #expect(state.finishes == 0)
@@ -119,7 +119,7 @@ import Testing
   @Test func declaredBodyOverLimitGets413WithoutReading() throws {
     let events = SinkEvents()
     try withServer({ $0.maxBodyBytes = 1000 }, handler: testRouter(events: events)) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try c.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n")
       let response = try c.readResponse()
       #expect(response.status == 413)
@@ -135,15 +135,15 @@ import Testing
   @Test func sinkErrorMidBodyBecomesTheResponse() throws {
     let events = SinkEvents()
     try withServer(handler: testRouter(events: events)) { server in
-      let c = try RawConnection(port: server.boundPort)
-      let body = patternBytes(512 * 1024)
+      let c = try WireConnection(port: server.boundPort)
+      let body = testBytes(512 * 1024)
       try c.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n\r\n")
       try? c.send(body)  // the server may stop reading once it has answered
       let response = try c.readResponse()
       #expect(response.status == 413)
       let json = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: [String: Any]]
       #expect(json?["error"]?["maxSize"] as? Int == 262_144)
-      #expect(eventually { events.read().cancels == 1 })
+      #expect(pollUntil { events.read().cancels == 1 })
       #expect(events.read().finishes == 0)
     }
   }
@@ -151,9 +151,9 @@ import Testing
   @Test func expectContinueIsAnswered() throws {
     let events = SinkEvents()
     try withServer(handler: testRouter(events: events)) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try c.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
-      let interim = try c.readResponse()
+      let interim = try c.readResponse(interim: true)
       #expect(interim.status == 100)
       try c.send("hello")
       let final = try c.readResponse()
@@ -165,7 +165,7 @@ import Testing
 
   @Test func keepAliveAndPipelining() throws {
     try withServer(handler: testRouter()) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       for _ in 0..<3 {
         try c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
         let r = try c.readResponse()
@@ -186,17 +186,17 @@ import Testing
 
   @Test func hugeHeaderIsRefusedCleanly() throws {
     try withServer(handler: testRouter()) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       let big = String(repeating: "a", count: 64 * 1024)
       try? c.send("GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: \(big)\r\n\r\n")
       let r = try c.readResponse()
       #expect(r.status == 431)
       // Just over the configured header limit but within MHD's buffer: our own 431.
-      let d = try RawConnection(port: server.boundPort)
+      let d = try WireConnection(port: server.boundPort)
       try d.send(
         "GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "b", count: 17 * 1024))\r\n\r\n")
       #expect(try d.readResponse().status == 431)
-      let e = try RawConnection(port: server.boundPort)
+      let e = try WireConnection(port: server.boundPort)
       try e.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
       #expect(try e.readResponse().text == "hello world")
     }
@@ -204,7 +204,7 @@ import Testing
 
   @Test func unknownMethodAndPath() throws {
     try withServer(handler: testRouter()) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try c.send("BREW /hello HTTP/1.1\r\nHost: x\r\n\r\n")
       let r = try c.readResponse()
       #expect(r.status == 405)
@@ -223,7 +223,7 @@ import Testing
 
   @Test func malformedPercentEncodingIs400() throws {
     try withServer(handler: testRouter()) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       for target in ["/echo/x?q=%zz", "/echo/x?q=%e9", "/echo/x?q=%4", "/echo/%zz"] {
         try c.send("GET \(target) HTTP/1.1\r\nHost: x\r\n\r\n")
         let r = try c.readResponse()
@@ -244,11 +244,11 @@ import Testing
     let server = HTTPServer(configuration: configuration, handler: testRouter(events: events))
     try server.start()
     let port = server.boundPort
-    let c = try RawConnection(port: port)
-    let body = patternBytes(2 * 1024 * 1024)
+    let c = try WireConnection(port: port)
+    let body = testBytes(2 * 1024 * 1024)
     try c.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n\r\n")
     try c.send(Array(body[0..<(1024 * 1024)]))
-    #expect(eventually { events.read().received > 0 })
+    #expect(pollUntil { events.read().received > 0 })
 
     let result = Mutex<Bool?>(nil)
     let thread = Thread {
@@ -256,7 +256,7 @@ import Testing
       result.withLock { $0 = drained }
     }
     thread.start()
-    #expect(eventually { (try? RawConnection(port: port)) == nil })
+    #expect(pollUntil { (try? WireConnection(port: port)) == nil })
     #expect(result.withLock { $0 } == nil)
 
     try c.send(Array(body[(1024 * 1024)...]))
@@ -265,7 +265,7 @@ import Testing
     #expect(response.headers["Connection"]?.lowercased() == "close")
     let json = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: String]
     #expect(json == ["size": "2097152", "sha256": Hex.encode(Digest.hash(.sha256, body))])
-    #expect(eventually { result.withLock { $0 } != nil })
+    #expect(pollUntil { result.withLock { $0 } != nil })
     #expect(result.withLock { $0 } == true)
     #expect(events.read().cancels == 0)
   }
@@ -276,10 +276,10 @@ import Testing
     configuration.accessLog = .disabled
     let server = HTTPServer(configuration: configuration, handler: testRouter(events: events))
     try server.start()
-    let c = try RawConnection(port: server.boundPort)
+    let c = try WireConnection(port: server.boundPort)
     try c.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
-    try c.send(patternBytes(1000))
-    #expect(eventually { events.read().received == 1000 })
+    try c.send(testBytes(1000))
+    #expect(pollUntil { events.read().received == 1000 })
     #expect(server.shutdown(timeout: .milliseconds(200)) == false)
     #expect(events.read().cancels == 1)
     #expect(events.read().finishes == 0)
@@ -289,14 +289,14 @@ import Testing
     let metrics = Metrics()
     metrics.registerGauge("larder_objects", help: "Stored objects.") { 42 }
     try withServer(handler: testRouter(metrics: metrics), metrics: metrics) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       for _ in 0..<2 {
         try c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
         _ = try c.readResponse()
       }
       try c.send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
       _ = try c.readResponse()
-      #expect(eventually { metrics.requestCount(route: "unmatched", status: 404) == 1 })
+      #expect(pollUntil { metrics.requestCount(route: "unmatched", status: 404) == 1 })
       try c.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
       let text = try c.readResponse().text
       let lines = Set(text.split(separator: "\n").map(String.init))
@@ -323,10 +323,10 @@ import Testing
       { $0.accessLog = .custom { line in lines.withLock { $0.append(line) } } }, handler: testRouter()
     ) {
       server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try c.send("GET /echo/a%2Fb?q=secret HTTP/1.1\r\nHost: x\r\nX-Request-Id: req-1\r\n\r\n")
       let r = try c.readResponse()
-      #expect(eventually { lines.withLock { $0.count } == 1 })
+      #expect(pollUntil { lines.withLock { $0.count } == 1 })
       let line = lines.withLock { $0[0] }
       let json = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
       #expect(json["request_id"] as? String == "req-1")
@@ -367,29 +367,29 @@ import Testing
         $0.accessLog = .custom { line in lines.withLock { $0.append(line) } }
       }, handler: testRouter(events: events)
     ) { server in
-      let partial = try RawConnection(port: server.boundPort)
+      let partial = try WireConnection(port: server.boundPort)
       try partial.send("GET /hel")
       #expect(partial.isClosedByServer())
 
-      let upload = try RawConnection(port: server.boundPort)
+      let upload = try WireConnection(port: server.boundPort)
       try upload.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
       #expect(upload.isClosedByServer())
-      #expect(eventually { events.read().cancels == 1 })
+      #expect(pollUntil { events.read().cancels == 1 })
       #expect(events.read().finishes == 0)
       #expect(events.read().received == 10)
-      #expect(eventually { lines.withLock { $0.contains { $0.contains(#""outcome":"timeout""#) } } })
+      #expect(pollUntil { lines.withLock { $0.contains { $0.contains(#""outcome":"timeout""#) } } })
     }
   }
 
   @Test func perIPConnectionLimitRefusesExtraConnections() throws {
     try withServer({ $0.perIPConnectionLimit = 2 }, handler: testRouter()) { server in
-      let a = try RawConnection(port: server.boundPort)
-      let b = try RawConnection(port: server.boundPort)
+      let a = try WireConnection(port: server.boundPort)
+      let b = try WireConnection(port: server.boundPort)
       try a.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
       try b.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
       #expect(try a.readResponse().status == 200)
       #expect(try b.readResponse().status == 200)
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try? c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
       #expect(c.isClosedByServer())
     }
@@ -405,11 +405,11 @@ import Testing
   @Test func sinkErrorWithLargeRemainderClosesTheConnection() throws {
     let events = SinkEvents()
     try withServer(handler: testRouter(events: events)) { server in
-      let c = try RawConnection(port: server.boundPort)
+      let c = try WireConnection(port: server.boundPort)
       try c.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\n")
-      try? c.send(patternBytes(512 * 1024))
+      try? c.send(testBytes(512 * 1024))
       #expect(c.isClosedByServer())
-      #expect(eventually { events.read().cancels == 1 })
+      #expect(pollUntil { events.read().cancels == 1 })
       #expect(events.read().finishes == 0)
     }
   }
@@ -426,7 +426,7 @@ import Testing
   func curlReusesConnectionAndSendsExpectContinue() throws {
     let events = SinkEvents()
     let path = NSTemporaryDirectory() + "larder-curl-\(UUID().uuidString)"
-    let body = patternBytes(3 * 1024 * 1024)
+    let body = testBytes(3 * 1024 * 1024)
     #expect(FileManager.default.createFile(atPath: path, contents: Data(body)))
     defer { unlink(path) }
     try withServer(handler: testRouter(events: events)) { server in

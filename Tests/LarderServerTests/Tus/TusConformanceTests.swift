@@ -13,7 +13,7 @@ import Testing
 
   @Test func optionsAdvertisesVersionExtensionsLimitAndAlgorithms() throws {
     let h = try TusHarness(maxUploadSize: 1 << 20)
-    let r = try h.wire.request("OPTIONS", "/v0/b/app/uploads")
+    let r = try h.request("OPTIONS", "/v0/b/app/uploads")
     #expect(r.status == 200)
     #expect(r["Tus-Version"] == "1.0.0")
     #expect(r["Tus-Extension"] == Self.extensions)
@@ -25,7 +25,7 @@ import Testing
 
   @Test func optionsAnswersCORSPreflight() throws {
     let h = try TusHarness(corsOrigins: ["https://app.example"])
-    let r = try h.wire.request(
+    let r = try h.request(
       "OPTIONS", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef",
       headers: [
         ("Origin", "https://app.example"), ("Access-Control-Request-Method", "PATCH"),
@@ -36,7 +36,7 @@ import Testing
     #expect(r["Access-Control-Allow-Methods"] == "POST, HEAD, PATCH, DELETE, OPTIONS")
     #expect(r["Access-Control-Allow-Headers"] == "tus-resumable, upload-offset, content-type")
     #expect(r["Access-Control-Max-Age"] == "86400")
-    let other = try h.wire.request(
+    let other = try h.request(
       "OPTIONS", "/v0/b/app/uploads", headers: [("Origin", "https://evil.example")])
     #expect(other["Access-Control-Allow-Origin"] == nil)
   }
@@ -52,7 +52,7 @@ import Testing
       ("POST", "/v0/b/app/uploads", [("Tus-Resumable", "0.2.2"), ("Upload-Length", "4")]),
     ]
     for (method, target, headers) in cases {
-      let r = try h.wire.request(method, target, headers: headers)
+      let r = try h.request(method, target, headers: headers)
       #expect(r.status == 412, "\(method) \(headers)")
       #expect(r["Tus-Version"] == "1.0.0")
     }
@@ -62,7 +62,7 @@ import Testing
   @Test func creationAnswers201WithLocationAndExpiry() throws {
     let h = try TusHarness(uploadExpiry: .seconds(7200))
     let before = Date()
-    let r = try h.wire.request(
+    let r = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, ("Upload-Length", "10"),
@@ -125,14 +125,14 @@ import Testing
       ),
     ]
     for (headers, status, message) in cases {
-      let r = try h.wire.request("POST", "/v0/b/app/uploads", headers: [TusHarness.tus] + headers)
+      let r = try h.request("POST", "/v0/b/app/uploads", headers: [TusHarness.tus] + headers)
       #expect(r.status == status, "\(headers)")
       #expect(r.text.contains(message), "\(headers): \(r.text)")
       #expect(r["Tus-Resumable"] == "1.0.0")
     }
     #expect(h.uploadFiles.isEmpty)
     // An empty Upload-Metadata header is accepted (for a partial upload, which needs no name).
-    let partial = try h.wire.request(
+    let partial = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, ("Upload-Length", "5"), ("Upload-Metadata", ""), ("Upload-Concat", "partial"),
@@ -144,7 +144,7 @@ import Testing
 
   @Test func patchesAppendAndTheLastPublishesTheObject() throws {
     let h = try TusHarness()
-    let data = pattern(300_000)
+    let data = testBytes(300_000)
     let path = try h.create(
       length: data.count, name: nil,
       extra: [
@@ -166,7 +166,7 @@ import Testing
     let bytes = try h.objectBytes("videos/v1.bin")
     #expect(bytes.status == 200)
     #expect(bytes.body == data)
-    let meta = try h.wire.request("GET", "/v0/b/app/o/videos%2Fv1.bin")
+    let meta = try h.request("GET", "/v0/b/app/o/videos%2Fv1.bin")
     let json = try #require(try JSONSerialization.jsonObject(with: Data(meta.body)) as? [String: Any])
     #expect(json["sha256"] as? String == sha256Hex(data))
     #expect(json["size"] as? String == "300000")
@@ -188,15 +188,15 @@ import Testing
   @Test func patchErrors() throws {
     let h = try TusHarness()
     let path = try h.create(length: 10)
-    let wrongType = try h.wire.request(
+    let wrongType = try h.request(
       "PATCH", path,
       headers: [TusHarness.tus, ("Content-Type", "application/octet-stream"), ("Upload-Offset", "0")],
       body: [1, 2])
     #expect(wrongType.status == 415)
-    let noType = try h.wire.request(
+    let noType = try h.request(
       "PATCH", path, headers: [TusHarness.tus, ("Upload-Offset", "0")], body: [1, 2])
     #expect(noType.status == 415)
-    let noOffset = try h.wire.request(
+    let noOffset = try h.request(
       "PATCH", path, headers: [TusHarness.tus, TusHarness.stream], body: [1, 2])
     #expect(noOffset.status == 400)
     #expect(try h.patch(path, offset: 0, [1, 2], extra: []).status == 204)
@@ -204,24 +204,24 @@ import Testing
     #expect(mismatch.status == 409)
     #expect(mismatch.text.contains("offset 2"))
     #expect(mismatch["Tus-Resumable"] == "1.0.0")
-    let tooMuch = try h.patch(path, offset: 2, pattern(9))
+    let tooMuch = try h.patch(path, offset: 2, testBytes(9))
     #expect(tooMuch.status == 413)
     #expect(try h.head(path)["Upload-Offset"] == "2")
     #expect(try h.patch("/v0/b/app/uploads/0123456789abcdef0123456789abcdef", offset: 0, [1]).status == 404)
     #expect(try h.patch("/v0/b/app/uploads/..%2F..%2Flarder.sqlite", offset: 0, [1]).status == 404)
     #expect(try h.head("/v0/b/app/uploads/NOTANID").status == 404)
     #expect(try h.head("/v0/b/other/uploads/\(path.split(separator: "/").last!)").status == 404)
-    #expect(try h.wire.request("PUT", path, headers: [TusHarness.tus]).status == 405)
-    #expect(try h.wire.request("GET", "/v0/b/app/uploads", headers: [TusHarness.tus]).status == 405)
+    #expect(try h.request("PUT", path, headers: [TusHarness.tus]).status == 405)
+    #expect(try h.request("GET", "/v0/b/app/uploads", headers: [TusHarness.tus]).status == 405)
     // Still usable after every refusal.
-    #expect(try h.patch(path, offset: 2, pattern(8)).status == 204)
-    #expect(try h.objectBytes("file.bin").body == [1, 2] + pattern(8))
+    #expect(try h.patch(path, offset: 2, testBytes(8)).status == 204)
+    #expect(try h.objectBytes("file.bin").body == [1, 2] + testBytes(8))
   }
 
   @Test func methodOverrideIsHonoured() throws {
     let h = try TusHarness()
     let path = try h.create(length: 3)
-    let r = try h.wire.request(
+    let r = try h.request(
       "POST", path,
       headers: [
         TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0"), ("X-HTTP-Method-Override", "PATCH"),
@@ -229,7 +229,7 @@ import Testing
       body: [7, 8])
     #expect(r.status == 204)
     #expect(r["Upload-Offset"] == "2")
-    let d = try h.wire.request("POST", path, headers: [TusHarness.tus, ("X-HTTP-Method-Override", "DELETE")])
+    let d = try h.request("POST", path, headers: [TusHarness.tus, ("X-HTTP-Method-Override", "DELETE")])
     #expect(d.status == 204)
     #expect(try h.head(path).status == 404)
   }
@@ -238,7 +238,7 @@ import Testing
 
   @Test func checksumsAreVerifiedPerPatch() throws {
     let h = try TusHarness()
-    let data = pattern(3000)
+    let data = testBytes(3000)
     let path = try h.create(length: data.count)
     let a = Array(data[0..<1000])
     let b = Array(data[1000..<2000])
@@ -271,10 +271,10 @@ import Testing
     var head = try h.head(path)
     #expect(head["Upload-Defer-Length"] == "1")
     #expect(head["Upload-Length"] == nil)
-    #expect(try h.patch(path, offset: 0, pattern(100)).status == 204)
+    #expect(try h.patch(path, offset: 0, testBytes(100)).status == 204)
     #expect(try h.patch(path, offset: 100, [], extra: [("Upload-Length", "99")]).status == 400)
     #expect(try h.patch(path, offset: 100, [], extra: [("Upload-Length", "2000000")]).status == 413)
-    let r = try h.patch(path, offset: 100, Array(pattern(250)[100..<200]), extra: [("Upload-Length", "250")])
+    let r = try h.patch(path, offset: 100, Array(testBytes(250)[100..<200]), extra: [("Upload-Length", "250")])
     #expect(r.status == 204)
     #expect(r["Upload-Offset"] == "200")
     head = try h.head(path)
@@ -282,27 +282,27 @@ import Testing
     #expect(head["Upload-Defer-Length"] == nil)
     #expect(try h.patch(path, offset: 200, [], extra: [("Upload-Length", "300")]).status == 400)
     #expect(
-      try h.patch(path, offset: 200, Array(pattern(250)[200...]), extra: [("Upload-Length", "250")]).status
+      try h.patch(path, offset: 200, Array(testBytes(250)[200...]), extra: [("Upload-Length", "250")]).status
         == 204)
-    #expect(try h.objectBytes("file.bin").body == pattern(250))
+    #expect(try h.objectBytes("file.bin").body == testBytes(250))
   }
 
   @Test func aDeferredUploadCannotGrowPastTheMaximumSize() throws {
     let h = try TusHarness(maxUploadSize: 1000)
     let path = try h.create(length: nil)
-    #expect(try h.patch(path, offset: 0, pattern(600)).status == 204)
-    let over = try h.patch(path, offset: 600, pattern(401))
+    #expect(try h.patch(path, offset: 0, testBytes(600)).status == 204)
+    let over = try h.patch(path, offset: 600, testBytes(401))
     #expect(over.status == 413)
     #expect(over["Tus-Resumable"] == "1.0.0")
     #expect(try h.head(path)["Upload-Offset"] == "600")
-    #expect(try h.patch(path, offset: 600, pattern(400), extra: [("Upload-Length", "1000")]).status == 204)
-    #expect(try h.objectBytes("file.bin").body == pattern(600) + pattern(400))
+    #expect(try h.patch(path, offset: 600, testBytes(400), extra: [("Upload-Length", "1000")]).status == 204)
+    #expect(try h.objectBytes("file.bin").body == testBytes(600) + testBytes(400))
   }
 
   @Test func creationWithUploadCarriesTheFirstChunk() throws {
     let h = try TusHarness()
-    let data = pattern(5000)
-    let first = try h.wire.request(
+    let data = testBytes(5000)
+    let first = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, TusHarness.stream, ("Upload-Length", "5000"),
@@ -316,7 +316,7 @@ import Testing
     #expect(try h.patch(path, offset: 2000, Array(data[2000...])).status == 204)
     #expect(try h.objectBytes("cwu.bin").body == data)
     // The whole file in the POST.
-    let whole = try h.wire.request(
+    let whole = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, TusHarness.stream, ("Upload-Length", "5"), checksumHeader(.sha256, [1, 2, 3, 4, 5]),
@@ -326,7 +326,7 @@ import Testing
     #expect(whole["Upload-Offset"] == "5")
     #expect(try h.objectBytes("whole.bin").body == [1, 2, 3, 4, 5])
     // A body longer than Upload-Length creates nothing.
-    let over = try h.wire.request(
+    let over = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, TusHarness.stream, ("Upload-Length", "2"),
@@ -337,7 +337,7 @@ import Testing
 
   @Test func zeroLengthUploadIsPublishedAtCreation() throws {
     let h = try TusHarness()
-    let r = try h.wire.request(
+    let r = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, ("Upload-Length", "0"), ("Upload-Metadata", TusHarness.metadata([("name", "empty")])),
@@ -354,14 +354,14 @@ import Testing
   @Test func terminationDeletesTheUploadAndItsBytes() throws {
     let h = try TusHarness()
     let path = try h.create(length: 100)
-    #expect(try h.patch(path, offset: 0, pattern(40)).status == 204)
-    let d = try h.wire.request("DELETE", path, headers: [TusHarness.tus])
+    #expect(try h.patch(path, offset: 0, testBytes(40)).status == 204)
+    let d = try h.request("DELETE", path, headers: [TusHarness.tus])
     #expect(d.status == 204)
     #expect(d["Tus-Resumable"] == "1.0.0")
     #expect(h.uploadFiles.isEmpty)
     #expect(try h.head(path).status == 404)
-    #expect(try h.patch(path, offset: 40, pattern(60)).status == 404)
-    #expect(try h.wire.request("DELETE", path, headers: [TusHarness.tus]).status == 404)
+    #expect(try h.patch(path, offset: 40, testBytes(60)).status == 404)
+    #expect(try h.request("DELETE", path, headers: [TusHarness.tus]).status == 404)
   }
 
   @Test func expiredUploadsAnswer410AndTheCollectorReclaimsThem() throws {
@@ -369,8 +369,8 @@ import Testing
     let path = try h.create(length: 100)
     Thread.sleep(forTimeInterval: 0.05)
     #expect(try h.head(path).status == 410)
-    #expect(try h.patch(path, offset: 0, pattern(10)).status == 410)
-    #expect(try h.wire.request("DELETE", path, headers: [TusHarness.tus]).status == 410)
+    #expect(try h.patch(path, offset: 0, testBytes(10)).status == 410)
+    #expect(try h.request("DELETE", path, headers: [TusHarness.tus]).status == 410)
     let report = try GarbageCollector(larder: h.service.larder).collect()
     #expect(report.uploadsExpired == 1)
     #expect(h.uploadFiles.isEmpty)
@@ -392,11 +392,11 @@ import Testing
 
   @Test func finalUploadIsTheConcatenationOfItsPartials() throws {
     let h = try TusHarness()
-    let a = pattern(70_000, seed: 1)
-    let b = pattern(30_000, seed: 2)
+    let a = testBytes(70_000, seed: 11)
+    let b = testBytes(30_000, seed: 12)
     var paths: [String] = []
     for part in [a, b] {
-      let r = try h.wire.request(
+      let r = try h.request(
         "POST", "/v0/b/app/uploads",
         headers: [TusHarness.tus, ("Upload-Length", String(part.count)), ("Upload-Concat", "partial")])
       #expect(r.status == 201)
@@ -406,7 +406,7 @@ import Testing
     }
     #expect(try h.patch(paths[0], offset: 0, a).status == 204)
     // An unfinished partial cannot be concatenated.
-    let early = try h.wire.request(
+    let early = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, ("Upload-Concat", "final;\(paths[0]) \(paths[1])"),
@@ -415,20 +415,20 @@ import Testing
     #expect(early.status == 400)
     #expect(try h.patch(paths[1], offset: 0, b).status == 204)
     // Partials never appear as objects.
-    let list = try h.wire.request("GET", "/v0/b/app/o")
+    let list = try h.request("GET", "/v0/b/app/o")
     #expect(list.text == #"{"items":[],"prefixes":[]}"#)
-    let withLength = try h.wire.request(
+    let withLength = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, ("Upload-Length", "100000"), ("Upload-Concat", "final;\(paths[0]) \(paths[1])"),
         ("Upload-Metadata", TusHarness.metadata([("name", "joined.bin")])),
       ])
     #expect(withLength.status == 400)
-    let noName = try h.wire.request(
+    let noName = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [TusHarness.tus, ("Upload-Concat", "final;\(paths[0]) \(paths[1])")])
     #expect(noName.status == 400)
-    let final = try h.wire.request(
+    let final = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, ("Upload-Concat", "final;http://127.0.0.1:\(h.service.port)\(paths[0]) \(paths[1])"),
@@ -442,10 +442,10 @@ import Testing
     #expect(head["Upload-Concat"] == "final;\(paths[0]) \(paths[1])")
     #expect(try h.patch(finalPath, offset: 100_000, [1]).status == 403)
     #expect(try h.objectBytes("joined.bin").body == a + b)
-    let names = try h.wire.request("GET", "/v0/b/app/o")
+    let names = try h.request("GET", "/v0/b/app/o")
     #expect(names.text.contains("\"name\":\"joined.bin\""))
     #expect(names.text.components(separatedBy: "\"name\"").count == 2)
-    let bogus = try h.wire.request(
+    let bogus = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, ("Upload-Concat", "final;/v0/b/app/uploads/nothex"),
@@ -453,7 +453,7 @@ import Testing
       ])
     #expect(bogus.status == 400)
     let notPartial = try h.create(length: 1, name: "single")
-    let wrongKind = try h.wire.request(
+    let wrongKind = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, ("Upload-Concat", "final;\(notPartial)"),
@@ -469,49 +469,46 @@ import Testing
     let path = try h.create(length: 1000)
     // The probe (an empty PATCH) holds the upload for a moment too: if the streaming PATCH
     // arrives in that moment it is the one refused, and the attempt starts over.
-    var holder: Int32 = -1
+    var holder: WireConnection?
     var status = 0
     attempts: for _ in 0..<50 {
-      let fd = try TusWire.connect(port: h.service.port)
-      try TusWire.send(
-        fd,
-        TusWire.head(
-          "PATCH", path, [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0")], bodyLength: 1000))
-      try TusWire.send(fd, pattern(400))
+      let connection = try WireConnection(port: h.service.port)
+      var streaming = WireRequest("PATCH", path, headers: [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0"), ("Content-Length", "1000")])
+      streaming.addLength = false
+      try connection.send(streaming.head(closing: true))
+      try connection.send(testBytes(400))
       for _ in 0..<400 {
         status = try h.patch(path, offset: 0, []).status
         if status == 423 {
-          holder = fd
+          holder = connection
           break attempts
         }
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var p = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
         if poll(&p, 1, 0) > 0 { break }  // the streaming PATCH was answered (refused): retry
         Thread.sleep(forTimeInterval: 0.05)
       }
-      close(fd)
+      connection.close()
     }
     #expect(status == 423)
-    guard holder >= 0 else { return }
-    defer { close(holder) }
-    try TusWire.send(holder, Array(pattern(1000)[400...]))
-    let first = try TusWire.readResponse(holder, head: false)
+    guard let holder else { return }
+    try holder.send(Array(testBytes(1000)[400...]))
+    let first = try holder.readResponse()
     #expect(first.status == 204)
     #expect(first["Upload-Offset"] == "1000")
-    #expect(try h.objectBytes("file.bin").body == pattern(1000))
+    #expect(try h.objectBytes("file.bin").body == testBytes(1000))
   }
 
   @Test func aBrokenOffBodyKeepsWhatArrivedAndFreesTheUpload() throws {
     // The HTTP layer sometimes notices a vanished client only at its idle timeout: keep it short.
     let h = try TusHarness(connectionTimeout: 2)
-    let data = pattern(100_000)
+    let data = testBytes(100_000)
     let path = try h.create(length: 100_000)
-    let fd = try TusWire.connect(port: h.service.port)
-    try TusWire.send(
-      fd,
-      TusWire.head(
-        "PATCH", path, [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0")], bodyLength: 100_000))
-    try TusWire.send(fd, Array(data[0..<60_000]))
-    close(fd)  // the client goes away mid-body
+    let connection = try WireConnection(port: h.service.port)
+    var streaming = WireRequest("PATCH", path, headers: [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0"), ("Content-Length", "100000")])
+    streaming.addLength = false
+    try connection.send(streaming.head(closing: true))
+    try connection.send(Array(data[0..<60_000]))
+    connection.close()  // the client goes away mid-body
     // Once the server has let go of the upload, the bytes it received are committed.
     var offset = -1
     for _ in 0..<600 {
@@ -535,7 +532,7 @@ import Testing
     #expect(try h.head(path).status == 404)
     #expect(try h.patch(path, offset: 0, [1], extra: [("Authorization", "Bearer \(bob)")]).status == 404)
     #expect(
-      try h.wire.request("DELETE", path, headers: [TusHarness.tus, ("Authorization", "Bearer \(bob)")]).status
+      try h.request("DELETE", path, headers: [TusHarness.tus, ("Authorization", "Bearer \(bob)")]).status
         == 404)
     #expect(try h.patch(path, offset: 0, [1, 2, 3, 4], extra: asAlice).status == 204)
     // An anonymous upload is continued only anonymously.
@@ -546,7 +543,7 @@ import Testing
 
   @Test func policyIsAskedAtCreationAndAgainOnTheRealContent() throws {
     let h = try TusHarness(policy: .custom(NoPNGPolicy()))
-    let denied = try h.wire.request(
+    let denied = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, ("Upload-Length", "4"),
@@ -572,7 +569,7 @@ import Testing
   @Test func corsHeadersOnTusAnswers() throws {
     let h = try TusHarness(corsOrigins: ["https://app.example"])
     let origin = ("Origin", "https://app.example")
-    let r = try h.wire.request(
+    let r = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
         TusHarness.tus, origin, ("Upload-Length", "3"),
