@@ -38,13 +38,16 @@ let package = Package(
     .executableTarget(
       name: "larder", dependencies: ["Larder", "LarderServer", "LarderRules", "LarderAuth"]),
 
+    // Test support shared by test targets (process spawning, openssl fixtures); Foundation only.
+    .target(name: "LarderTestSupport"),
+
     .testTarget(name: "LarderCryptoTests", dependencies: ["LarderCrypto"]),
     .testTarget(name: "LarderTests", dependencies: ["Larder", "LarderCrypto"]),
     .testTarget(name: "LarderRulesTests", dependencies: ["LarderRules"]),
-    .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderCrypto"]),
+    .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderCrypto", "LarderTestSupport"]),
     .testTarget(
       name: "LarderServerTests",
-      dependencies: ["LarderServer", "Larder", "LarderRules", "LarderAuth", "LarderCrypto"]),
-    .testTarget(name: "LarderCLITests", dependencies: ["Larder"]),
+      dependencies: ["LarderServer", "Larder", "LarderRules", "LarderAuth", "LarderCrypto", "LarderTestSupport"]),
+    .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderTestSupport"]),
   ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import LarderCrypto
+import LarderTestSupport
 import Synchronization
 import Testing
 

@@ -1,20 +1,10 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import Testing
 
-/// A failure of the test harness itself (binary missing, spawn failed, timeout).
-struct HarnessFailure: Error, CustomStringConvertible {
-  let description: String
-  init(_ description: String) { self.description = description }
-}
-
-/// What one run of a process produced.
-struct RunResult: CustomStringConvertible {
-  /// The exit status, or 128 + signal number when killed by a signal.
-  var status: Int32
-  var stdoutBytes: [UInt8]
-  var stderr: String
-  var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
+/// CLI-test conveniences over LarderTestSupport's `RunResult`.
+extension RunResult {
   var stdoutLines: [String] {
     stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLastEmpty()
   }
@@ -33,20 +23,14 @@ struct RunResult: CustomStringConvertible {
     }
     return object
   }
-
-  var description: String {
-    "status \(status)\n--- stdout\n\(stdout.prefix(4000))\n--- stderr\n\(stderr.prefix(4000))"
-  }
 }
 
 extension Array where Element == String {
   fileprivate func dropLastEmpty() -> [String] { last == "" ? Array(dropLast()) : self }
 }
 
-/// Runs the built `larder` executable and other programs with `posix_spawn`.
-///
-/// Foundation's `Process` was seen to crash on EINTR when tests run in parallel, so processes
-/// are spawned directly, with files for stdin/stdout/stderr.
+/// Runs the built `larder` executable and other programs through LarderTestSupport's
+/// `Subprocess` (`posix_spawn`), with no inherited LARDER_* variables.
 enum CLI {
   /// The package root: …/Tests/LarderCLITests/CLISupport.swift → three levels up.
   static let packageRoot = URL(fileURLWithPath: #filePath)
@@ -84,10 +68,10 @@ enum CLI {
   static func binary() throws -> String { try located.get() }
 
   /// Environment for children: ours minus every LARDER_* variable, plus `extra`.
-  static func environment(_ extra: [String: String]) -> [String] {
+  static func environment(_ extra: [String: String]) -> [String: String] {
     var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LARDER_") }
     for (k, v) in extra { env[k] = v }
-    return env.map { "\($0.key)=\($0.value)" }
+    return env
   }
 
   /// Starts `executable` with stdin from `stdinPath` (or /dev/null) and stdout/stderr into files.
@@ -107,52 +91,15 @@ enum CLI {
     _ executable: String, rawArguments arguments: [[UInt8]], environment: [String: String] = [:],
     stdinPath: String? = nil, stdoutPath: String, stderrPath: String
   ) throws -> pid_t {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, stdinPath ?? "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    let argv: [UnsafeMutablePointer<CChar>?] =
-      ([Array(executable.utf8)] + arguments).map { bytes in
-        let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
-        for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
-        p[bytes.count] = 0
-        return p
-      } + [nil]
-    defer { for a in argv { a?.deallocate() } }
-    let envp: [UnsafeMutablePointer<CChar>?] = Self.environment(environment).map { strdup($0) } + [nil]
-    defer { for e in envp { free(e) } }
-    var pid = pid_t()
-    let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-    guard spawned == 0 else {
-      throw HarnessFailure("posix_spawn \(executable): \(String(cString: strerror(spawned)))")
-    }
-    return pid
+    try Subprocess.spawn(
+      executable, rawArguments: arguments, environment: Self.environment(environment), stdinPath: stdinPath,
+      stdoutPath: stdoutPath, stderrPath: stderrPath)
   }
 
   /// Waits for `pid`, killing it (and failing) after `timeout` seconds. Returns the exit status,
   /// or 128 + signal.
   static func wait(_ pid: pid_t, timeout: Double = 120) throws -> Int32 {
-    let deadline = Date().addingTimeInterval(timeout)
-    var status: Int32 = 0
-    var delay: useconds_t = 500
-    while true {
-      let r = waitpid(pid, &status, WNOHANG)
-      if r == pid { break }
-      if r < 0 && errno != EINTR {
-        throw HarnessFailure("waitpid \(pid): \(String(cString: strerror(errno)))")
-      }
-      if Date() > deadline {
-        kill(pid, SIGKILL)
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        throw HarnessFailure("process \(pid) did not finish within \(Int(timeout)) s; killed")
-      }
-      usleep(delay)
-      delay = min(delay * 2, 20_000)
-    }
-    let signal = status & 0x7f
-    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    try Subprocess.wait(pid, timeout: timeout)
   }
 
   /// Runs a program to completion and captures its output.
@@ -170,23 +117,9 @@ enum CLI {
     _ executable: String, rawArguments arguments: [[UInt8]], environment: [String: String] = [:],
     stdin: [UInt8]? = nil, timeout: Double = 120
   ) throws -> RunResult {
-    let stem = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "larder-cli-io-\(UUID().uuidString)"
-    ).path
-    let (inPath, outPath, errPath) = (stem + ".in", stem + ".out", stem + ".err")
-    defer { for p in [inPath, outPath, errPath] { unlink(p) } }
-    if let stdin {
-      guard FileManager.default.createFile(atPath: inPath, contents: Data(stdin)) else {
-        throw HarnessFailure("cannot write \(inPath)")
-      }
-    }
-    let pid = try spawn(
-      executable, rawArguments: arguments, environment: environment, stdinPath: stdin == nil ? nil : inPath,
-      stdoutPath: outPath, stderrPath: errPath)
-    let status = try wait(pid, timeout: timeout)
-    let out = FileManager.default.contents(atPath: outPath) ?? Data()
-    let err = FileManager.default.contents(atPath: errPath) ?? Data()
-    return RunResult(status: status, stdoutBytes: Array(out), stderr: String(decoding: err, as: UTF8.self))
+    try Subprocess.run(
+      executable, rawArguments: arguments, environment: Self.environment(environment), stdin: stdin,
+      timeout: timeout)
   }
 
   /// Runs `larder arguments…`.

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 /// `larder serve` as a real process: policy required, port 0, /healthz, clean stop on SIGTERM.

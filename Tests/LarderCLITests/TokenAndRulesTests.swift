@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 /// `larder token`, `larder rules check`, `larder rules eval`.

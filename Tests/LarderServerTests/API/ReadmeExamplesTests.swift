@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 /// Runs the README's tested curl examples (and tests/readme/EXAMPLES.md) against a live
@@ -28,11 +29,17 @@ import Testing
 
   static var canRun: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
 
+  /// `bash run_examples.sh FILE` against the built binary (a generous timeout: it starts servers).
+  func runExamples(_ file: URL) throws -> RunResult {
+    var environment = ProcessInfo.processInfo.environment
+    environment["LARDER_BIN"] = Self.binary.path
+    return try Subprocess.run("/bin/bash", [Self.script.path, file.path], environment: environment, timeout: 600)
+  }
+
   func run(_ relative: String) throws {
     let file = Self.root.appendingPathComponent(relative)
     guard Self.hasMarkedBlock(file) else { return }
-    let r = try spawnProgram(
-      "/bin/bash", [Self.script.path, file.path], environment: ["LARDER_BIN": Self.binary.path])
+    let r = try runExamples(file)
     #expect(r.status == 0, "run_examples \(relative) exited \(r.status)\n\(r.stdout)\n\(r.stderr)")
     #expect(r.stdout.contains("passed against http://127.0.0.1:"), "\(r.stdout)")
   }
@@ -60,7 +67,7 @@ import Testing
       test "$(curl -sS "$LARDER/healthz")" = '{"status":"ok"}'
       ```
       """.write(to: good, atomically: true, encoding: .utf8)
-    let ok = try spawnProgram("/bin/bash", [Self.script.path, good.path], environment: ["LARDER_BIN": Self.binary.path])
+    let ok = try runExamples(good)
     #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
     #expect(ok.stdout.contains("run_examples: 1 block(s) of good.md passed"))
     let bad = dir.appendingPathComponent("bad.md")
@@ -71,7 +78,7 @@ import Testing
       echo never
       ```
       """.write(to: bad, atomically: true, encoding: .utf8)
-    let failed = try spawnProgram("/bin/bash", [Self.script.path, bad.path], environment: ["LARDER_BIN": Self.binary.path])
+    let failed = try runExamples(bad)
     #expect(failed.status == 1)
     #expect(failed.stderr.contains("block 1 of"))
     #expect(!failed.stderr.contains("> never"))

@@ -1,6 +1,7 @@
 import Foundation
 import LarderCrypto
 import LarderServer
+import LarderTestSupport
 import Synchronization
 import Testing
 
@@ -445,16 +446,6 @@ import Testing
 
 /// Runs curl and returns (stdout, stderr).
 func runCurl(_ arguments: [String]) throws -> (String, String) {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-  process.arguments = ["--max-time", "60"] + arguments
-  let out = Pipe()
-  let err = Pipe()
-  process.standardOutput = out
-  process.standardError = err
-  try process.run()
-  let outData = out.fileHandleForReading.readDataToEndOfFile()
-  let errData = err.fileHandleForReading.readDataToEndOfFile()
-  process.waitUntilExit()
-  return (String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+  let result = try Subprocess.run("/usr/bin/curl", ["--max-time", "60"] + arguments, timeout: 120)
+  return (result.stdout, result.stderr)
 }

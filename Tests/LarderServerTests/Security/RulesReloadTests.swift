@@ -1,5 +1,6 @@
 import Foundation
 import LarderServer
+import LarderTestSupport
 import Testing
 
 /// Rules changes: `RulesPolicy.reload()` in process, and SIGHUP to a real `larder serve`.
@@ -82,20 +83,12 @@ import Testing
     let out = work.appendingPathComponent("stdout").path
     let err = work.appendingPathComponent("stderr").path
 
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     let arguments = [
-      binary, "serve", "--rules", rulesFile.path, "--port", "0", "--host", "127.0.0.1", "--data",
+      "serve", "--rules", rulesFile.path, "--port", "0", "--host", "127.0.0.1", "--data",
       work.appendingPathComponent("data").path,
     ]
-    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { for a in argv { free(a) } }
-    var pid = pid_t()
-    try #require(posix_spawn(&pid, binary, &actions, nil, argv, environ) == 0)
+    let pid = try Subprocess.spawn(binary, arguments, stdoutPath: out, stderrPath: err)
+    try #require(pid > 0)
     var exited = false
     defer {
       if !exited {

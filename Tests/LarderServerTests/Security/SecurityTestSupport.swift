@@ -3,6 +3,7 @@ import Larder
 import LarderAuth
 import LarderCrypto
 import LarderServer
+import LarderTestSupport
 
 /// The package root, found from this file's path (`Tests/LarderServerTests/Security/…`).
 let securityPackageRoot: URL = URL(fileURLWithPath: #filePath)
@@ -79,65 +80,22 @@ enum ForgedJWT {
   }
 }
 
-/// The `openssl` command-line tool, spawned with `posix_spawn` (Foundation's `Process` is
-/// unreliable under parallel tests on Linux): keys and signatures made independently of Larder.
-struct OpenSSLCLI: Sendable {
-  struct Failure: Error, CustomStringConvertible { let description: String }
-
-  /// One directory with two RSA keys (`rsa`, `rsa-other`) and their public PEMs, made once.
-  static let shared: OpenSSLCLI = {
-    do { return try OpenSSLCLI() } catch { fatalError("openssl fixture: \(error)") }
+/// Two RSA keys (`rsa`, `rsa-other`) with their public PEMs, made once by `openssl`
+/// (LarderTestSupport's `OpenSSLTool`): keys and signatures made independently of Larder.
+extension OpenSSLTool {
+  static let shared: OpenSSLTool = {
+    do {
+      let tool = try OpenSSLTool(
+        directory: FileManager.default.temporaryDirectory.appendingPathComponent(
+          "larder-sec-keys-\(UUID().uuidString)"))
+      for name in ["rsa", "rsa-other"] { try tool.makeRSAKey(name) }
+      return tool
+    } catch { fatalError("openssl fixture: \(error)") }
   }()
-
-  let directory: URL
-
-  private init() throws {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "larder-sec-keys-\(UUID().uuidString)")
-    directory = dir
-    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    for name in ["rsa", "rsa-other"] {
-      try run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path(name)])
-      try run(["pkey", "-in", path(name), "-pubout", "-out", path(name + ".pub")])
-    }
-  }
-
-  func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
-
-  @discardableResult
-  func run(_ arguments: [String], input: [UInt8] = []) throws -> [UInt8] {
-    let stem = directory.appendingPathComponent("io-" + UUID().uuidString).path
-    let (inPath, outPath, errPath) = (stem + ".in", stem + ".out", stem + ".err")
-    defer { for p in [inPath, outPath, errPath] { unlink(p) } }
-    guard FileManager.default.createFile(atPath: inPath, contents: Data(input)) else {
-      throw Failure(description: "cannot write \(inPath)")
-    }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, inPath, O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    let argv: [UnsafeMutablePointer<CChar>?] = (["openssl"] + arguments).map { strdup($0) } + [nil]
-    defer { for a in argv { free(a) } }
-    var pid = pid_t()
-    let spawned = posix_spawn(&pid, "/usr/bin/openssl", &actions, nil, argv, environ)
-    guard spawned == 0 else { throw Failure(description: "posix_spawn openssl: \(spawned)") }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 {
-      guard errno == EINTR else { throw Failure(description: "waitpid: \(errno)") }
-    }
-    guard status == 0 else {
-      let err = FileManager.default.contents(atPath: errPath) ?? Data()
-      throw Failure(description: "openssl \(arguments.first ?? ""): \(String(decoding: err, as: UTF8.self))")
-    }
-    return Array(FileManager.default.contents(atPath: outPath) ?? Data())
-  }
 
   /// An RS256 token over `claims`, signed by `openssl dgst -sha256 -sign` with key `key`.
   func rs256(_ claims: [String: JSONValue], key: String = "rsa") throws -> String {
     let input = ForgedJWT.part(["alg": "RS256", "typ": "JWT"]) + "." + ForgedJWT.part(claims)
-    return input + "."
-      + Base64URL.encode(try run(["dgst", "-sha256", "-sign", path(key)], input: Array(input.utf8)))
+    return input + "." + Base64URL.encode(try signRS256(input, key: key))
   }
 }

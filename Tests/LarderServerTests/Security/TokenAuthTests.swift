@@ -1,6 +1,7 @@
 import Foundation
 import LarderAuth
 import LarderCrypto
+import LarderTestSupport
 import LarderServer
 import Testing
 
@@ -88,7 +89,7 @@ import Testing
   }
 
   @Test func rs256AgainstConfiguredPEMKeys() throws {
-    let openssl = OpenSSLCLI.shared
+    let openssl = OpenSSLTool.shared
     try withSeeded(configure: { $0.publicKeyFiles = [URL(fileURLWithPath: openssl.path("rsa.pub"))] }) { s in
       let good = try openssl.rs256(ForgedJWT.claims(uid: "alice"))
       #expect(try get(s, "Bearer \(good)").text == "A")
