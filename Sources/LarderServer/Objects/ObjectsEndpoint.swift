@@ -142,6 +142,9 @@ struct ObjectsEndpoint: BucketEndpoint {
     return try download(request, object: object)
   }
 
+  /// Bodies up to this size are read into memory instead of sent with sendfile.
+  static let inlineBodyLimit: Int64 = 16 * 1024
+
   func download(_ request: HTTPRequest, object: StoredObject) throws -> HTTPResponse {
     let maxSize = try request.queryValue("maxSize").map { text throws -> Int64 in
       guard let n = Int64(text), n >= 0, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
@@ -205,6 +208,13 @@ struct ObjectsEndpoint: BucketEndpoint {
       let reader = try context.larder.files.open(object.file)
       guard reader.size == size else {
         throw LarderError.corruptContent(sha256: object.file.sha256)
+      }
+      if length <= Self.inlineBodyLimit {
+        // Small bodies go out from memory with the headers in one send; sendfile would cost
+        // a second system call per request for a few KiB.
+        let bytes = try reader.read(first..<(first + length))
+        guard bytes.count == Int(length) else { throw LarderError.corruptContent(sha256: object.file.sha256) }
+        return HTTPResponse(status: status, headers: headers, body: .bytes(Array(bytes)))
       }
       let body = HTTPFileBody(takingOwnershipOf: reader.takeDescriptor(), offset: first, length: length)
       return HTTPResponse(status: status, headers: headers, body: .file(body))
