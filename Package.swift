@@ -9,6 +9,7 @@ let package = Package(
     .library(name: "LarderServer", targets: ["LarderServer"]),
     .library(name: "LarderRules", targets: ["LarderRules"]),
     .library(name: "LarderAuth", targets: ["LarderAuth"]),
+    .library(name: "LarderClient", targets: ["LarderClient"]),
     .executable(name: "larder", targets: ["larder"]),
   ],
   targets: [
@@ -41,6 +42,9 @@ let package = Package(
     // Test support shared by test targets (process spawning, openssl fixtures); Foundation only.
     .target(name: "LarderTestSupport"),
 
+    // The Swift client: Foundation only, it stands alone.
+    .target(name: "LarderClient"),
+
     .testTarget(name: "LarderCryptoTests", dependencies: ["LarderCrypto"]),
     .testTarget(name: "LarderTests", dependencies: ["Larder", "LarderCrypto"]),
     .testTarget(name: "LarderRulesTests", dependencies: ["LarderRules"]),
@@ -48,6 +52,7 @@ let package = Package(
     .testTarget(
       name: "LarderServerTests",
       dependencies: ["LarderServer", "Larder", "LarderRules", "LarderAuth", "LarderCrypto", "LarderTestSupport"]),
+    .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderServer", "Larder"]),
     .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderTestSupport"]),
   ]
 )

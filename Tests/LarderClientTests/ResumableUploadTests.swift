@@ -1,0 +1,141 @@
+import Foundation
+import LarderClient
+import Testing
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+@Suite struct ResumableUploadTests {
+  @Test func twentyMiBInOneMiBChunksArrivesIntact() async throws {
+    try await withServer { server, client in
+      let mib = 1 << 20
+      let bytes = testBytes(20 * mib + 123, seed: 11)
+      let file = try server.file(bytes, named: "video.bin")
+      let progress = Recorder<[Int64]>()
+      let meta = try await client.upload(
+        fileAt: file, name: "videos/v1.bin", contentType: "application/x-video", metadata: ["Owner": "ada"],
+        chunkSize: mib, progress: { sent, total in progress.append([sent, total]) })
+      #expect(meta.name == "videos/v1.bin")
+      #expect(meta.size == Int64(bytes.count))
+      #expect(meta.declaredContentType == "application/x-video")
+      #expect(meta.metadata == ["Owner": "ada"])  // tus metadata keeps the key's case
+      let total = Int64(bytes.count)
+      let expected = [[0, total]] + (1...20).map { [Int64($0 * mib), total] } + [[total, total]]
+      #expect(progress.all == expected)
+      let downloaded = try await client.download(name: "videos/v1.bin")
+      #expect(downloaded.count == bytes.count)
+      #expect(downloaded == bytes)
+    }
+  }
+
+  @Test func resumeContinuesWhereAnInterruptedUploadStopped() async throws {
+    try await withServer { server, client in
+      let mib = 1 << 20
+      let bytes = testBytes(3 * mib + 7, seed: 5)
+      let file = try server.file(bytes)
+      // Another process (or this app before it crashed) created the upload and sent a part.
+      let created = try await rawRequest(
+        "POST", server.baseURL.appendingPathComponent("v0/b/app/uploads"),
+        headers: [
+          "Tus-Resumable": "1.0.0", "Upload-Length": String(bytes.count),
+          "Upload-Metadata": "name \(Data("docs/resumed.bin".utf8).base64EncodedString())",
+        ])
+      #expect(created.statusCode == 201)
+      let location = try #require(
+        created.value(forHTTPHeaderField: "Location").flatMap { URL(string: $0, relativeTo: server.baseURL)?.absoluteURL })
+      let sent = mib + 5
+      let patched = try await rawRequest(
+        "PATCH", location,
+        headers: ["Tus-Resumable": "1.0.0", "Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"],
+        body: bytes.prefix(sent))
+      #expect(patched.statusCode == 204)
+      #expect(patched.value(forHTTPHeaderField: "Upload-Offset") == String(sent))
+
+      let progress = Recorder<Int64>()
+      let meta = try await client.resumeUpload(
+        location: location, fileAt: file, chunkSize: mib, progress: { done, _ in progress.append(done) })
+      #expect(meta.name == "docs/resumed.bin")
+      #expect(meta.size == Int64(bytes.count))
+      #expect(progress.all == [Int64(sent), Int64(sent + mib), Int64(sent + 2 * mib), Int64(bytes.count)])
+      #expect(try await client.download(name: "docs/resumed.bin") == bytes)
+
+      // Resuming a finished upload sends nothing and answers the object.
+      let again = try await client.resumeUpload(location: location, fileAt: file)
+      #expect(again == meta.withoutTokens(keeping: again))
+    }
+  }
+
+  @Test func createThenResumeWithTheClientAlone() async throws {
+    try await withServer { server, client in
+      let bytes = testBytes(300_001, seed: 9)
+      let file = try server.file(bytes, named: "photo.raw")
+      let location = try await client.createUpload(fileAt: file, name: "photos/p.raw", contentType: "image/x-raw")
+      let meta = try await client.resumeUpload(location: location, fileAt: file, chunkSize: 100_000)
+      #expect(meta.name == "photos/p.raw")
+      #expect(meta.declaredContentType == "image/x-raw")
+      #expect(meta.size == 300_001)
+      #expect(try await client.download(name: "photos/p.raw") == bytes)
+    }
+  }
+
+  @Test func resumeWithAFileOfAnotherSizeIsRefused() async throws {
+    try await withServer { server, client in
+      let file = try server.file(testBytes(1000))
+      let location = try await client.createUpload(fileAt: file, name: "a")
+      let other = try server.file(testBytes(999))
+      await #expect(throws: LarderClientError.invalidArgument("the file has 999 bytes but the upload expects 1000")) {
+        try await client.resumeUpload(location: location, fileAt: other)
+      }
+      try await client.cancelUpload(location: location)
+      do throws(LarderClientError) {
+        _ = try await client.resumeUpload(location: location, fileAt: file)
+        Issue.record("a terminated upload resumed")
+      } catch {
+        #expect(error.httpStatus == 404)
+      }
+    }
+  }
+
+  @Test func emptyFileAndSingleRequestUploads() async throws {
+    try await withServer { server, client in
+      let empty = try server.file(Data())
+      let e = try await client.upload(fileAt: empty, name: "empty")
+      #expect(e.size == 0)
+      #expect(try await client.download(name: "empty") == Data())
+
+      let bytes = testBytes(70_000, seed: 2)
+      let file = try server.file(bytes)
+      let progress = Recorder<Int64>()
+      let m = try await client.upload(fileAt: file, name: "whole", resumable: false, progress: { s, _ in progress.append(s) })
+      #expect(m.size == 70_000)
+      #expect(progress.all == [70_000])
+      #expect(try await client.download(name: "whole") == bytes)
+    }
+  }
+
+  @Test func reservedMetadataKeysAndMissingFilesAreRefused() async throws {
+    try await withServer { server, client in
+      let file = try server.file(testBytes(10))
+      await #expect(throws: LarderClientError.invalidArgument("metadata key \"name\" is reserved by the upload itself")) {
+        try await client.upload(fileAt: file, name: "a", metadata: ["name": "b"])
+      }
+      do throws(LarderClientError) {
+        _ = try await client.upload(fileAt: server.directory.appendingPathComponent("missing"), name: "a")
+        Issue.record("a missing file uploaded")
+      } catch {
+        guard case .file = error else { Issue.record("unexpected \(error)"); return }
+      }
+      #expect(try await client.list().items.isEmpty)
+    }
+  }
+}
+
+extension ObjectMetadata {
+  /// `self` with `other`'s download tokens (the two answers may differ only there).
+  func withoutTokens(keeping other: ObjectMetadata) -> ObjectMetadata {
+    var copy = self
+    copy.downloadTokens = other.downloadTokens
+    return copy
+  }
+}
