@@ -145,6 +145,7 @@ extension LarderClient {
           guard state.offset <= length else {
             throw LarderClientError.invalidResponse("the server holds \(state.offset) bytes of a \(length)-byte file")
           }
+          if state.offset != offset { progress?(state.offset, length) }
           offset = state.offset
           needsOffset = false
           continue

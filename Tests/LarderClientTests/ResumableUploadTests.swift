@@ -139,3 +139,77 @@ extension ObjectMetadata {
     return copy
   }
 }
+
+@Suite struct ResumableRetryTests {
+  /// Another writer moves the upload on between two of the client's chunks: the client's next
+  /// `PATCH` is at a stale offset (409, or the connection cut while it sends), so it asks the
+  /// server with `HEAD` and continues from there.
+  @Test func failedPatchIsFollowedByHeadAndTheRestOfTheFile() async throws {
+    let server = try TestServer()
+    defer { server.close() }
+    let client = server.client(retryPolicy: RetryPolicy(maxAttempts: 4, initialDelay: .milliseconds(20)))
+    defer { client.invalidate() }
+    let mib = 1 << 20
+    let bytes = testBytes(3 * mib, seed: 21)
+    let file = try server.file(bytes)
+    let location = try await client.createUpload(fileAt: file, name: "raced.bin")
+    let progress = Recorder<Int64>()
+    let interfered = Recorder<Int>()
+    let meta = try await client.resumeUpload(location: location, fileAt: file, chunkSize: mib) { sent, _ in
+      progress.append(sent)
+      if sent == Int64(mib), interfered.all.isEmpty {
+        interfered.append(
+          blockingRequest(
+            "PATCH", location,
+            headers: [
+              "Tus-Resumable": "1.0.0", "Upload-Offset": String(mib), "Content-Type": "application/offset+octet-stream",
+            ], body: bytes[mib..<(2 * mib)]))
+      }
+    }
+    #expect(interfered.all == [204])
+    #expect(progress.all == [0, Int64(mib), Int64(2 * mib), Int64(3 * mib)])
+    #expect(meta.size == Int64(3 * mib))
+    #expect(try await client.download(name: "raced.bin") == bytes)
+  }
+
+  /// The server goes away after the first chunk: the client retries (`HEAD`, then `PATCH`) a
+  /// bounded number of times and throws the transport error.
+  @Test func retriesAreBoundedAndTheLastErrorIsThrown() async throws {
+    let server = try TestServer()
+    defer { server.close() }
+    let client = server.client(retryPolicy: RetryPolicy(maxAttempts: 3, initialDelay: .milliseconds(10)))
+    defer { client.invalidate() }
+    let mib = 1 << 20
+    let file = try server.file(testBytes(4 * mib, seed: 4))
+    let location = try await client.createUpload(fileAt: file, name: "never.bin")
+    let progress = Recorder<Int64>()
+    do throws(LarderClientError) {
+      _ = try await client.resumeUpload(location: location, fileAt: file, chunkSize: mib) { sent, _ in
+        progress.append(sent)
+        if sent == Int64(mib) { _ = server.service.stop(timeout: .seconds(30)) }
+      }
+      Issue.record("an upload to a stopped server completed")
+    } catch {
+      guard case .transport = error else { Issue.record("unexpected \(error)"); return }
+    }
+    #expect(progress.all == [0, Int64(mib)])
+  }
+}
+
+/// A request that blocks the calling thread until answered (from inside a synchronous callback).
+func blockingRequest(_ method: String, _ url: URL, headers: [String: String], body: Data) -> Int {
+  let session = URLSession(configuration: .ephemeral)
+  defer { session.invalidateAndCancel() }
+  var request = URLRequest(url: url)
+  request.httpMethod = method
+  for (k, v) in headers { request.setValue(v, forHTTPHeaderField: k) }
+  request.httpBody = body
+  let status = Recorder<Int>()
+  let done = DispatchSemaphore(value: 0)
+  session.dataTask(with: request) { _, response, _ in
+    status.append((response as? HTTPURLResponse)?.statusCode ?? -1)
+    done.signal()
+  }.resume()
+  done.wait()
+  return status.all.first ?? -1
+}
