@@ -118,5 +118,9 @@ import Testing
     let stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
     #expect(stderr.contains("larder: stopped\n"), "\(stderr)")
     #expect(stderr.contains("WARNING: --allow-all"))
+    // The catalog was checkpointed on the way out: the write-ahead log is empty.
+    var st = stat()
+    let wal = "\(box.dataPath)/larder.sqlite-wal"
+    #expect(stat(wal, &st) != 0 || st.st_size == 0, "WAL left with \(st.st_size) bytes")
   }
 }

@@ -45,6 +45,14 @@ public final class Catalog: @unchecked Sendable {
     return snapshot ? try db.transaction(immediate: false, body) : try body(db)
   }
 
+  /// Moves the write-ahead log into the database file and truncates it, so a stopped service
+  /// leaves one self-contained `larder.sqlite` behind (another process may still hold readers).
+  public func checkpoint() throws {
+    writerLock.lock()
+    defer { writerLock.unlock() }
+    try writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+  }
+
   private func checkoutReader() throws -> Database {
     readerLock.lock()
     if let db = idleReaders.popLast() {

@@ -100,9 +100,15 @@ public final class LarderService: Sendable {
 
   public var port: Int { server.boundPort }
 
-  /// Stops accepting, lets in-flight requests finish up to `timeout`; true if all finished.
+  /// Stops accepting, lets in-flight requests finish up to `timeout`, then checkpoints the
+  /// catalog's write-ahead log; true if every request finished.
   @discardableResult
-  public func stop(timeout: Duration = .seconds(10)) -> Bool { server.shutdown(timeout: timeout) }
+  public func stop(timeout: Duration = .seconds(10)) -> Bool {
+    let clean = server.shutdown(timeout: timeout)
+    // Another process (the CLI) may be using the catalog: a busy checkpoint is not an error.
+    try? larder.catalog.checkpoint()
+    return clean
+  }
 
   /// A development token signed with this data directory's secret.
   public func developmentToken(uid: String, ttl: TimeInterval = 3600) -> String {
