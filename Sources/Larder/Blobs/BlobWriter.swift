@@ -75,7 +75,7 @@ public final class BlobWriter {
     }
     do {
       if pending.isEmpty && bytes.count >= Self.writeSize {
-        try POSIX.writeAll(fd, bytes, path: path)
+        try consume(bytes)
       } else {
         if pending.capacity < Self.writeSize { pending.reserveCapacity(Self.writeSize) }
         pending.append(contentsOf: bytes)
@@ -85,8 +85,6 @@ public final class BlobWriter {
       cancel()
       throw error
     }
-    sha256.update(bytes)
-    md5.update(bytes)
     if head.count < ContentSniffer.headLength {
       head.append(contentsOf: bytes.prefix(ContentSniffer.headLength - head.count))
     }
@@ -106,10 +104,12 @@ public final class BlobWriter {
   ///   the temp file is removed on any failure.
   public func finish() throws -> StagedBlob {
     precondition(!done, "finish called twice")
-    let sha = sha256.finalize()
-    let md = md5.finalize()
+    let sha: [UInt8]
+    let md: [UInt8]
     do {
       try flush()
+      sha = sha256.finalize()
+      md = md5.finalize()
       if let expected = options.expectedSHA256, expected != sha {
         throw LarderError.checksumMismatch(
           algorithm: "sha256", expected: Hex.encode(expected), actual: Hex.encode(sha))
@@ -133,9 +133,30 @@ public final class BlobWriter {
 
   private func flush() throws {
     guard !pending.isEmpty else { return }
-    try pending.withUnsafeBytes { try POSIX.writeAll(fd, $0, path: path) }
+    try pending.withUnsafeBytes { try consume($0) }
     pending.removeAll(keepingCapacity: true)
   }
+
+  /// Hashes and writes one block, in order. For large blocks MD5 (the slower digest here)
+  /// runs on another core while this thread computes SHA-256 and writes, so one upload is
+  /// bounded by the slower of the two paths rather than by the sum of all three.
+  private func consume(_ block: UnsafeRawBufferPointer) throws {
+    guard block.count >= Self.parallelHashSize else {
+      sha256.update(block)
+      md5.update(block)
+      try POSIX.writeAll(fd, block, path: path)
+      return
+    }
+    let work = ParallelDigest(digest: md5, block: block)
+    let group = DispatchGroup()
+    DispatchQueue.global(qos: .userInitiated).async(group: group) { work.run() }
+    // The block must stay valid until the other thread is done with it.
+    defer { group.wait() }
+    sha256.update(block)
+    try POSIX.writeAll(fd, block, path: path)
+  }
+
+  private static let parallelHashSize = 256 * 1024
 
   /// Stops the write and removes the temp file.
   public func cancel() {
@@ -155,6 +176,18 @@ public final class BlobWriter {
 
 @available(*, unavailable)
 extension BlobWriter: Sendable {}
+
+/// One digest update handed to another thread; the caller waits for it before touching the
+/// digest or the block again, which is what makes the unchecked sendability sound.
+private final class ParallelDigest: @unchecked Sendable {
+  let digest: Digest
+  let block: UnsafeRawBufferPointer
+  init(digest: Digest, block: UnsafeRawBufferPointer) {
+    self.digest = digest
+    self.block = block
+  }
+  func run() { digest.update(block) }
+}
 
 /// Verified, durable content waiting to be committed into the catalog.
 ///
