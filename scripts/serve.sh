@@ -15,7 +15,7 @@ A development token for uid "dev" (valid 24 h):
   export TOKEN=$TOKEN
 
 Try:
-  curl -H "Authorization: Bearer \$TOKEN" --data-binary @README.md \\
+  curl -H "Authorization: Bearer \$TOKEN" -H "Content-Type: text/markdown" --data-binary @README.md \\
        "http://127.0.0.1:$PORT/v0/b/app/o?name=users%2Fdev%2Freadme.md"
   curl -H "Authorization: Bearer \$TOKEN" "http://127.0.0.1:$PORT/v0/b/app/o/users%2Fdev%2Freadme.md?alt=media"
 
