@@ -35,7 +35,7 @@ let package = Package(
     .target(name: "LarderAuth", dependencies: ["LarderCrypto"]),
     .target(
       name: "LarderServer",
-      dependencies: ["CMicroHTTPD", "Larder", "LarderRules", "LarderAuth"]),
+      dependencies: ["CMicroHTTPD", "Larder", "LarderRules", "LarderAuth", "LarderCrypto"]),
     .executableTarget(
       name: "larder", dependencies: ["Larder", "LarderServer", "LarderRules", "LarderAuth"]),
 

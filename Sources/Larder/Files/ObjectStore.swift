@@ -80,11 +80,18 @@ public struct ObjectStore: Sendable {
   /// The object at `bucket/name`.
   /// - Throws: ``LarderError/notFound(bucket:name:)``.
   public func get(bucket: String, name: String) throws -> StoredObject {
+    guard let object = try find(bucket: bucket, name: name) else {
+      throw LarderError.notFound(bucket: bucket, name: name)
+    }
+    return object
+  }
+
+  /// The object at `bucket/name`, or nil when there is none; any other failure (an invalid
+  /// name, a busy or broken catalog) throws rather than passing for absence.
+  public func find(bucket: String, name: String) throws -> StoredObject? {
     try ObjectName.validateBucket(bucket)
     try ObjectName.validateName(name)
-    let object = try catalog.read(snapshot: false) { db in try Self.fetch(db: db, bucket: bucket, name: name) }
-    guard let object else { throw LarderError.notFound(bucket: bucket, name: name) }
-    return object
+    return try catalog.read(snapshot: false) { db in try Self.fetch(db: db, bucket: bucket, name: name) }
   }
 
   static func fetch(db: Database, bucket: String, name: String) throws -> StoredObject? {
@@ -130,6 +137,7 @@ public struct ObjectStore: Sendable {
       if let value = patch.contentDisposition {
         object.contentDisposition = try value.map { try Self.headerValue($0, field: "contentDisposition") }
       }
+      if patch.clearMetadata { object.metadata = [:] }
       if let changes = patch.metadata {
         for (key, value) in changes { object.metadata[key] = value }
         try Self.validateMetadata(object.metadata)

@@ -18,12 +18,16 @@ public struct StoredObject: Sendable, Equatable, Codable {
   public var updated: Date
 
   /// The metadata resource as Firebase Storage's REST API shapes it, plus `sha256`.
-  public var firebaseMetadata: FirebaseObjectMetadata {
+  public var firebaseMetadata: FirebaseObjectMetadata { firebaseMetadata(includingTokens: true) }
+
+  /// The same without `downloadTokens` (omitted from the JSON), for callers who may not read
+  /// the content: a token grants it.
+  public func firebaseMetadata(includingTokens: Bool) -> FirebaseObjectMetadata {
     FirebaseObjectMetadata(
       name: name, bucket: bucket, generation: String(generation), metageneration: String(metageneration),
       contentType: contentType, declaredContentType: file.declaredContentType, size: String(file.size),
       md5Hash: file.md5Base64, sha256: file.sha256, timeCreated: Self.timestamp(timeCreated),
-      updated: Self.timestamp(updated), downloadTokens: downloadTokens.joined(separator: ","),
+      updated: Self.timestamp(updated), downloadTokens: includingTokens ? downloadTokens.joined(separator: ",") : nil,
       metadata: metadata.isEmpty ? nil : metadata, cacheControl: cacheControl,
       contentDisposition: contentDisposition, contentEncoding: "identity", storageClass: "STANDARD")
   }
@@ -48,7 +52,8 @@ public struct FirebaseObjectMetadata: Codable, Sendable, Equatable {
   public var sha256: String
   public var timeCreated: String
   public var updated: String
-  public var downloadTokens: String
+  /// Comma-separated; nil (absent from the JSON) where the caller may not have them.
+  public var downloadTokens: String?
   public var metadata: [String: String]?
   public var cacheControl: String?
   public var contentDisposition: String?
@@ -86,14 +91,18 @@ public struct ObjectPatch: Sendable {
   public var contentDisposition: String??
   /// Keys set to nil are removed; others are set.
   public var metadata: [String: String?]?
+  /// Remove every custom metadata key first (then apply `metadata`), in the update's transaction.
+  public var clearMetadata: Bool
   /// Replace the download tokens with one fresh token.
   public var rotateDownloadToken: Bool
   public var ifMetagenerationMatch: Int64?
 
   public init(
     contentType: String? = nil, cacheControl: String?? = nil, contentDisposition: String?? = nil,
-    metadata: [String: String?]? = nil, rotateDownloadToken: Bool = false, ifMetagenerationMatch: Int64? = nil
+    metadata: [String: String?]? = nil, clearMetadata: Bool = false, rotateDownloadToken: Bool = false,
+    ifMetagenerationMatch: Int64? = nil
   ) {
+    self.clearMetadata = clearMetadata
     self.contentType = contentType
     self.cacheControl = cacheControl
     self.contentDisposition = contentDisposition

@@ -63,7 +63,7 @@ public final class LarderApp: HTTPHandler {
     guard segments.count >= 4, segments[0] == "v0", segments[1] == "b" else {
       return .respond(.error(status: 404, message: "no such endpoint"), route: "unmatched")
     }
-    let bucket = try PathSegment.decode(segments[2])
+    let bucket = try PercentEncoding.decode(segments[2])
     try ObjectName.validateBucket(bucket)
     let rest = Array(segments[3...])
     if request.method == "OPTIONS" && rest.first == "o" {
@@ -111,40 +111,6 @@ public final class LarderApp: HTTPHandler {
       "ETag, Content-Range, Content-Length, Location, Upload-Offset, Upload-Length, Upload-Metadata, "
         + "Upload-Defer-Length, Upload-Expires, Upload-Concat, Tus-Resumable, Tus-Version, Tus-Extension, "
         + "Tus-Max-Size, Tus-Checksum-Algorithm, X-Request-Id")
-  }
-}
-
-/// Decoding of one percent-encoded path segment.
-enum PathSegment {
-  /// Decodes `%XX` escapes strictly (a `+` stays a `+`).
-  /// - Throws: ``HTTPRequestError`` for malformed escapes or bytes that are not UTF-8.
-  static func decode(_ raw: Substring) throws -> String {
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(raw.utf8.count)
-    var it = raw.utf8.makeIterator()
-    func hex(_ c: UInt8?) -> UInt8? {
-      guard let c else { return nil }
-      switch c {
-      case 0x30...0x39: return c - 0x30
-      case 0x41...0x46: return c - 0x41 + 10
-      case 0x61...0x66: return c - 0x61 + 10
-      default: return nil
-      }
-    }
-    while let c = it.next() {
-      if c == 0x25 {
-        guard let hi = hex(it.next()), let lo = hex(it.next()) else {
-          throw HTTPRequestError.malformedPercentEncoding(String(raw))
-        }
-        bytes.append(hi << 4 | lo)
-      } else {
-        bytes.append(c)
-      }
-    }
-    guard let text = String(validating: bytes, as: UTF8.self) else {
-      throw HTTPRequestError.invalidUTF8(String(raw))
-    }
-    return text
   }
 }
 

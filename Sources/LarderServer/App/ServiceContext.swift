@@ -31,7 +31,7 @@ public struct ServiceContext: Sendable {
   /// Asks the policy about writing `incoming` at its name: a `create`, or an `update` of the
   /// object stored there now. Throws the 403 response when denied.
   func authorizeWrite(_ incoming: AccessResource, identity: Identity?) throws {
-    let existing = try? larder.objects.get(bucket: incoming.bucket, name: incoming.name)
+    let existing = try larder.objects.find(bucket: incoming.bucket, name: incoming.name)
     try authorize(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderCrypto
 
 /// Firebase Storage's object REST API.
 ///
@@ -18,10 +19,11 @@ struct ObjectsEndpoint: BucketEndpoint {
   func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision {
     // Errors are answered here so that metrics and the access log keep the route's label
     // (a 404 of `objects.get`), instead of LarderApp's catch-all "error".
+    let route = Self.routeLabel(request, rest: rest)
     do {
-      return try dispatch(request, bucket: bucket, rest: rest, identity: identity)
+      return HTTPHeadDecision(try dispatch(request, bucket: bucket, rest: rest, identity: identity), routeLabel: route)
     } catch {
-      return .respond(APIError.response(for: error), route: Self.routeLabel(request, rest: rest))
+      return .respond(APIError.response(for: error), route: route)
     }
   }
 
@@ -32,38 +34,38 @@ struct ObjectsEndpoint: BucketEndpoint {
     case (2, "GET"), (2, "HEAD"): request.queryValue("alt") == "media" ? "objects.download" : "objects.get"
     case (2, "PATCH"): "objects.patch"
     case (2, "DELETE"): "objects.delete"
-    default: "objects"
+    case (1, _), (2, _): "objects"
+    default: "unmatched"
     }
   }
 
-  func dispatch(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision {
+  func dispatch(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws
+    -> HTTPHeadDecision.Action
+  {
     switch rest.count {
     case 1:
       switch request.method {
-      case "POST": return .receiveBody(try upload(request, bucket: bucket, identity: identity), route: "objects.upload")
-      case "GET": return .respond(try list(request, bucket: bucket, identity: identity), route: "objects.list")
-      default: return .respond(methodNotAllowed("GET, POST, OPTIONS"), route: "objects")
+      case "POST": return .receiveBody(try upload(request, bucket: bucket, identity: identity))
+      case "GET": return .respond(try list(request, bucket: bucket, identity: identity))
+      default: return .respond(methodNotAllowed("GET, POST, OPTIONS"))
       }
     case 2:
-      let name = try PathSegment.decode(rest[1])
+      let name = try PercentEncoding.decode(rest[1])
       try ObjectName.validateName(name)
       switch request.method {
       case "GET", "HEAD":
-        let media = request.queryValue("alt") == "media"
         return .respond(
-          try read(request, bucket: bucket, name: name, identity: identity, media: media),
-          route: media ? "objects.download" : "objects.get")
+          try read(request, bucket: bucket, name: name, identity: identity, media: request.queryValue("alt") == "media"))
       case "PATCH":
         return .receiveBody(
-          BufferedBodySink { body in try self.patch(body, bucket: bucket, name: name, identity: identity) },
-          route: "objects.patch")
+          BufferedBodySink { body in try self.patch(body, bucket: bucket, name: name, identity: identity) })
       case "DELETE":
-        return .respond(try delete(request, bucket: bucket, name: name, identity: identity), route: "objects.delete")
+        return .respond(try delete(request, bucket: bucket, name: name, identity: identity))
       default:
-        return .respond(methodNotAllowed("GET, HEAD, PATCH, DELETE, OPTIONS"), route: "objects")
+        return .respond(methodNotAllowed("GET, HEAD, PATCH, DELETE, OPTIONS"))
       }
     default:
-      return .respond(.error(status: 404, message: "no such endpoint"), route: "unmatched")
+      return .respond(.error(status: 404, message: "no such endpoint"))
     }
   }
 
@@ -108,7 +110,7 @@ struct ObjectsEndpoint: BucketEndpoint {
       declaredContentType: request.headers["Content-Type"], metadata: metadata,
       cacheControl: request.headers["X-Goog-Cache-Control"] ?? request.queryValue("cacheControl"),
       contentDisposition: request.headers["X-Goog-Content-Disposition"] ?? request.queryValue("contentDisposition"),
-      ifGenerationMatch: try request.queryValue("ifGenerationMatch").map(Self.parseInt))
+      ifGenerationMatch: try Self.count(request, "ifGenerationMatch"))
     // Ask before reading a byte, on what the client declares; asked again on the real content.
     try context.authorizeWrite(
       AccessResource(
@@ -124,10 +126,11 @@ struct ObjectsEndpoint: BucketEndpoint {
   func read(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?, media: Bool) throws
     -> HTTPResponse
   {
-    let object = try? context.larder.objects.get(bucket: bucket, name: name)
-    let token = request.queryValue("token")
+    let object = try context.larder.objects.find(bucket: bucket, name: name)
+    let token = request.queryValue("token").map { Array($0.utf8) }
     let tokenGrants =
-      media && object != nil && token.map { t in object!.downloadTokens.contains { Self.constantTimeEqual($0, t) } } == true
+      media && token != nil
+      && object?.downloadTokens.contains { constantTimeEquals(Array($0.utf8), token!) } == true
     if !tokenGrants {
       try context.authorize(
         AccessRequest(
@@ -146,12 +149,7 @@ struct ObjectsEndpoint: BucketEndpoint {
   static let inlineBodyLimit: Int64 = 16 * 1024
 
   func download(_ request: HTTPRequest, object: StoredObject) throws -> HTTPResponse {
-    let maxSize = try request.queryValue("maxSize").map { text throws -> Int64 in
-      guard let n = Int64(text), n >= 0, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-        throw LarderError.invalidArgument("maxSize must be a non-negative number of bytes, got '\(text.prefix(40))'")
-      }
-      return n
-    }
+    let maxSize = try Self.count(request, "maxSize")
     let size = object.file.size
     let etag = "\"\(object.file.sha256)\""
     let lastModified = object.timeCreated
@@ -175,9 +173,7 @@ struct ObjectsEndpoint: BucketEndpoint {
       return r
     case .proceed(let honourRange):
       var range = ByteRange.full
-      if honourRange && request.method == "GET" || honourRange && request.method == "HEAD" {
-        range = ByteRange.parse(request.headers["Range"], size: size)
-      }
+      if honourRange { range = ByteRange.parse(request.headers["Range"], size: size) }
       if range == .unsatisfiable {
         var r = HTTPResponse.error(status: 416, message: "range not satisfiable; the object is \(size) bytes")
         r.headers.set("Content-Range", "bytes */\(size)")
@@ -194,10 +190,7 @@ struct ObjectsEndpoint: BucketEndpoint {
       }
       if let maxSize, length > maxSize {
         // Refused before any content byte: the client learns the size and its limit.
-        return .error(
-          status: 413,
-          message: "content is \(length) bytes, larger than the maximum of \(maxSize) bytes allowed for this download",
-          extra: ["size": length, "maxSize": maxSize])
+        throw LarderError.downloadSizeExceeded(size: length, maxSize: maxSize)
       }
       headers.set("Content-Type", object.contentType)
       headers.set("Content-Disposition", Self.contentDisposition(for: object))
@@ -226,7 +219,8 @@ struct ObjectsEndpoint: BucketEndpoint {
     let active = isActiveContent(object.contentType)
     let filename = object.file.filename ?? object.name.split(separator: "/").last.map(String.init) ?? "download"
     if let custom = object.contentDisposition, !active { return custom }
-    return "\(active ? "attachment" : "inline"); filename*=UTF-8''\(rfc5987(filename))"
+    // RFC 5987 allows a few more characters unescaped; encoding them too is equally valid.
+    return "\(active ? "attachment" : "inline"); filename*=UTF-8''\(PercentEncoding.encodeComponent(filename))"
   }
 
   /// Whether a browser would render or run this type (HTML, SVG, XML, scripts, PDF, Flash).
@@ -248,33 +242,6 @@ struct ObjectsEndpoint: BucketEndpoint {
       || has("application/pdf") || has("x-shockwave")
   }
 
-  static func rfc5987(_ s: String) -> String {
-    let allowed = Set("!#$&+-.^_`|~".utf8)
-    let digits = Array("0123456789ABCDEF".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity(s.utf8.count)
-    for b in s.utf8 {
-      let alnum = (0x30...0x39).contains(b) || (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b)
-      if alnum || allowed.contains(b) {
-        out.append(b)
-      } else {
-        out += [0x25, digits[Int(b >> 4)], digits[Int(b & 0xF)]]
-      }
-    }
-    return String(decoding: out, as: UTF8.self)
-  }
-
-  /// Compares a download token without an early exit, so the answer time does not tell how
-  /// many leading characters of a guess were right.
-  static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-    let x = Array(a.utf8)
-    let y = Array(b.utf8)
-    guard x.count == y.count else { return false }
-    var difference: UInt8 = 0
-    for i in x.indices { difference |= x[i] ^ y[i] }
-    return difference == 0
-  }
-
   // MARK: patch, delete, list
 
   func patch(_ body: [UInt8], bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
@@ -294,12 +261,10 @@ struct ObjectsEndpoint: BucketEndpoint {
     }
     patch.cacheControl = try stringOrNull("cacheControl")
     patch.contentDisposition = try stringOrNull("contentDisposition")
-    var clearMetadata = false
     if let metadata = json["metadata"] {
       if metadata is NSNull {
-        // Filled in from the stored object below: looking it up here, before the policy
-        // runs, would tell a caller who may not update it whether it exists (404 vs 403).
-        clearMetadata = true
+        // Cleared inside the update's transaction, so keys added meanwhile go too.
+        patch.clearMetadata = true
       } else {
         guard let map = metadata as? [String: Any] else { throw LarderError.invalidArgument("metadata must be an object") }
         var changes: [String: String?] = [:]
@@ -323,16 +288,13 @@ struct ObjectsEndpoint: BucketEndpoint {
     if let unknown = json.keys.first(where: { !known.contains($0) }) {
       throw LarderError.invalidArgument("field '\(unknown.prefix(60))' cannot be changed")
     }
-    let current = try? context.larder.objects.get(bucket: bucket, name: name)
-    if clearMetadata, let current {
-      patch.metadata = Dictionary(uniqueKeysWithValues: current.metadata.keys.map { ($0, String?.none) })
-    }
-    var incoming = current.map(AccessResource.init)
-    if let incomingValue = incoming {
-      var next = incomingValue
+    let current = try context.larder.objects.find(bucket: bucket, name: name)
+    let incoming = current.map { object -> AccessResource in
+      var next = AccessResource(object)
       if let t = patch.contentType { next.contentType = t }
+      if patch.clearMetadata { next.metadata = [:] }
       for (k, v) in patch.metadata ?? [:] { next.metadata[k] = v }
-      incoming = next
+      return next
     }
     try context.authorize(
       AccessRequest(
@@ -343,19 +305,19 @@ struct ObjectsEndpoint: BucketEndpoint {
   }
 
   func delete(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
-    let current = try? context.larder.objects.get(bucket: bucket, name: name)
+    let current = try context.larder.objects.find(bucket: bucket, name: name)
     try context.authorize(
       AccessRequest(
         operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init)))
     try context.larder.objects.delete(
-      bucket: bucket, name: name, ifGenerationMatch: try request.queryValue("ifGenerationMatch").map(Self.parseInt))
+      bucket: bucket, name: name, ifGenerationMatch: try Self.count(request, "ifGenerationMatch"))
     return HTTPResponse(status: 204)
   }
 
   func list(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPResponse {
     let prefix = request.queryValue("prefix") ?? ""
     let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
-    let maxResults = try request.queryValue("maxResults").map(Self.parseInt).map(Int.init) ?? 1000
+    let maxResults = try Self.count(request, "maxResults").map { Int(clamping: $0) } ?? 1000
     // Rules see the folder being listed, as Firebase's list rules do. A prefix is a string
     // prefix, so `users/al` also matches `users/alice/…`: the folder asked about is the deepest
     // whole folder the prefix names (`users`), never `users/al`, which a user `al` could own.
@@ -377,13 +339,15 @@ struct ObjectsEndpoint: BucketEndpoint {
     }
     struct Listing: Encodable {
       var prefixes: [String]
-      var items: [TokenlessMetadata]
+      var items: [FirebaseObjectMetadata]
       var nextPageToken: String?
     }
+    // Never tokens in a listing: `list` may be allowed where `get` is not (a drop box), and a
+    // token grants the content. Firebase, too, returns tokens only from a metadata `get`.
     return .json(
       Listing(
         prefixes: page.prefixes.filter(listable),
-        items: page.items.filter { listable($0.name) }.map { TokenlessMetadata($0.firebaseMetadata) },
+        items: page.items.filter { listable($0.name) }.map { $0.firebaseMetadata(includingTokens: false) },
         nextPageToken: page.nextPageToken))
   }
 
@@ -402,46 +366,17 @@ struct ObjectsEndpoint: BucketEndpoint {
         operation: .get, bucket: object.bucket, name: object.name, identity: identity,
         resource: AccessResource(object))
     ).allowed
-    return mayGet ? .json(object.firebaseMetadata) : .json(TokenlessMetadata(object.firebaseMetadata))
+    return .json(object.firebaseMetadata(includingTokens: mayGet))
   }
 
-  /// An object's metadata without `downloadTokens`: list entries, and write answers to callers
-  /// who may not `get` the object.
-  ///
-  /// `list` may be allowed where `get` is not (a drop box, a shared index); a token in a
-  /// listing would hand every lister the content. Firebase, too, returns tokens only from
-  /// a metadata `get`.
-  struct TokenlessMetadata: Encodable {
-    let metadata: FirebaseObjectMetadata
-    init(_ metadata: FirebaseObjectMetadata) { self.metadata = metadata }
-    enum Key: String, CodingKey {
-      case name, bucket, generation, metageneration, contentType, declaredContentType, size, md5Hash, sha256
-      case timeCreated, updated, metadata, cacheControl, contentDisposition, contentEncoding, storageClass
+  /// A query parameter that must be a count of bytes or a generation: decimal digits only
+  /// (no sign, no exponent), within 64 bits. Nil when absent.
+  /// - Throws: ``LarderError/invalidArgument(_:)`` naming the parameter.
+  static func count(_ request: HTTPRequest, _ name: String) throws -> Int64? {
+    guard let text = request.queryValue(name) else { return nil }
+    guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int64(text) else {
+      throw LarderError.invalidArgument("\(name) must be a non-negative integer, got '\(text.prefix(40))'")
     }
-    func encode(to encoder: any Encoder) throws {
-      var c = encoder.container(keyedBy: Key.self)
-      let m = metadata
-      try c.encode(m.name, forKey: .name)
-      try c.encode(m.bucket, forKey: .bucket)
-      try c.encode(m.generation, forKey: .generation)
-      try c.encode(m.metageneration, forKey: .metageneration)
-      try c.encode(m.contentType, forKey: .contentType)
-      try c.encodeIfPresent(m.declaredContentType, forKey: .declaredContentType)
-      try c.encode(m.size, forKey: .size)
-      try c.encode(m.md5Hash, forKey: .md5Hash)
-      try c.encode(m.sha256, forKey: .sha256)
-      try c.encode(m.timeCreated, forKey: .timeCreated)
-      try c.encode(m.updated, forKey: .updated)
-      try c.encodeIfPresent(m.metadata, forKey: .metadata)
-      try c.encodeIfPresent(m.cacheControl, forKey: .cacheControl)
-      try c.encodeIfPresent(m.contentDisposition, forKey: .contentDisposition)
-      try c.encode(m.contentEncoding, forKey: .contentEncoding)
-      try c.encode(m.storageClass, forKey: .storageClass)
-    }
-  }
-
-  static func parseInt(_ text: String) throws -> Int64 {
-    guard let n = Int64(text), n >= 0 else { throw LarderError.invalidArgument("'\(text.prefix(40))' is not a non-negative integer") }
     return n
   }
 }

@@ -65,7 +65,7 @@ enum TusProtocol {
       }
       let segments = path.split(separator: "/", omittingEmptySubsequences: false)
       guard segments.count >= 3, segments[segments.count - 2] == "uploads",
-        (try? PathSegment.decode(segments[segments.count - 3])) == bucket,
+        (try? PercentEncoding.decode(segments[segments.count - 3])) == bucket,
         UploadStore.isUploadID(String(segments[segments.count - 1]))
       else {
         throw badRequest(

@@ -108,6 +108,25 @@ import Testing
     #expect(try larder.files.data(of: object.file) == Data("bye".utf8))
   }
 
+  @Test func findAnswersNilOnlyForAbsenceAndThrowsEverythingElse() throws {
+    let larder = try Larder.temporary()
+    let object = try larder.objects.put(bucket: "b", name: "here", data: Data("x".utf8))
+    #expect(try larder.objects.find(bucket: "b", name: "here") == object)
+    #expect(try larder.objects.find(bucket: "b", name: "absent") == nil)
+    // A bad name is an error, not an absent object (callers must not read it as "create").
+    #expect(throws: LarderError.self) { try larder.objects.find(bucket: "b", name: "a/../b") }
+    #expect(throws: LarderError.self) { try larder.objects.find(bucket: "B!", name: "here") }
+  }
+
+  @Test func clearingMetadataRemovesEveryKeyThenAppliesChanges() throws {
+    let larder = try Larder.temporary()
+    _ = try larder.objects.put(bucket: "b", name: "m", data: Data("x".utf8), options: .init(metadata: ["a": "1", "b": "2"]))
+    let cleared = try larder.objects.update(
+      bucket: "b", name: "m", patch: ObjectPatch(metadata: ["c": "3"], clearMetadata: true))
+    #expect(cleared.metadata == ["c": "3"])
+    #expect(try larder.objects.get(bucket: "b", name: "m").metadata == ["c": "3"])
+  }
+
   @Test func bucketsAreSeparateNamespaces() throws {
     let larder = try Larder.temporary()
     _ = try larder.objects.put(bucket: "one", name: "same", data: Data("1".utf8))
