@@ -123,6 +123,19 @@ enum POSIX {
     }
   }
 
+  /// Writes all of `buffer` at `offset` (`pwrite`), retrying short writes and interrupts.
+  static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64, path: String) throws {
+    var done = 0
+    while done < buffer.count {
+      let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+      if n < 0 {
+        if errno == EINTR { continue }
+        throw LarderError.posix("write", path)
+      }
+      done += n
+    }
+  }
+
   /// Reads up to `count` bytes at `offset`; fewer only at end of file.
   static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, path: String) throws -> Int {
     var done = 0

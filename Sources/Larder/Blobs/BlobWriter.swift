@@ -34,10 +34,8 @@ public final class BlobWriter {
   private let md5 = Digest(.md5)
   private var head: [UInt8] = []
   private var done = false
-  /// Bytes not yet written: HTTP bodies arrive in chunks of a few KiB, and writing each at
-  /// once cost a fifth of an upload's CPU in system calls (measured); 1 MiB writes do not.
-  private var pending: [UInt8] = []
-  private static let writeSize = 1 << 20
+  /// Buffers to 1 MiB blocks, hashes (MD5 on another core) and writes them.
+  private let sink: BlockSink
 
   init(directory: String, options: Options) throws {
     self.options = options
@@ -54,6 +52,7 @@ public final class BlobWriter {
       if fstat(fd, &st) == 0 && st.st_nlink > 0 {
         self.fd = fd
         self.path = candidate
+        sink = BlockSink(fd: fd, path: candidate, sha256: sha256, md5: md5)
         break
       }
       close(fd)
@@ -74,13 +73,7 @@ public final class BlobWriter {
       throw LarderError.sizeLimitExceeded(limit: limit)
     }
     do {
-      if pending.isEmpty && bytes.count >= Self.writeSize {
-        try consume(bytes)
-      } else {
-        if pending.capacity < Self.writeSize { pending.reserveCapacity(Self.writeSize) }
-        pending.append(contentsOf: bytes)
-        if pending.count >= Self.writeSize { try flush() }
-      }
+      try sink.write(bytes)
     } catch {
       cancel()
       throw error
@@ -107,7 +100,7 @@ public final class BlobWriter {
     let sha: [UInt8]
     let md: [UInt8]
     do {
-      try flush()
+      try sink.flush()
       sha = sha256.finalize()
       md = md5.finalize()
       if let expected = options.expectedSHA256, expected != sha {
@@ -131,33 +124,6 @@ public final class BlobWriter {
     return staged
   }
 
-  private func flush() throws {
-    guard !pending.isEmpty else { return }
-    try pending.withUnsafeBytes { try consume($0) }
-    pending.removeAll(keepingCapacity: true)
-  }
-
-  /// Hashes and writes one block, in order. For large blocks MD5 (the slower digest here)
-  /// runs on another core while this thread computes SHA-256 and writes, so one upload is
-  /// bounded by the slower of the two paths rather than by the sum of all three.
-  private func consume(_ block: UnsafeRawBufferPointer) throws {
-    guard block.count >= Self.parallelHashSize else {
-      sha256.update(block)
-      md5.update(block)
-      try POSIX.writeAll(fd, block, path: path)
-      return
-    }
-    let work = ParallelDigest(digest: md5, block: block)
-    let group = DispatchGroup()
-    DispatchQueue.global(qos: .userInitiated).async(group: group) { work.run() }
-    // The block must stay valid until the other thread is done with it.
-    defer { group.wait() }
-    sha256.update(block)
-    try POSIX.writeAll(fd, block, path: path)
-  }
-
-  private static let parallelHashSize = 256 * 1024
-
   /// Stops the write and removes the temp file.
   public func cancel() {
     guard !done else { return }
@@ -176,18 +142,6 @@ public final class BlobWriter {
 
 @available(*, unavailable)
 extension BlobWriter: Sendable {}
-
-/// One digest update handed to another thread; the caller waits for it before touching the
-/// digest or the block again, which is what makes the unchecked sendability sound.
-private final class ParallelDigest: @unchecked Sendable {
-  let digest: Digest
-  let block: UnsafeRawBufferPointer
-  init(digest: Digest, block: UnsafeRawBufferPointer) {
-    self.digest = digest
-    self.block = block
-  }
-  func run() { digest.update(block) }
-}
 
 /// Verified, durable content waiting to be committed into the catalog.
 ///

@@ -356,6 +356,6 @@ public struct GarbageCollector: Sendable {
   }
 
   static func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    duration.timeInterval
   }
 }

@@ -13,16 +13,13 @@ public final class CompletedUpload: @unchecked Sendable {
   let store: UploadStore
   /// nil for a final concatenation (its row is inserted when it is published).
   let session: UploadSession?
-  let previousOffset: Int64
   var settled = false
 
-  init(upload: Upload, staged: StagedBlob, store: UploadStore, session: UploadSession?, previousOffset: Int64)
-  {
+  init(upload: Upload, staged: StagedBlob, store: UploadStore, session: UploadSession?) {
     self.upload = upload
     self.staged = staged
     self.store = store
     self.session = session
-    self.previousOffset = previousOffset
   }
 
   deinit {

@@ -11,8 +11,8 @@ import LarderCrypto
 /// case .complete(let done): _ = try uploads.publish(done)
 /// }
 /// ```
-/// Bytes go to the file as they arrive and are hashed into copies of the session's digests;
-/// nothing is acknowledged until ``finish()`` has fsync'ed the file and committed the offset.
+/// Bytes go to the file in 1 MiB blocks and are hashed into copies of the session's digests
+/// (a cold session has none: the finished file is then hashed once when staged); nothing is acknowledged until ``finish()`` has fsync'ed the file and committed the offset.
 /// ``abort(keepReceived:)`` (a dropped connection) keeps what arrived when no checksum guards it.
 public final class UploadAppend {
   /// The upload before this append.
@@ -24,8 +24,9 @@ public final class UploadAppend {
   let session: UploadSession
   let checksum: UploadChecksum?
   private let checksumDigest: Digest?
-  private let sha256: Digest
-  private let md5: Digest
+  /// Buffers, hashes (into copies of the session's digests, when it has them) and writes at the
+  /// upload's end.
+  private let sink: BlockSink
   private var open = true
 
   private let sizeLimit: Int64?
@@ -40,14 +41,16 @@ public final class UploadAppend {
     self.store = store
     self.session = session
     self.checksum = checksum
-    checksumDigest = checksum.map { Digest($0.algorithm) }
-    sha256 = session.sha256.copy()
-    md5 = session.md5.copy()
+    let checksumDigest = checksum.map { Digest($0.algorithm) }
+    self.checksumDigest = checksumDigest
+    sink = BlockSink(
+      fd: session.fd, path: session.path, sha256: session.sha256?.copy(), md5: session.md5?.copy(),
+      extra: checksumDigest, at: upload.offset)
   }
 
   deinit { abort(keepReceived: false) }
 
-  /// Appends bytes at the current end.
+  /// Appends bytes at the current end (buffered: they are written in 1 MiB blocks).
   /// - Throws: ``UploadError/exceedsLength(length:)``, ``LarderError/sizeLimitExceeded(limit:)`` or an
   ///   I/O error; the append is then over
   ///   and nothing it wrote is kept.
@@ -61,22 +64,12 @@ public final class UploadAppend {
       abort(keepReceived: false)
       throw LarderError.sizeLimitExceeded(limit: sizeLimit)
     }
-    var done = 0
-    while done < bytes.count {
-      let n = pwrite(
-        session.fd, bytes.baseAddress! + done, bytes.count - done,
-        off_t(upload.offset + received) + off_t(done))
-      if n < 0 {
-        if errno == EINTR { continue }
-        let error = LarderError.posix("write", session.path)
-        abort(keepReceived: false)
-        throw error
-      }
-      done += n
+    do {
+      try sink.write(bytes)
+    } catch {
+      abort(keepReceived: false)
+      throw error
     }
-    sha256.update(bytes)
-    md5.update(bytes)
-    checksumDigest?.update(bytes)
     received += Int64(bytes.count)
   }
 
@@ -88,6 +81,12 @@ public final class UploadAppend {
   ///   ``UploadError/notFound(id:)`` if the upload vanished meanwhile, I/O errors.
   public func finish() throws -> UploadAppendOutcome {
     precondition(open, "finish after the append ended")
+    do {
+      try sink.flush()
+    } catch {
+      abort(keepReceived: false)
+      throw error
+    }
     if let checksum, let checksumDigest, checksumDigest.finalize() != checksum.digest {
       abort(keepReceived: false)
       throw UploadError.checksumMismatch(algorithm: checksum.algorithm.rawValue)
@@ -106,35 +105,35 @@ public final class UploadAppend {
       return
     }
     open = false
-    session.truncateToCommitted()
-    store.release(upload.id, keeping: session)
+    store.release(upload.id, keeping: session.truncateToCommitted() ? session : nil)
   }
 
   private func settle() throws -> UploadAppendOutcome {
     open = false
     let newOffset = upload.offset + received
     do {
-      if received > 0 { guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) } }
+      try sink.flush()
       if let length, newOffset == length, !upload.isPartial {
+        // Staging fsyncs the file (and hashes it if the session was cold).
         let staged = try StagedBlob.adopting(
-          path: session.path, sha256: sha256.finalize(), md5: md5.finalize(), removeOnDiscard: false)
+          path: session.path, sha256: sink.sha256?.finalize(), md5: sink.md5?.finalize(), removeOnDiscard: false)
+        guard staged.size == length else { throw UploadError.dataLost(id: upload.id) }
         let done = Upload(
           id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,
           offset: length, metadata: upload.metadata, concat: upload.concat, expiresAt: upload.expiresAt,
           createdAt: upload.createdAt, completedAt: Date())
-        return .complete(
-          CompletedUpload(
-            upload: done, staged: staged, store: store, session: session, previousOffset: upload.offset))
+        return .complete(CompletedUpload(upload: done, staged: staged, store: store, session: session))
       }
+      if received > 0 { guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) } }
       let updated = try store.commitOffset(upload, offset: newOffset, length: length)
       session.offset = newOffset
-      session.sha256 = sha256
-      session.md5 = md5
+      session.sha256 = sink.sha256
+      session.md5 = sink.md5
       // A finished partial takes no more bytes: close its file.
       store.release(upload.id, keeping: updated.isComplete ? nil : session)
       return .progress(updated)
     } catch {
-      session.truncateToCommitted()
+      _ = session.truncateToCommitted()
       store.release(upload.id, keeping: nil)
       throw error
     }

@@ -103,7 +103,7 @@ public final class UploadStore: Sendable {
   /// - Throws: ``UploadError/notFound(id:)``, ``UploadError/expired(id:)``.
   public func upload(id: String, owner: String?) throws -> Upload {
     guard Self.isUploadID(id) else { throw UploadError.notFound(id: id) }
-    let row = try larder.catalog.read { db in try db.row("SELECT * FROM uploads WHERE id = ?", [id]) }
+    let row = try larder.catalog.read(snapshot: false) { db in try db.row("SELECT * FROM uploads WHERE id = ?", [id]) }
     guard let row else { throw UploadError.notFound(id: id) }
     let upload = Upload(row: row)
     guard upload.owner == owner else { throw UploadError.notFound(id: id) }
@@ -121,11 +121,18 @@ public final class UploadStore: Sendable {
     id: String, owner: String?, offset: Int64, length declared: Int64? = nil, checksum: UploadChecksum? = nil,
     sizeLimit: Int64? = nil
   ) throws -> UploadAppend {
-    var upload = try self.upload(id: id, owner: owner)
-    if case .final = upload.concat { throw UploadError.finalNotAppendable(id: id) }
-    let cached = try acquire(id)
+    guard Self.isUploadID(id) else { throw UploadError.notFound(id: id) }
+    let cached: UploadSession?
     do {
-      upload = try self.upload(id: id, owner: owner)  // fresh, now that we hold the lease
+      cached = try acquire(id)
+    } catch {
+      _ = try upload(id: id, owner: owner)  // someone else's upload is not found, not locked
+      throw error
+    }
+    do {
+      // Read under the lease: only its holder moves the offset, so this one is current.
+      let upload = try self.upload(id: id, owner: owner)
+      if case .final = upload.concat { throw UploadError.finalNotAppendable(id: id) }
       guard offset == upload.offset else {
         throw UploadError.offsetMismatch(expected: upload.offset, actual: offset)
       }
@@ -216,7 +223,7 @@ public final class UploadStore: Sendable {
             """
             UPDATE uploads SET "offset" = ?, length = ?, completed_at = ?
             WHERE id = ? AND "offset" = ? AND completed_at IS NULL
-            """, [upload.offset, upload.length, upload.completedAt, upload.id, completed.previousOffset])
+            """, [upload.offset, upload.length, upload.completedAt, upload.id, completed.session?.offset])
           guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
         }
         return object
@@ -227,25 +234,10 @@ public final class UploadStore: Sendable {
       }
       return object
     } catch {
-      if completed.session != nil, isCompleted(upload.id) {
-        // The commit went through (the failure came after it): the file is now a link to the
-        // published blob and must not be truncated.
-        completed.staged.discard()
-        unlink(path(of: upload.id))
-        release(upload.id, keeping: nil)
-        throw error
-      }
       completed.settled = false
       rollback(completed)
       throw error
     }
-  }
-
-  private func isCompleted(_ id: String) -> Bool {
-    let row = try? larder.catalog.read { db in
-      try db.row("SELECT 1 AS done FROM uploads WHERE id = ? AND completed_at IS NOT NULL", [id])
-    }
-    return row?.int("done") == 1
   }
 
   /// Refuses a completed upload (the policy said no): the upload and its bytes are deleted.
@@ -266,9 +258,9 @@ public final class UploadStore: Sendable {
     guard !completed.settled else { return }
     completed.settled = true
     completed.staged.discard()
-    guard let session = completed.session else { return }
-    session.truncateToCommitted()
-    // The digests were consumed by staging: reload (re-hash) on the next append.
+    guard completed.session != nil else { return }
+    // Drop the session, never touching the file: if the commit went through before the failure
+    // it is linked into blobs/. Otherwise the next load truncates it to the recorded offset.
     release(completed.upload.id, keeping: nil)
   }
 
@@ -291,12 +283,16 @@ public final class UploadStore: Sendable {
 
   /// Concatenates finished partial uploads (in order) into a final upload, staged for publishing.
   ///
-  /// The final's row is written when it is published; the partials stay until they expire.
-  /// - Throws: ``UploadError/invalidConcatenation(_:)`` for an unknown, non-partial or unfinished
-  ///   partial, ``UploadError/locked(id:)``, ``LarderError/sizeLimitExceeded(limit:)``.
+  /// The partials' leases are taken first, so they are validated and copied as they are (none
+  /// is appended to or terminated meanwhile). `authorize` is called with their total size before
+  /// any byte is copied (the permission check). The final's row is written when it is published;
+  /// the partials stay until they expire.
+  /// - Throws: ``UploadError/invalidConcatenation(_:)`` for an unknown, busy, non-partial or
+  ///   unfinished partial, ``UploadError/dataLost(id:)`` when a partial's bytes are gone,
+  ///   ``LarderError/sizeLimitExceeded(limit:)``, whatever `authorize` throws.
   public func concatenate(
     bucket: String, name: String, owner: String?, metadata: [String: String], partials ids: [String],
-    sizeLimit: Int64? = nil
+    sizeLimit: Int64? = nil, authorize: (_ size: Int64) throws -> Void = { _ in }
   ) throws -> CompletedUpload {
     try ObjectName.validateBucket(bucket)
     try ObjectName.validateName(name)
@@ -304,13 +300,36 @@ public final class UploadStore: Sendable {
     guard !ids.isEmpty else {
       throw UploadError.invalidConcatenation("Upload-Concat: final names no partial uploads")
     }
+    func unusable(_ id: String, _ error: any Error) -> UploadError {
+      .invalidConcatenation("partial upload \(id.prefix(64)) is unusable: \(error)")
+    }
+    // Hold the partials' leases while validating and copying.
+    var held: [String] = []
+    defer { for id in held { release(id, keeping: nil) } }
+    for id in Set(ids) {
+      guard Self.isUploadID(id) else { throw unusable(id, UploadError.notFound(id: id)) }
+      do {
+        _ = try acquire(id)
+      } catch {
+        // Someone else's upload is not found, not locked.
+        do { _ = try upload(id: id, owner: owner) } catch let e as UploadError { throw unusable(id, e) }
+        throw unusable(id, error)
+      }
+      held.append(id)
+    }
     var parts: [Upload] = []
+    var byID: [String: Upload] = [:]
     for id in ids {
       let part: Upload
-      do {
-        part = try upload(id: id, owner: owner)
-      } catch let error as UploadError {
-        throw UploadError.invalidConcatenation("partial upload \(id.prefix(64)) is unusable: \(error)")
+      if let known = byID[id] {
+        part = known
+      } else {
+        do {
+          part = try upload(id: id, owner: owner)
+        } catch let error as UploadError {
+          throw unusable(id, error)
+        }
+        byID[id] = part
       }
       guard part.bucket == bucket, part.isPartial else {
         throw UploadError.invalidConcatenation(
@@ -321,18 +340,17 @@ public final class UploadStore: Sendable {
       }
       parts.append(part)
     }
-    let total = parts.reduce(Int64(0)) { $0 + ($1.length ?? 0) }
+    let total = parts.reduce(Int64(0)) { $0 + $1.offset }
     if let sizeLimit, total > sizeLimit { throw LarderError.sizeLimitExceeded(limit: sizeLimit) }
-    // Hold the partials' leases while copying, so none is terminated under us.
-    var held: [String] = []
-    defer { for id in held { release(id, keeping: nil) } }
-    for id in Set(ids) {
-      _ = try acquire(id)
-      held.append(id)
-    }
+    try authorize(total)
     let writer = try larder.files.makeWriter()
     for part in parts {
-      let reader = try BlobReader(path: path(of: part.id))
+      let reader: BlobReader
+      do {
+        reader = try BlobReader(path: path(of: part.id))
+      } catch LarderError.io(_, _, ENOENT) {
+        throw UploadError.dataLost(id: part.id)
+      }
       guard reader.size >= part.offset else { throw UploadError.dataLost(id: part.id) }
       var copied: Int64 = 0
       try reader.forEachChunk { chunk in
@@ -349,7 +367,7 @@ public final class UploadStore: Sendable {
       offset: total, metadata: metadata, concat: .final(ids), expiresAt: now + expiry.timeInterval,
       createdAt: now,
       completedAt: now)
-    return CompletedUpload(upload: final, staged: staged, store: self, session: nil, previousOffset: 0)
+    return CompletedUpload(upload: final, staged: staged, store: self, session: nil)
   }
 
   // MARK: - leases
@@ -408,12 +426,5 @@ public final class UploadStore: Sendable {
   /// Upload ids are 32 lower-case hex digits; anything else is never looked up (nor made a path).
   public static func isUploadID(_ id: String) -> Bool {
     id.utf8.count == 32 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
-  }
-}
-
-extension Duration {
-  var timeInterval: TimeInterval {
-    let (seconds, attoseconds) = components
-    return Double(seconds) + Double(attoseconds) / 1e18
   }
 }

@@ -78,7 +78,7 @@ func append(
     }
   }
 
-  @Test func resumeAfterACrashTruncatesToTheOffsetAndRehashesThePrefix() throws {
+  @Test func resumeAfterACrashTruncatesToTheOffsetAndHashesTheFileOnceAtTheEnd() throws {
     let scratch = try UploadScratch()
     let data = bytes(300_000, seed: 3)
     let id: String
@@ -197,7 +197,9 @@ func append(
       // Dropped without publish or reject.
     }
     #expect(try store.upload(id: id, owner: nil).offset == 2000)
-    #expect(scratch.size(id) == 2000)
+    // The file is not touched by the rollback (it could be linked into blobs/); the next load
+    // truncates it.
+    #expect(scratch.size(id) == 5000)
     guard case .complete(let again) = try append(store, id, at: 2000, data[2000...]) else {
       Issue.record("expected completion")
       return
@@ -211,6 +213,119 @@ func append(
       return
     }
     #expect(try larder.files.data(of: try store.publish(third).file) == Data(data))
+  }
+
+  @Test func aFailureAfterThePublishCommitNeverTruncatesTheLinkedBlob() throws {
+    let scratch = try UploadScratch()
+    let failNext = Mutex(true)
+    struct Injected: Error {}
+    let (larder, store) = try scratch.open(
+      faults: FaultInjector { point in
+        if point == .afterCommit, failNext.withLock({ $0 }) {
+          failNext.withLock { $0 = false }
+          throw Injected()
+        }
+      })
+    let data = bytes(5000, seed: 11)
+    let id = try store.create(bucket: "app", name: "l.bin", owner: nil, length: 5000).id
+    try append(store, id, at: 0, data[0..<2000])
+    guard case .complete(let done) = try append(store, id, at: 2000, data[2000...]) else {
+      Issue.record("expected completion")
+      return
+    }
+    #expect(throws: Injected.self) { try store.publish(done) }
+    // The commit went through: the object is whole and the upload is completed.
+    let object = try larder.objects.get(bucket: "app", name: "l.bin")
+    #expect(try larder.files.data(of: object.file) == Data(data))
+    #expect(try store.upload(id: id, owner: nil).completedAt != nil)
+    #expect(store.hotSessionCount == 0)
+    #expect(throws: UploadError.exceedsLength(length: 5000)) {
+      try store.beginAppend(id: id, owner: nil, offset: 5000)
+    }
+    #expect(try larder.files.data(of: object.file) == Data(data))
+  }
+
+  @Test func aFileLinkedElsewhereIsNeverTruncatedNorAppendedTo() throws {
+    let scratch = try UploadScratch()
+    let id: String
+    do {
+      let (_, store) = try scratch.open()
+      id = try store.create(bucket: "app", name: "h.bin", owner: nil, length: 9000).id
+      try append(store, id, at: 0, bytes(2000)[...])
+    }
+    // An unacknowledged tail, and a second name for the file (as a published blob has).
+    let handle = try #require(FileHandle(forWritingAtPath: scratch.uploadPath(id)))
+    handle.seekToEndOfFile()
+    handle.write(Data(repeating: 0xEE, count: 1000))
+    try handle.close()
+    let other = scratch.url.appendingPathComponent("linked").path
+    #expect(link(scratch.uploadPath(id), other) == 0)
+    let (_, store) = try scratch.open()
+    #expect(throws: UploadError.dataLost(id: id)) { try store.beginAppend(id: id, owner: nil, offset: 2000) }
+    #expect(scratch.size(id) == 3000)
+    var st = stat()
+    #expect(stat(other, &st) == 0 && st.st_mode & 0o777 == 0o600)
+  }
+
+  @Test func aColdSessionHashesTheWholeFileOnceAtCompletion() throws {
+    let scratch = try UploadScratch()
+    let data = bytes(3 << 20, seed: 4)
+    let id: String
+    do {
+      let (_, store) = try scratch.open()
+      id = try store.create(bucket: "app", name: "cold.bin", owner: nil, length: Int64(data.count)).id
+      try append(store, id, at: 0, data[0..<(1 << 20) + 7])
+    }
+    // Two cold resumes (a new store each time), one with a chunk crossing several blocks.
+    do {
+      let (_, store) = try scratch.open()
+      #expect(store.hotSessionCount == 0)
+      try append(store, id, at: (1 << 20) + 7, data[((1 << 20) + 7)..<((5 << 19) + 3)])
+      #expect(store.hotSessionCount == 1)
+    }
+    let (larder, store) = try scratch.open()
+    let a = try store.beginAppend(id: id, owner: nil, offset: (5 << 19) + 3)
+    for start in stride(from: (5 << 19) + 3, to: data.count, by: 8191) {
+      try a.write(Data(data[start..<min(start + 8191, data.count)]))
+    }
+    guard case .complete(let done) = try a.finish() else {
+      Issue.record("expected completion")
+      return
+    }
+    #expect(done.size == Int64(data.count))
+    #expect(done.sha256Hex == hex(data))
+    #expect(Hex.encode(done.md5) == Hex.encode(Digest.hash(.md5, data)))
+    #expect(try larder.files.data(of: try store.publish(done).file) == Data(data))
+  }
+
+  @Test func aWarmSessionBuffersSmallChunksAndKeepsExactDigests() throws {
+    let scratch = try UploadScratch()
+    let (larder, store) = try scratch.open()
+    let data = bytes((2 << 20) + 12345, seed: 8)
+    let id = try store.create(bucket: "app", name: "warm.bin", owner: nil, length: Int64(data.count)).id
+    var offset = 0
+    // Chunks of ~0.7 MiB sent in 1000-byte writes, each with a checksum of the whole chunk.
+    while offset < data.count {
+      let end = min(offset + 700_000, data.count)
+      let chunk = Array(data[offset..<end])
+      let a = try store.beginAppend(
+        id: id, owner: nil, offset: Int64(offset),
+        checksum: UploadChecksum(algorithm: .sha1, digest: Digest.hash(.sha1, chunk)))
+      for s in stride(from: 0, to: chunk.count, by: 1000) {
+        try a.write(Data(chunk[s..<min(s + 1000, chunk.count)]))
+      }
+      switch try a.finish() {
+      case .progress(let u):
+        #expect(u.offset == Int64(end))
+        #expect(scratch.size(id) == Int64(end))
+      case .complete(let done):
+        #expect(end == data.count)
+        #expect(done.sha256Hex == hex(data))
+        #expect(Hex.encode(done.md5) == Hex.encode(Digest.hash(.md5, data)))
+        #expect(try larder.files.data(of: try store.publish(done).file) == Data(data))
+      }
+      offset = end
+    }
   }
 
   @Test func rejectDeletesTheUploadAndItsBytes() throws {
@@ -348,6 +463,34 @@ func append(
       try store.beginAppend(id: row.id, owner: "u", offset: 72_000)
     }
     #expect(try larder.objects.list(bucket: "app").items.map(\.name) == ["j"])
+  }
+
+  @Test func concatenationAuthorizesTheTotalUnderTheLeasesAndReportsLostBytes() throws {
+    let scratch = try UploadScratch()
+    let (_, store) = try scratch.open()
+    let pa = try store.create(bucket: "app", name: nil, owner: "u", length: 300, partial: true).id
+    let pb = try store.create(bucket: "app", name: nil, owner: "u", length: 20, partial: true).id
+    try append(store, pa, owner: "u", at: 0, bytes(300)[...])
+    try append(store, pb, owner: "u", at: 0, bytes(20)[...])
+    struct Denied: Error {}
+    let asked = Mutex<[Int64]>([])
+    #expect(throws: Denied.self) {
+      try store.concatenate(bucket: "app", name: "k", owner: "u", metadata: [:], partials: [pa, pb, pa]) {
+        size in
+        asked.withLock { $0.append(size) }
+        // The partials are held: nobody can terminate one meanwhile.
+        #expect(throws: UploadError.locked(id: pb)) { try store.terminate(id: pb, owner: "u") }
+        throw Denied()
+      }
+    }
+    #expect(asked.withLock { $0 } == [620])
+    // Leases are released after a refusal.
+    #expect(store.hotSessionCount == 0)
+    unlink(scratch.uploadPath(pb))
+    #expect(throws: UploadError.dataLost(id: pb)) {
+      try store.concatenate(bucket: "app", name: "k", owner: "u", metadata: [:], partials: [pa, pb])
+    }
+    try store.terminate(id: pa, owner: "u")
   }
 
   @Test func terminationRemovesRowAndBytes() throws {
