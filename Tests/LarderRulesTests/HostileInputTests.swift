@@ -127,4 +127,32 @@ struct HostileInputTests {
     #expect(d?.line == 1)
     #expect(d?.column == 1)
   }
+
+  static func decide(_ condition: String) throws -> RuleDecision {
+    try RuleSet.parse(wrap(condition)).evaluate(RuleRequest(operation: .get, bucket: "b", objectName: "f"))
+  }
+
+  @Test func hugeEpochMillisAreOutOfRange() throws {
+    for millis in ["9223372036854775807", "-9223372036854775807", "253402300800000", "-62135596800001"] {
+      let decision = try Self.decide("timestamp.value(\(millis)).toMillis() > 0")
+      #expect(decision.allowed == false)
+      #expect(decision.reason.hasSuffix("timestamp out of range"), "\(millis): \(decision.reason)")
+    }
+    // The edges of years 1 and 9999 are still timestamps.
+    let edges = try Self.decide(
+      "timestamp.value(253402300799999).year() == 9999 && timestamp.value(-62135596800000).year() == 1"
+        + " && timestamp.value(253402300799999).toMillis() == 253402300799999")
+    #expect(edges.allowed == true)
+  }
+
+  @Test func mixedSignDurationPartsThatOverflowAreOutOfRange() throws {
+    let decision = try Self.decide("duration.time(2562048, 0, 0, -9000000000000000000) > duration.value(0, 's')")
+    #expect(decision.allowed == false)
+    #expect(decision.reason.hasSuffix("duration out of range"), "\(decision.reason)")
+    let huge = try Self.decide("duration.time(9223372036854775807, 0, 0, 0) > duration.value(0, 's')")
+    #expect(huge.reason.hasSuffix("duration out of range"))
+    let fine = try Self.decide("duration.time(2562047, 0, 0, -9000000000000000000) == duration.time(2562047, 0, 0, -9000000000000000000)"
+      + " && duration.time(1, -60, 0, 5) == duration.value(5, 'ns')")
+    #expect(fine.allowed == true)
+  }
 }

@@ -172,8 +172,13 @@ extension Evaluator {
       return .timestamp(Date(timeIntervalSince1970: Double(days) * 86_400))
     case "timestamp.value":
       try arity(qualified, args, 1, location)
-      return .timestamp(
-        Date(timeIntervalSince1970: Double(try int(args[0], "epoch millis", location)) / 1000))
+      let millis = try int(args[0], "epoch millis", location)
+      // Years 1...9999, as in Firebase; beyond that Double loses the millisecond and
+      // toMillis() could not give the value back.
+      let first = CivilTime.days(year: 1, month: 1, day: 1) * 86_400_000
+      let end = CivilTime.days(year: 10_000, month: 1, day: 1) * 86_400_000
+      guard millis >= first, millis < end else { throw fail("timestamp out of range", location) }
+      return .timestamp(Date(timeIntervalSince1970: Double(millis) / 1000))
     case "duration.value":
       try arity(qualified, args, 2, location)
       let magnitude = try number(args[0], location)
@@ -198,10 +203,16 @@ extension Evaluator {
         try int(args[0], "hours", location), try int(args[1], "minutes", location),
         try int(args[2], "seconds", location), try int(args[3], "nanos", location),
       ]
-      let ns =
-        Double(parts[0]) * 3_600e9 + Double(parts[1]) * 60e9 + Double(parts[2]) * 1e9 + Double(parts[3])
-      guard ns.magnitude < 9.2e18 else { throw fail("duration out of range", location) }
-      return .duration(nanoseconds: ((parts[0] * 60 + parts[1]) * 60 + parts[2]) * 1_000_000_000 + parts[3])
+      // Checked at every step: mixed signs can keep a Double estimate small while an
+      // intermediate Int64 product overflows.
+      var total: Int64 = 0
+      for (part, scale) in zip(parts, [3_600_000_000_000, 60_000_000_000, 1_000_000_000, 1] as [Int64]) {
+        let (product, productOverflow) = part.multipliedReportingOverflow(by: scale)
+        let (sum, sumOverflow) = total.addingReportingOverflow(product)
+        guard !productOverflow, !sumOverflow else { throw fail("duration out of range", location) }
+        total = sum
+      }
+      return .duration(nanoseconds: total)
     case "duration.abs":
       try arity(qualified, args, 1, location)
       guard case .duration(let ns) = args[0], ns != .min else {
@@ -411,7 +422,11 @@ extension Evaluator {
     let (days, nanosOfDay) = CivilTime.split(t)
     let (y, m, d) = CivilTime.civil(days: days)
     switch name {
-    case "toMillis": return .int(Int64((t.timeIntervalSince1970 * 1000).rounded(.down)))
+    case "toMillis":
+      guard let millis = Int64(exactly: (t.timeIntervalSince1970 * 1000).rounded(.down)) else {
+        throw fail("timestamp out of range", location)
+      }
+      return .int(millis)
     case "year": return .int(y)
     case "month": return .int(m)
     case "day": return .int(d)
