@@ -74,5 +74,24 @@ struct RulesToolTests {
     #expect(badPath.exitCode == 2)
     #expect(badPath.output == "error: path must look like /b/BUCKET/o/OBJECT, got 'users/u1/a.txt'")
     #expect(RulesTool.eval(path: "/nonexistent", operation: "get", requestPath: "/b/x/o/y").exitCode == 2)
+    // The object part starts at exactly `/o/` (or is `/o`): `/opublic/x` is not the object `public/x`.
+    for bad in ["/b/app/opublic/x", "/b/app/o.x", "/b/app/oo/x", "/b/app/x/o/y", "/b/app/"] {
+      let result = RulesTool.eval(path: path, operation: "get", requestPath: bad)
+      #expect(result.exitCode == 2, "\(bad)")
+      #expect(result.output == "error: path must look like /b/BUCKET/o/OBJECT, got '\(bad)'")
+    }
+    let publicFile = RulesTool.eval(path: path, operation: "get", requestPath: "/b/app/o/public/x")
+    #expect(publicFile.exitCode == 0)
+  }
+
+  @Test func evalOfTheBareObjectPrefixHasAnEmptyName() throws {
+    let path = try Self.temporaryFile(
+      "rules_version = '2';\nservice firebase.storage {\n  match /b/{b}/o/{all=**} {\n    allow list: if all.size() == 0;\n  }\n}\n")
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    for bare in ["/b/app/o", "/b/app/o/"] {
+      let result = RulesTool.eval(path: path, operation: "list", requestPath: bare)
+      #expect(result.exitCode == 0, "\(bare): \(result.output)")
+      #expect(result.output == "list: ALLOW - allowed by \(path):4:5")
+    }
   }
 }

@@ -39,13 +39,16 @@ public enum RulesTool {
       return (2, "error: path must look like /b/BUCKET/o/OBJECT, got '\(requestPath)'")
     }
     let afterBucketPrefix = requestPath.dropFirst(3)
-    guard let slash = afterBucketPrefix.firstIndex(of: "/"), afterBucketPrefix[slash...].hasPrefix("/o")
-    else {
+    // After the bucket comes exactly `/o` or `/o/NAME`: `/opublic/x` is not the object `public/x`.
+    guard let slash = afterBucketPrefix.firstIndex(of: "/") else {
+      return (2, "error: path must look like /b/BUCKET/o/OBJECT, got '\(requestPath)'")
+    }
+    let rest = afterBucketPrefix[slash...]
+    guard rest == "/o" || rest.hasPrefix("/o/") else {
       return (2, "error: path must look like /b/BUCKET/o/OBJECT, got '\(requestPath)'")
     }
     let bucket = String(afterBucketPrefix[..<slash])
-    var objectName = String(afterBucketPrefix[slash...].dropFirst(2))
-    if objectName.hasPrefix("/") { objectName.removeFirst() }
+    let objectName = String(rest.dropFirst(3))
     guard !bucket.isEmpty else { return (2, "error: empty bucket in '\(requestPath)'") }
 
     let source: String
