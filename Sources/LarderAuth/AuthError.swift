@@ -53,12 +53,19 @@ public enum AuthError: Error, Sendable, Equatable {
     case .unsupportedAlgorithm(let alg): "unsupported token algorithm \(Self.quote(alg))"
     case .unknownKey(let kid): kid.map { "no key with kid \(Self.quote($0))" } ?? "no key for this token"
     case .invalidSignature: "token signature is invalid"
-    case .expired(let at): "token expired at \(Int64(at.timeIntervalSince1970)) (unix time)"
-    case .notYetValid(let from): "token is not valid before \(Int64(from.timeIntervalSince1970)) (unix time)"
+    case .expired(let at): "token expired at \(Self.unixTime(at)) (unix time)"
+    case .notYetValid(let from): "token is not valid before \(Self.unixTime(from)) (unix time)"
     case .invalidIssuer: "token issuer is not accepted"
     case .invalidAudience: "token audience is not accepted"
     case .missingSubject: "token has no subject (sub)"
     }
+  }
+
+  /// Whole seconds when they fit an Int64, else the Double as written: the time comes from a
+  /// signed but arbitrary claim (`exp: -1e300`), and `Int64(_:)` would trap on it.
+  static func unixTime(_ date: Date) -> String {
+    let seconds = date.timeIntervalSince1970.rounded(.towardZero)
+    return Int64(exactly: seconds).map(String.init) ?? "\(seconds)"
   }
 
   /// Token-supplied text, truncated so an error message cannot be made large.

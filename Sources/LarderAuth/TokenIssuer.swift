@@ -20,6 +20,16 @@ public struct TokenIssuer: Sendable {
     self.audience = audience
   }
 
+  /// `issuedAt + ttl` in whole seconds, saturating at Int64's ends (a NaN ttl counts as 0), so an
+  /// absurd ttl gives a token that never expires (or always has) instead of a trap.
+  static func expiry(issuedAt: Int64, ttl: TimeInterval) -> Int64 {
+    let seconds = ttl.rounded(.down)
+    guard !seconds.isNaN else { return issuedAt }
+    let lifetime = Int64(exactly: seconds) ?? (seconds < 0 ? .min : .max)
+    let (sum, overflow) = issuedAt.addingReportingOverflow(lifetime)
+    return overflow ? (lifetime < 0 ? .min : .max) : sum
+  }
+
   /// A compact HS256 JWT with `sub` = `uid`, `iat` = `now` and `exp` = `now + ttl` (whole seconds);
   /// these, and `iss`/`aud` when configured, override the same names in `claims`.
   public func issue(
@@ -31,7 +41,7 @@ public struct TokenIssuer: Sendable {
     let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
     payload["sub"] = .string(uid)
     payload["iat"] = .int(issuedAt)
-    payload["exp"] = .int(issuedAt + Int64(ttl.rounded(.down)))
+    payload["exp"] = .int(Self.expiry(issuedAt: issuedAt, ttl: ttl))
     if let issuer { payload["iss"] = .string(issuer) }
     if let audience { payload["aud"] = .string(audience) }
     let header: [String: JSONValue] = ["alg": "HS256", "typ": "JWT"]

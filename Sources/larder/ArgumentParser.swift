@@ -116,7 +116,10 @@ func parseDuration(_ text: String) throws(UsageError) -> Duration {
   let units: [(String, Int64)] = [("ms", 0), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
   for (suffix, factor) in units where text.hasSuffix(suffix) {
     guard let n = Int64(text.dropLast(suffix.count)), n >= 0 else { break }
-    return suffix == "ms" ? .milliseconds(n) : .seconds(n * factor)
+    if suffix == "ms" { return .milliseconds(n) }
+    let (seconds, overflow) = n.multipliedReportingOverflow(by: factor)
+    guard !overflow else { throw UsageError("duration '\(text)' is too large") }
+    return .seconds(seconds)
   }
   guard let n = Int64(text), n >= 0 else { throw UsageError("'\(text)' is not a duration (e.g. 30s, 15m, 24h)") }
   return .seconds(n)

@@ -125,14 +125,40 @@ struct JWTVerifierTests {
         == .notYetValid(validFrom: Date(timeIntervalSince1970: 1_700_000_600)))
     #expect(try v.verify(token, now: now.addingTimeInterval(541)).uid == "alice")
 
-    var issuedLater = claims
-    issuedLater["iat"] = 1_700_000_120
     let iatToken = TokenIssuer(secret: secret).issue(
       uid: "bob", claims: [:], ttl: 600, now: now.addingTimeInterval(120))
     #expect(
       failure { try v.verify(iatToken, now: now) }
         == .notYetValid(validFrom: Date(timeIntervalSince1970: 1_700_000_120)))
     #expect(try v.verify(iatToken, now: now.addingTimeInterval(60)).uid == "bob")
+  }
+
+  @Test func absurdTimesGiveMessagesNotTraps() throws {
+    var past = claims
+    past["exp"] = .double(-1e300)
+    let pastInput = TestJWT.signingInput(alg: "HS256", claims: past)
+    let expired = failure { try verifier().verify(TestJWT.token(pastInput, try tool.signHS256(pastInput, secret: secret)), now: now) }
+    #expect(expired == .expired(expiresAt: Date(timeIntervalSince1970: -1e300)))
+    #expect(expired?.message == "token expired at -1e+300 (unix time)")
+    var future = claims
+    future["nbf"] = .double(1e300)
+    let futureInput = TestJWT.signingInput(alg: "HS256", claims: future)
+    let early = failure { try verifier().verify(TestJWT.token(futureInput, try tool.signHS256(futureInput, secret: secret)), now: now) }
+    #expect(early?.message == "token is not valid before 1e+300 (unix time)")
+    #expect(AuthError.expired(expiresAt: Date(timeIntervalSince1970: 1_700_000_000.9)).message
+      == "token expired at 1700000000 (unix time)")
+  }
+
+  @Test func issuedTokensSaturateInsteadOfTrapping() throws {
+    #expect(TokenIssuer.expiry(issuedAt: 1_700_000_000, ttl: 3600.9) == 1_700_003_600)
+    #expect(TokenIssuer.expiry(issuedAt: 1_700_000_000, ttl: -3600) == 1_699_996_400)
+    #expect(TokenIssuer.expiry(issuedAt: 1_700_000_000, ttl: 1e300) == .max)
+    #expect(TokenIssuer.expiry(issuedAt: 1_700_000_000, ttl: 9.223372036854e18) == .max)
+    #expect(TokenIssuer.expiry(issuedAt: -1_700_000_000, ttl: -9.223372036854e18) == .min)
+    #expect(TokenIssuer.expiry(issuedAt: 1_700_000_000, ttl: -.infinity) == .min + 1_700_000_000)
+    #expect(TokenIssuer.expiry(issuedAt: 1_700_000_000, ttl: .nan) == 1_700_000_000)
+    let token = TokenIssuer(secret: secret).issue(uid: "u", ttl: .infinity, now: now)
+    #expect(try verifier().verify(token, now: now).expiresAt == Date(timeIntervalSince1970: Double(Int64.max)))
   }
 
   @Test func tamperedPayloadIsRefused() throws {

@@ -20,6 +20,8 @@ struct GCCommand: Command {
     dryRun = arguments.flag("--dry-run")
     json = arguments.flag("--json")
     grace = try arguments.option("--grace").map { text throws(UsageError) in try parseDuration(text) } ?? .seconds(86400)
+    // The cutoff (now - grace) becomes a catalog timestamp; centuries are plenty and keep it in range.
+    guard grace <= .seconds(36_500 * 86_400) else { throw UsageError("--grace must be at most 100 years (36500d)") }
     _ = try arguments.finish(positionals: 0...0)
   }
 
