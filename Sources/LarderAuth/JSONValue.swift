@@ -40,8 +40,14 @@ public enum JSONValue: Sendable, Hashable {
   /// nesting deeper than `maxDepth`, which is refused before decoding so a hostile token header
   /// cannot make the recursive decoder exhaust a thread's stack.
   public static func parseObject(_ bytes: [UInt8], maxDepth: Int = 32) -> [String: JSONValue]? {
+    parse(bytes, maxDepth: maxDepth)?.objectValue
+  }
+
+  /// Parses one JSON value of any kind (`42`, `"x"`, `[1]`, `{}`); nil for anything else,
+  /// including trailing text and nesting deeper than `maxDepth`.
+  public static func parse(_ bytes: [UInt8], maxDepth: Int = 32) -> JSONValue? {
     guard nestingDepth(bytes) <= maxDepth else { return nil }
-    return try? JSONDecoder().decode([String: JSONValue].self, from: Data(bytes))
+    return try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
   }
 
   /// The deepest bracket nesting outside string literals.

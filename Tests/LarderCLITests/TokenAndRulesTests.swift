@@ -45,7 +45,11 @@ import Testing
     #expect(stat(box.data.appendingPathComponent("secret").path, &st) == 0)
     #expect(st.st_mode & 0o777 == 0o600)
     let secret = try Data(contentsOf: box.data.appendingPathComponent("secret"))
-    #expect(secret.count >= 32)
+    #expect(secret.count == 32)
+    // The signature is HMAC-SHA256 of header.payload under those 32 bytes, by openssl's reckoning.
+    let openssl = try OpenSSLTool(directory: box.root.appendingPathComponent("openssl"))
+    let expected = try openssl.signHS256(String(parts[0]) + "." + String(parts[1]), secret: Array(secret))
+    #expect(Self.base64URLDecode(parts[2]).map(Array.init) == expected)
     _ = try box.larder("token", "--uid", "u2")
     #expect(try Data(contentsOf: box.data.appendingPathComponent("secret")) == secret)
     // A short TTL and the default one.
@@ -55,6 +59,43 @@ import Testing
         with: #require(Self.base64URLDecode(short.stdout.split(separator: ".")[1]))) as? [String: Any]
     let shortExp = shortClaims?["exp"] as? Double ?? 0
     #expect(shortExp > Date().timeIntervalSince1970 - 60 && shortExp < Date().timeIntervalSince1970 + 31)
+  }
+
+  static func payload(_ token: String) throws -> [String: Any] {
+    let parts = token.split(separator: ".")
+    try #require(parts.count == 3, "\(token)")
+    let data = try #require(Self.base64URLDecode(parts[1]))
+    return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+  }
+
+  @Test func claimValuesAreOneJSONValueOrAString() throws {
+    let box = try Sandbox()
+    let result = try box.larder(
+      "token", "--uid", "u1", "--claim", #"a=1,"b":2"#, "--claim", #"c=1,"v":2"#, "--claim", "n=42",
+      "--claim", #"l=["x",1.5]"#, "--claim", #"o={"k":null}"#, "--claim", "s=plain", "--claim", "e=")
+    #expect(result.status == 0, "\(result)")
+    let claims = try Self.payload(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+    #expect(claims["a"] as? String == #"1,"b":2"#)
+    #expect(claims["b"] == nil)
+    #expect(claims["c"] as? String == #"1,"v":2"#)
+    #expect((claims["n"] as? NSNumber)?.int64Value == 42)
+    let list = try #require(claims["l"] as? [Any])
+    #expect(list.count == 2)
+    #expect(list.first as? String == "x")
+    #expect((list.last as? NSNumber)?.doubleValue == 1.5)
+    #expect((claims["o"] as? [String: Any])?["k"] is NSNull)
+    #expect(claims["s"] as? String == "plain")
+    #expect(claims["e"] as? String == "")
+    #expect(Set(claims.keys) == ["sub", "iat", "exp", "a", "c", "n", "l", "o", "s", "e"])
+  }
+
+  @Test func hundredYearTTLIsTheLongest() throws {
+    let box = try Sandbox()
+    let result = try box.larder("token", "--uid", "u1", "--ttl", "36500d")
+    #expect(result.status == 0, "\(result)")
+    let claims = try Self.payload(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+    let iat = try #require((claims["iat"] as? NSNumber)?.int64Value)
+    #expect((claims["exp"] as? NSNumber)?.int64Value == iat + 36_500 * 86_400)
   }
 
   static var example: String { CLI.packageRoot.appendingPathComponent("storage.rules.example").path }

@@ -24,14 +24,20 @@ struct TokenCommand: Command {
       }
       let key = String(pair[..<eq])
       let raw = String(pair[pair.index(after: eq)...])
-      if let parsed = JSONValue.parseObject(Array("{\"v\":\(raw)}".utf8))?["v"] {
-        claims[key] = parsed
-      } else {
-        claims[key] = .string(raw)
-      }
+      claims[key] = Self.claimValue(raw)
     }
     ttl = try arguments.option("--ttl").map { text throws(UsageError) in try parseDuration(text) } ?? .seconds(3600)
+    guard ttl <= Self.maxTTL else { throw UsageError("--ttl must be at most 100 years (36500d)") }
     _ = try arguments.finish(positionals: 0...0)
+  }
+
+  /// Long enough for any development token; far below where `exp` would leave Int64.
+  static let maxTTL: Duration = .seconds(36_500 * 86_400)
+
+  /// `raw` as JSON when it is exactly one JSON value, else the string itself. Parsed alone, so
+  /// `1,"b":2` is not spliced into an object as `{"v":1,"b":2}` and read as `1`.
+  static func claimValue(_ raw: String) -> JSONValue {
+    JSONValue.parse(Array(raw.utf8)) ?? .string(raw)
   }
 
   func run() throws {
