@@ -1,4 +1,5 @@
 import Foundation
+import LarderCrypto
 import LarderServer
 import Testing
 
@@ -24,11 +25,22 @@ import Testing
         #expect(r.status == 401, "\(garbage.debugDescription): \(r.status)")
         #expect(r["WWW-Authenticate"] == "Bearer", "\(garbage.debugDescription)")
       }
-      // A header that is valid base64url but deeply nested JSON.
-      let nested = String(repeating: "[", count: 5_000)
-      let token = enc64(#"{"alg":"HS256"}"#) + "." + enc64(nested) + ".AAAA"
-      #expect(
-        try s.send(.get("/v0/b/app/o/public%2Fa", [("Authorization", "Bearer \(token)")])).status == 401)
+      // A header that is valid base64url but deeply nested JSON: refused before the decoder
+      // recurses, and before the (valid) signature is looked at.
+      let nested = #"{"alg":"HS256","x":"# + String(repeating: "[", count: 3_000) + String(repeating: "]", count: 3_000) + "}"
+      let payload = enc64(#"{"sub":"alice"}"#)
+      let input = enc64(nested) + "." + payload
+      let signature = Base64URL.encode(HMAC.sha256(key: s.service.secret, message: Array(input.utf8)))
+      let deep = try s.send(
+        .get("/v0/b/app/o/public%2Fa", [("Authorization", "Bearer \(input).\(signature)")]))
+      #expect(deep.status == 401)
+      #expect(deep.error?["message"] as? String == "malformed token: header is not a JSON object")
+      // The same header 31 levels deep is read, so the depth is what was refused above.
+      let shallow = #"{"alg":"none","x":"# + String(repeating: "[", count: 30) + String(repeating: "]", count: 30) + "}"
+      let readable = try s.send(
+        .get("/v0/b/app/o/public%2Fa", [("Authorization", "Bearer \(enc64(shallow)).\(payload).AAAA")]))
+      #expect(readable.status == 401)
+      #expect(readable.error?["message"] as? String == #"unsupported token algorithm "none""#)
       #expect(try s.rowCounts() == ["objects": 0, "files": 0, "blobs": 0])
     }
   }
@@ -61,12 +73,20 @@ import Testing
         operation: .get, bucket: "app", name: Array(repeating: "z", count: 1000).joined(separator: "/"),
         identity: nil))
     #expect(!unmatched.allowed)
+    // A 4096-byte segment that is the caller's own uid: matched and allowed, not refused for length.
+    let longUID = String(repeating: "u", count: 4096)
     let longSegment = policy.decide(
       AccessRequest(
-        operation: .create, bucket: "app", name: "images/" + String(repeating: "u", count: 4096) + "/x.png",
-        identity: Identity(uid: "bob"),
+        operation: .create, bucket: "app", name: "images/\(longUID)/x.png", identity: Identity(uid: longUID),
         incoming: AccessResource(bucket: "app", name: "x", size: 1, contentType: "image/png")))
-    #expect(!longSegment.allowed)
+    #expect(longSegment.allowed, "\(longSegment.reason)")
+    // Over the 8192-byte name limit: denied for that reason, before any rule runs.
+    let tooLong = policy.decide(
+      AccessRequest(
+        operation: .get, bucket: "app", name: "public/" + String(repeating: "n", count: 9000),
+        identity: Identity(uid: "alice")))
+    #expect(!tooLong.allowed)
+    #expect(tooLong.reason == "DENY: object name longer than 8192 bytes")
     // The owner of a deep path in their own folder is allowed: depth alone is not refused.
     #expect(
       policy.decide(
@@ -74,10 +94,5 @@ import Testing
       ).allowed)
   }
 
-  func enc64(_ s: String) -> String {
-    Data(s.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
-      of: "/", with: "_"
-    )
-    .replacingOccurrences(of: "=", with: "")
-  }
+  func enc64(_ s: String) -> String { Base64URL.encode(Array(s.utf8)) }
 }
