@@ -3,7 +3,7 @@ import CCrypto
 /// A public key that verifies JWS signatures (RS256, ES256) through OpenSSL's `EVP_DigestVerify*`.
 ///
 /// ```swift
-/// let key = try PublicKey(pem: Array(pemText.utf8))
+/// let key = try PublicKey.allFromPEM(Array(pemText.utf8))[0]
 /// let ok = key.verifyES256(rawSignature: sig, message: Array(signingInput.utf8))
 /// ```
 /// Why OpenSSL directly and not a JOSE library such as cjose: cjose is itself a layer over this very
@@ -44,16 +44,6 @@ public final class PublicKey: @unchecked Sendable {
   }
 
   deinit { EVP_PKEY_free(pkey) }
-
-  /// The first key in PEM text: a `PUBLIC KEY` (SubjectPublicKeyInfo) block or, failing that, the
-  /// public key of the first `CERTIFICATE` block.
-  /// - Throws: `CryptoError` when no such block exists, or the key is unsupported or weak.
-  public convenience init(pem: [UInt8]) throws(CryptoError) {
-    let first = try Self.allFromPEM(pem)[0]
-    // Share the first key's EVP_PKEY: one more reference, released by this object's deinit.
-    EVP_PKEY_up_ref(first.pkey)
-    try self.init(taking: first.pkey)
-  }
 
   /// Every `PUBLIC KEY` block in the PEM text, or (when there is none) every `CERTIFICATE`'s key.
   /// - Throws: `CryptoError.invalidKey` when there is none; the first unsupported or weak key's error.

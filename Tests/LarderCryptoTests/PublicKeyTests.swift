@@ -39,7 +39,7 @@ struct PublicKeyTests {
 
   @Test func pemWithoutKeysIsRefused() {
     let reason = "no PEM \"PUBLIC KEY\" or \"CERTIFICATE\" block could be read"
-    #expect(throws: CryptoError.invalidKey(reason)) { try PublicKey(pem: []) }
-    #expect(throws: CryptoError.invalidKey(reason)) { try PublicKey(pem: Array("garbage".utf8)) }
+    #expect(throws: CryptoError.invalidKey(reason)) { try PublicKey.allFromPEM([]) }
+    #expect(throws: CryptoError.invalidKey(reason)) { try PublicKey.allFromPEM(Array("garbage".utf8)) }
   }
 }

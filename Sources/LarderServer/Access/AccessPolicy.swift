@@ -1,11 +1,12 @@
 import Foundation
 import Larder
+import LarderAuth
 
 /// Who is asking: the verified subject of a bearer token.
 public struct Identity: Sendable, Equatable {
   public var uid: String
-  public var claims: [String: JSONValueBox]
-  public init(uid: String, claims: [String: JSONValueBox] = [:]) {
+  public var claims: [String: JSONValue]
+  public init(uid: String, claims: [String: JSONValue] = [:]) {
     self.uid = uid
     self.claims = claims
   }

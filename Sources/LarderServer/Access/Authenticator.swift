@@ -1,9 +1,6 @@
 import Foundation
 import LarderAuth
 
-/// A JSON claim value, re-exported so policies need not import LarderAuth.
-public typealias JSONValueBox = JSONValue
-
 /// Turns a request's credentials into an ``Identity``.
 public protocol Authenticator: Sendable {
   /// nil for an anonymous request (no `Authorization`).
@@ -22,10 +19,4 @@ public struct JWTAuthenticator: Authenticator {
     let verified = try verifier.verify(token)
     return Identity(uid: verified.uid, claims: verified.claims)
   }
-}
-
-/// No credentials are accepted; every request is anonymous.
-public struct AnonymousAuthenticator: Authenticator {
-  public init() {}
-  public func authenticate(_ headers: HTTPHeaders) throws(AuthError) -> Identity? { nil }
 }

@@ -21,11 +21,6 @@ public final class RulesPolicy: AccessPolicy {
     rules = Mutex(try RuleSet.parse(source, fileName: file.path))
   }
 
-  public init(source: String, fileName: String = "storage.rules") throws {
-    file = nil
-    rules = Mutex(try RuleSet.parse(source, fileName: fileName))
-  }
-
   /// Re-reads the file; returns nil on success, else the diagnostics (the old rules stay).
   @discardableResult
   public func reload() -> String? {
@@ -44,12 +39,23 @@ public final class RulesPolicy: AccessPolicy {
     let ruleSet = rules.withLock { $0 }
     let decision = ruleSet.evaluate(
       RuleRequest(
-        operation: RuleOperation(rawValue: request.operation.rawValue)!,
+        operation: Self.ruleOperation(request.operation),
         bucket: request.bucket, objectName: request.name,
         auth: request.identity.map { RuleAuth(uid: $0.uid, token: $0.claims.mapValues(Self.ruleValue)) },
         time: request.time, resource: request.resource.map(Self.ruleResource),
         requestResource: request.incoming.map(Self.ruleResource)))
     return AccessDecision(allowed: decision.allowed, reason: decision.description)
+  }
+
+  /// A switch, not a raw-value lookup, so a new operation on either side fails to compile.
+  static func ruleOperation(_ operation: AccessOperation) -> RuleOperation {
+    switch operation {
+    case .get: .get
+    case .list: .list
+    case .create: .create
+    case .update: .update
+    case .delete: .delete
+    }
   }
 
   static func ruleResource(_ r: AccessResource) -> RuleResource {
