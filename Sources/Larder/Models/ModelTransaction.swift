@@ -77,7 +77,7 @@ public final class ModelTransaction {
   @discardableResult
   public func delete<T: Model>(_ type: T.Type, id: String) throws -> Bool {
     try checkOpen()
-    try db.execute("DELETE FROM attachments WHERE record_type = ? AND record_id = ?", [T.modelType, id])
+    // Its attachments go with it: their foreign key is ON DELETE CASCADE (foreign_keys=ON).
     try db.execute("DELETE FROM records WHERE type = ? AND id = ?", [T.modelType, id])
     let deleted = db.changes > 0
     if deleted { touchedTypes.insert(T.modelType) }
