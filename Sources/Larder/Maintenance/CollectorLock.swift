@@ -44,15 +44,6 @@ final class CollectorLock: @unchecked Sendable {
     return CollectorLock(path: path, fd: fd)
   }
 
-  /// True when nobody holds the lock right now (a missing lock file counts as free).
-  static func isFree(in directory: URL) -> Bool {
-    guard let lock = try? acquire(in: directory, create: false) else {
-      return !FileManager.default.fileExists(atPath: path(in: directory))
-    }
-    lock.release()
-    return true
-  }
-
   func release() {
     guard fd >= 0 else { return }
     flock(fd, LOCK_UN)

@@ -122,14 +122,11 @@ public struct GarbageCollector: Sendable {
     }
     report.uploadsExpired = ids.count
     guard !ids.isEmpty else { return }
-    // Partial files are `uploads/<id>` and helpers `uploads/<id>.<suffix>`. An id is never
-    // trusted as a path: one that is not a plain name removes nothing.
-    let wanted = Set(ids.filter(Self.isPlainName))
+    // An upload's bytes are `uploads/<id>`. An id is never trusted as a path: one that is not
+    // a plain name removes nothing.
     let directory = blobs.uploadsDirectory.path
-    for name in POSIX.listDirectory(directory) {
-      let id = name.firstIndex(of: ".").map { String(name[..<$0]) } ?? name
-      guard wanted.contains(id), id.count > 0 else { continue }
-      let path = "\(directory)/\(name)"
+    for id in Set(ids) where Self.isPlainName(id) {
+      let path = "\(directory)/\(id)"
       let size = BlobTreeWalker.size(of: path)
       if options.dryRun || unlink(path) == 0 { report.uploadBytesFreed += size }
     }
@@ -154,11 +151,20 @@ public struct GarbageCollector: Sendable {
     } else {
       // Check and delete in one statement: an object or attachment inserted a moment earlier
       // is seen (the write lock orders us after it); one inserted later finds no file and fails
-      // its foreign key instead of pointing at nothing.
-      report.filesReleased = try catalog.write { db in
-        try db.execute("DELETE FROM files WHERE \(Self.unreferencedFiles)", [cutoff])
-        return db.changes
+      // its foreign key instead of pointing at nothing. One batch per write transaction, so the
+      // write lock is never held for long.
+      while true {
+        let released = try catalog.write { db in
+          try db.execute(
+            "DELETE FROM files WHERE id IN (SELECT id FROM files WHERE \(Self.unreferencedFiles) LIMIT ?)",
+            [cutoff, options.batchSize])
+          return db.changes
+        }
+        report.filesReleased += released
+        if released > 0 { options.progress?(.init(phase: .files, processed: report.filesReleased)) }
+        if released < options.batchSize { break }
       }
+      return
     }
     options.progress?(.init(phase: .files, processed: report.filesReleased))
   }
@@ -181,7 +187,15 @@ public struct GarbageCollector: Sendable {
       }
       guard let last = candidates.last else { break }
       cursor = last
-      let moved = try trashBatch(candidates, report: &report)
+      let moved: [TrashEntry]
+      do {
+        moved = try trashBatch(candidates, report: &report)
+      } catch {
+        // A failed COMMIT leaves the rows but the files in trash/ (I1 broken): put them back
+        // now, under the write lock, rather than at the next open. We hold gc.lock.
+        _ = try? Recovery.recoverTrash(blobs: blobs, catalog: catalog)
+        throw error
+      }
       try faults.hit(.gcAfterCommit)
       // No fsync after the unlinks: an unlink lost in a crash leaves a trash entry whose row
       // is gone, which recovery removes. Under load every fsync costs a journal commit.
@@ -196,23 +210,25 @@ public struct GarbageCollector: Sendable {
   }
 
   /// One write transaction: delete the rows still unreferenced, move their files to `trash/`.
+  ///
+  /// `candidates` are sorted; one statement deletes every blob of their range that no file
+  /// uses (one that became unreferenced since the scan goes too, which is as right).
   private func trashBatch(_ candidates: [[UInt8]], report: inout GCReport) throws -> [TrashEntry] {
+    guard let first = candidates.first, let last = candidates.last else { return [] }
     let trashDirectory = blobs.trashDirectory.path
     let (moved, removed, bytes) = try catalog.write { db -> ([TrashEntry], Int, Int64) in
       var moved: [TrashEntry] = []
-      var removed = 0
       var bytes: Int64 = 0
       do {
-        for (index, sha256) in candidates.enumerated() {
-          if index == candidates.count / 2 && index > 0 { try faults.hit(.gcMidBatch) }
-          guard
-            let row = try db.row(
-              """
-              DELETE FROM blobs WHERE sha256 = ?
-              AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?) RETURNING size
-              """, [sha256, sha256])
-          else { continue }  // referenced again since the scan: it stays
-          removed += 1
+        let rows = try db.rows(
+          """
+          DELETE FROM blobs WHERE sha256 >= ? AND sha256 <= ?
+          AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
+          RETURNING sha256, size
+          """, [first, last])
+        for (index, row) in rows.enumerated() {
+          if index == rows.count / 2 && index > 0 { try faults.hit(.gcMidBatch) }
+          guard let sha256 = row.bytes("sha256") else { continue }
           let hex = Hex.encode(sha256)
           let original = blobs.path(forHex: hex)
           let trash = "\(trashDirectory)/\(hex)"
@@ -226,7 +242,7 @@ public struct GarbageCollector: Sendable {
         }
         if !moved.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
         try faults.hit(.gcAfterTrash)
-        return (moved, removed, bytes)
+        return (moved, rows.count, bytes)
       } catch {
         // The rows come back with the rollback; so must the files, before anyone (an upload
         // deduping against a row) can look. We still hold the write lock.
@@ -242,17 +258,15 @@ public struct GarbageCollector: Sendable {
 
   private func countOrphanBlobs(cutoff: Date, options: Options, report: inout GCReport) throws {
     // What step 3 would remove once step 2 had run: blobs whose every file would be released.
-    try catalog.read { db in
-      try db.forEachRow(
+    let row = try catalog.read { db in
+      try db.row(
         """
-        SELECT b.size FROM blobs b WHERE NOT EXISTS (
+        SELECT count(*) AS n, coalesce(sum(b.size), 0) AS bytes FROM blobs b WHERE NOT EXISTS (
           SELECT 1 FROM files WHERE files.blob_sha256 = b.sha256 AND NOT (\(Self.unreferencedFiles)))
-        """, [cutoff]
-      ) { row in
-        report.blobsRemoved += 1
-        report.blobBytesFreed += row.int("size") ?? 0
-      }
+        """, [cutoff])
     }
+    report.blobsRemoved += Int(row?.int("n") ?? 0)
+    report.blobBytesFreed += row?.int("bytes") ?? 0
     report.batches = (report.blobsRemoved + options.batchSize - 1) / options.batchSize
   }
 
@@ -273,44 +287,15 @@ public struct GarbageCollector: Sendable {
     options.progress?(.init(phase: .strays, processed: report.strayFilesRemoved))
   }
 
-  /// Rechecks candidates under the write lock (a commit may have linked a file whose row was not
-  /// yet visible), moves the strays into `trash/`, commits, then unlinks them.
+  /// Rechecks candidates and unlinks the strays (``BlobTreeWalker/settleStrays``).
   private func trashStrays(_ candidates: [BlobTreeWalker.Entry], options: Options, report: inout GCReport)
     throws
   {
-    if options.dryRun {
-      for entry in candidates {
-        let path: String
-        switch entry {
-        case .blob(_, let p), .misplaced(let p): path = p
-        }
-        report.strayFilesRemoved += 1
-        report.strayBytesFreed += BlobTreeWalker.size(of: path)
-      }
-      return
-    }
-    let trashDirectory = blobs.trashDirectory.path
-    let moved: [(String, Int64)] = try catalog.write { db in
-      var moved: [(String, Int64)] = []
-      for entry in candidates {
-        let path: String
-        switch entry {
-        case .blob(let hex, let p):
-          if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [Hex.decode(hex) ?? []]) != nil { continue }
-          path = p
-        case .misplaced(let p): path = p
-        }
-        let size = BlobTreeWalker.size(of: path)
-        // Not named by a digest, so recovery can never mistake it for a blob to restore.
-        let trash = "\(trashDirectory)/stray-\(SecureRandom.hexIdentifier(byteCount: 8))"
-        if rename(path, trash) == 0 { moved.append((trash, size)) }
-      }
-      if !moved.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
-      return moved
-    }
-    for (trash, size) in moved where unlink(trash) == 0 {
+    let strays = try BlobTreeWalker.settleStrays(
+      candidates, catalog: catalog, remove: !options.dryRun, lock: !options.dryRun)
+    for stray in strays where options.dryRun ? stray.removable : stray.removed {
       report.strayFilesRemoved += 1
-      report.strayBytesFreed += size
+      report.strayBytesFreed += stray.size
     }
   }
 
@@ -322,37 +307,31 @@ public struct GarbageCollector: Sendable {
     let oldest = now.addingTimeInterval(-Self.seconds(options.tempAge))
     for name in POSIX.listDirectory(directory) {
       let path = "\(directory)/\(name)"
-      guard let modified = POSIX.modificationTime(path), modified < oldest else { continue }
-      let size = BlobTreeWalker.size(of: path)
-      let abandoned = options.dryRun ? Self.isAbandoned(path) : Recovery.removeIfAbandoned(path)
-      if abandoned {
+      guard let info = BlobTreeWalker.sizeAndModified(of: path), info.modified < oldest else { continue }
+      if Recovery.abandoned(path, remove: !options.dryRun) {
         report.tempFilesRemoved += 1
-        report.tempBytesFreed += size
+        report.tempBytesFreed += info.size
       }
     }
     // Partial-upload files whose row never committed (a crash between creating the file and
-    // inserting the row), past the same age so an upload being created is never touched.
+    // inserting the row), past the same age so an upload being created is never touched. The
+    // ids are read once, after the listing: a row committed meanwhile is seen.
     let uploads = blobs.uploadsDirectory.path
-    for name in POSIX.listDirectory(uploads) {
-      let id = name.firstIndex(of: ".").map { String(name[..<$0]) } ?? name
+    let names = POSIX.listDirectory(uploads)
+    guard !names.isEmpty else { return }
+    let known = try catalog.read { db in
+      var ids: Set<String> = []
+      try db.forEachRow("SELECT id FROM uploads") { if let id = $0.string("id") { ids.insert(id) } }
+      return ids
+    }
+    for name in names where Self.isPlainName(name) && !known.contains(name) {
       let path = "\(uploads)/\(name)"
-      guard Self.isPlainName(id), let modified = POSIX.modificationTime(path), modified < oldest else { continue }
-      let known = try catalog.read { db in try db.row("SELECT 1 FROM uploads WHERE id = ?", [id]) != nil }
-      guard !known else { continue }
-      let size = BlobTreeWalker.size(of: path)
+      guard let info = BlobTreeWalker.sizeAndModified(of: path), info.modified < oldest else { continue }
       if options.dryRun || unlink(path) == 0 {
         report.tempFilesRemoved += 1
-        report.tempBytesFreed += size
+        report.tempBytesFreed += info.size
       }
     }
-  }
-
-  /// True if no writer holds the file's lock (checked and released at once).
-  static func isAbandoned(_ path: String) -> Bool {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-    guard fd >= 0 else { return true }
-    defer { close(fd) }
-    return flock(fd, LOCK_EX | LOCK_NB) == 0
   }
 
   static func seconds(_ duration: Duration) -> Double {

@@ -18,7 +18,7 @@ enum Recovery {
   static func run(blobs: BlobStore, catalog: Catalog) throws -> RecoveryReport {
     var report = RecoveryReport()
     for name in POSIX.listDirectory(blobs.tmpDirectory.path) {
-      if removeIfAbandoned("\(blobs.tmpDirectory.path)/\(name)") { report.tempFilesRemoved += 1 }
+      if abandoned("\(blobs.tmpDirectory.path)/\(name)", remove: true) { report.tempFilesRemoved += 1 }
     }
     // Trash entries belong to a running collector while it holds gc.lock; only a free lock
     // means they are leftovers of a crash.
@@ -48,17 +48,17 @@ enum Recovery {
       var removed = 0
       for name in trash {
         let path = "\(blobs.trashDirectory.path)/\(name)"
-        let hex = String(name.prefix(64))
         var st = stat()
         let isFile = lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
-        let target = blobs.path(forHex: hex)
         var existing = stat()
-        // Only a regular file goes back, and never over a blob already in place (one uploaded
-        // again since): a planted symlink or a duplicate is simply removed.
-        if isFile, let digest = Hex.decode(hex), digest.count == 32, hex == hex.lowercased(),
-          lstat(target, &existing) != 0,
+        // Only a regular file named exactly by a digest goes back, and never over a blob already
+        // in place (one uploaded again since): a planted symlink, a duplicate or any other name
+        // is simply removed.
+        if isFile, BlobTreeWalker.isHex(name, count: 64), let digest = Hex.decode(name),
+          lstat(blobs.path(forHex: name), &existing) != 0,
           try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [digest]) != nil
         {
+          let target = blobs.path(forHex: name)
           let leaf = (target as NSString).deletingLastPathComponent
           try POSIX.makeDirectory(leaf)
           if rename(path, target) != 0 {
@@ -76,15 +76,21 @@ enum Recovery {
     }
   }
 
-  /// Removes `path` if no process holds its lock; true if removed.
-  static func removeIfAbandoned(_ path: String) -> Bool {
+  /// True if `path` is a temp file no writer holds (its `flock` is free); with `remove`, it is
+  /// also unlinked, and true means it is gone.
+  ///
+  /// A failed open proves nothing, except `ELOOP`: `O_NOFOLLOW` refused a symlink, which no
+  /// writer creates (so it is abandoned, and only the link itself is removed). `ENOENT` is a
+  /// writer that just committed and unlinked its file; `EMFILE` or `EACCES` say nothing about the
+  /// writer: such a file must stay.
+  static func abandoned(_ path: String, remove: Bool) -> Bool {
     let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
     guard fd >= 0 else {
-      // Not a regular file we can open (a symlink planted here?): remove the name itself.
-      return unlink(path) == 0
+      guard errno == ELOOP else { return false }
+      return !remove || unlink(path) == 0
     }
     defer { close(fd) }
     guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
-    return unlink(path) == 0
+    return !remove || unlink(path) == 0
   }
 }

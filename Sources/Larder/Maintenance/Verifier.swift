@@ -43,14 +43,18 @@ public struct Verifier: Sendable {
   {
     let clock = ContinuousClock()
     let started = clock.now
-    let lock = try CollectorLock.acquire(in: larder.directory, create: repair)
+    // Always created: without the lock a collection starting now could race even a plain check
+    // (its trash would look like leftovers, its removed blobs like missing files).
+    let lock = try CollectorLock.acquire(in: larder.directory, create: true)
     defer { lock?.release() }
     var report = VerifyReport(repair: repair)
     try checkCatalog(&report)
+    // Trash first: a blob left there by a failed collection goes back before its address is
+    // checked, so it is not reported (or repaired) as missing.
+    try checkTrash(repair: repair, &report)
     try checkBlobs(repair: repair, progress: progress, &report)
     try checkStrays(repair: repair, &report)
     checkTemp(repair: repair, &report)
-    try checkTrash(repair: repair, &report)
     report.durationSeconds = GarbageCollector.seconds(clock.now - started)
     return report
   }
@@ -218,6 +222,13 @@ public struct Verifier: Sendable {
     let directory = blobs.quarantineDirectory.path
     return try catalog.write { db in
       try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
+      if db.changes == 0 {
+        // No file uses it: nothing needs the row to answer "corrupt", and a row with nothing
+        // behind it would be a missing blob at the next check.
+        try db.execute(
+          "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
+          [sha256, sha256])
+      }
       var target = "\(directory)/\(hex)"
       if access(target, F_OK) == 0 { target += ".\(SecureRandom.hexIdentifier(byteCount: 4))" }
       guard rename(path, target) == 0 else { throw LarderError.posix("rename", path) }
@@ -242,53 +253,35 @@ public struct Verifier: Sendable {
     if !candidates.isEmpty { try settleStrays(candidates, repair: repair, &report) }
   }
 
-  /// Rechecks under the write lock: a commit in flight may have linked a file before its row.
+  /// Rechecks under the write lock (``BlobTreeWalker/settleStrays``) and reports each stray.
   private func settleStrays(_ candidates: [BlobTreeWalker.Entry], repair: Bool, _ report: inout VerifyReport)
     throws
   {
-    let trashDirectory = blobs.trashDirectory.path
-    let found: [VerifyReport.Finding] = try catalog.write { db in
-      var found: [VerifyReport.Finding] = []
-      var moved: [String] = []
-      for entry in candidates {
-        let path: String
-        var hex: String?
-        switch entry {
-        case .blob(let h, let p):
-          if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [Hex.decode(h) ?? []]) != nil { continue }
-          path = p
-          hex = h
-        case .misplaced(let p): path = p
-        }
-        guard access(path, F_OK) == 0 || errno != ENOENT else { continue }
-        var repaired = false
-        if repair {
-          let trash = "\(trashDirectory)/stray-\(SecureRandom.hexIdentifier(byteCount: 8))"
-          if rename(path, trash) == 0 {
-            moved.append(trash)
-            repaired = true
-          }
-        }
-        let detail = hex == nil ? "not at a blob address" : "no blobs row names it"
-        found.append(.init(kind: .strayBlobFile, sha256: hex, path: path, detail: detail, repaired: repaired))
-      }
-      if !moved.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
-      for trash in moved { unlink(trash) }
-      return found
+    for stray in try BlobTreeWalker.settleStrays(candidates, catalog: catalog, remove: repair) {
+      var hex: String?
+      if case .blob(let h, _) = stray.entry { hex = h }
+      let detail =
+        !stray.removable ? "a directory where none belongs"
+        : hex == nil ? "not at a blob address" : "no blobs row names it"
+      report.add(.init(kind: .strayBlobFile, sha256: hex, path: stray.path, detail: detail, repaired: stray.removed))
     }
-    if repair && !found.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
-    for finding in found { report.add(finding) }
   }
 
   // MARK: temp and trash
 
+  /// Temp files younger than this are not judged: a writer between `open(O_EXCL)` and its
+  /// `flock` holds no lock yet (the collector's default ``GarbageCollector/Options/tempAge``).
+  static let tempAge: TimeInterval = 60
+
   private func checkTemp(repair: Bool, _ report: inout VerifyReport) {
     let directory = blobs.tmpDirectory.path
+    let oldest = Date().addingTimeInterval(-Self.tempAge)
     for name in POSIX.listDirectory(directory) {
       let path = "\(directory)/\(name)"
-      guard GarbageCollector.isAbandoned(path) else { continue }
-      let repaired = repair && Recovery.removeIfAbandoned(path)
-      report.add(.init(kind: .abandonedTemp, path: path, detail: "no writer holds it", repaired: repaired))
+      guard let modified = POSIX.modificationTime(path), modified < oldest,
+        Recovery.abandoned(path, remove: repair)
+      else { continue }
+      report.add(.init(kind: .abandonedTemp, path: path, detail: "no writer holds it", repaired: repair))
     }
   }
 

@@ -67,7 +67,7 @@ import Testing
     try larder.catalog.write { db in
       try db.execute("INSERT INTO blobs(sha256, size, created_at) VALUES (?, 10, 0)", [ghost])
     }
-    try Fixture.plantTemp(larder, name: "dead.part", bytes: 3, age: 0)
+    try Fixture.plantTemp(larder, name: "dead.part", bytes: 3, age: 600)
     try Data("x".utf8).write(to: larder.blobs.trashDirectory.appendingPathComponent("stray-leftover"))
     // A files row whose blob does not exist, written with foreign keys off.
     let raw = try Database(path: larder.catalog.path)
