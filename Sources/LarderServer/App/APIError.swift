@@ -14,6 +14,8 @@ enum APIError {
       return .error(status: e.status, message: e.message)
     case let e as LarderError:
       return larder(e)
+    case let e as UploadError:
+      return upload(e)
     case let e as AuthError:
       var r = HTTPResponse.error(status: 401, message: e.message)
       r.headers.add("WWW-Authenticate", "Bearer")
@@ -45,6 +47,21 @@ enum APIError {
       logInternal(e)
       return .error(status: 500, message: "internal error")
     }
+  }
+
+  static func upload(_ e: UploadError) -> HTTPResponse {
+    let status: Int =
+      switch e {
+      case .notFound: 404
+      case .expired, .dataLost: 410
+      case .locked: 423
+      case .offsetMismatch: 409
+      case .exceedsLength: 413
+      case .invalidLength, .invalidConcatenation: 400
+      case .finalNotAppendable: 403
+      case .checksumMismatch: 460  // tus's status for a chunk whose checksum does not match
+      }
+    return .error(status: status, message: e.description)
   }
 
   static func forbidden() -> HTTPResponse {

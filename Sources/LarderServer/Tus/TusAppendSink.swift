@@ -29,7 +29,7 @@ final class TusAppendSink: HTTPBodySink {
       try append.write(chunk)
     } catch {
       self.append = nil
-      throw HTTPResponseError(answer(TusProtocol.response(for: error)))
+      throw HTTPResponseError(answer(APIError.response(for: error)))
     }
   }
 
@@ -39,7 +39,7 @@ final class TusAppendSink: HTTPBodySink {
     do {
       return answer(try endpoint.complete(append, identity: identity))
     } catch {
-      return answer(TusProtocol.response(for: error))
+      return answer(APIError.response(for: error))
     }
   }
 

@@ -68,7 +68,7 @@ struct TusEndpoint: BucketEndpoint {
       case .receiveBody: return HTTPHeadDecision(decision, routeLabel: route)
       }
     } catch {
-      return .respond(finish(TusProtocol.response(for: error), request: request), route: route)
+      return .respond(finish(APIError.response(for: error), request: request), route: route)
     }
   }
 
@@ -128,28 +128,24 @@ struct TusEndpoint: BucketEndpoint {
     if let length, length > context.maxUploadSize { throw tooLarge() }
     let partial = concat == .partial
     let name = metadata["name"]
-    if !partial {
+    // A partial upload is not an object yet. The rules decide on what it will become when the
+    // client names it (`name` in Upload-Metadata); a nameless one is asked for as a `create` of
+    // the pseudo-object `.partial`, which no rule matches unless it says so. Either way the
+    // concatenated object is checked again, by its own name, at the end.
+    let target: String
+    if partial {
+      target = name.flatMap { $0.isEmpty ? nil : $0 } ?? ".partial"
+    } else {
       guard let name, !name.isEmpty else {
         throw TusProtocol.badRequest("Upload-Metadata must carry the object's name under the key 'name'")
       }
-      try ObjectName.validateName(name)
-      let options = UploadStore.objectOptions(metadata: metadata)
-      try authorize(
-        bucket: bucket, name: name, identity: identity, size: length ?? 0,
-        contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
+      target = name
     }
-    if partial {
-      // A partial upload is not an object yet. The rules decide on what it will become when
-      // the client names it (`name` in Upload-Metadata); a nameless one is asked for as a
-      // `create` of the pseudo-object `.partial`, which no rule matches unless it says so.
-      // Either way the concatenated object is checked again, by its own name, at the end.
-      let target = name.flatMap { $0.isEmpty ? nil : $0 } ?? ".partial"
-      try ObjectName.validateName(target)
-      let options = UploadStore.objectOptions(metadata: metadata)
-      try authorize(
-        bucket: bucket, name: target, identity: identity, size: length ?? 0,
-        contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
-    }
+    try ObjectName.validateName(target)
+    let options = UploadStore.objectOptions(metadata: metadata)
+    try authorize(
+      bucket: bucket, name: target, identity: identity, size: length ?? 0,
+      contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
     let withBody = request.headers["Content-Type"].map(Self.isOffsetStream) ?? false
     let checksum = withBody ? try TusProtocol.parseChecksum(request.headers["Upload-Checksum"]) : nil
     if let length, withBody, let declared = request.contentLength, declared > length {
@@ -185,15 +181,19 @@ struct TusEndpoint: BucketEndpoint {
     }
     try ObjectName.validateName(name)
     let options = UploadStore.objectOptions(metadata: metadata)
-    var declared: Int64 = 0
-    for id in ids { declared += (try? store.upload(id: id, owner: identity?.uid).length ?? 0) ?? 0 }
-    if declared > context.maxUploadSize { throw tooLarge() }
-    try authorize(
-      bucket: bucket, name: name, identity: identity, size: declared,
-      contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
-    let completed = try store.concatenate(
-      bucket: bucket, name: name, owner: identity?.uid, metadata: metadata, partials: ids,
-      sizeLimit: context.maxUploadSize)
+    let completed: CompletedUpload
+    do {
+      completed = try store.concatenate(
+        bucket: bucket, name: name, owner: identity?.uid, metadata: metadata, partials: ids,
+        sizeLimit: context.maxUploadSize
+      ) { total in
+        try authorize(
+          bucket: bucket, name: name, identity: identity, size: total,
+          contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
+      }
+    } catch LarderError.sizeLimitExceeded {
+      throw tooLarge()
+    }
     try publish(completed, identity: identity)
     var r = HTTPResponse(status: 201)
     r.headers.set("Location", location(of: completed.upload))
@@ -278,6 +278,9 @@ struct TusEndpoint: BucketEndpoint {
   }
 
   /// Asks the policy with the real content, then publishes (or deletes the upload: 403).
+  ///
+  /// Only a denial deletes it; any other failure (a busy catalog…) drops `completed` unsettled,
+  /// which rolls the upload back to its last acknowledged offset: the client resends.
   func publish(_ completed: CompletedUpload, identity: Identity?) throws {
     let options = completed.objectOptions
     do {
@@ -287,9 +290,9 @@ struct TusEndpoint: BucketEndpoint {
           contentType: completed.contentType, metadata: options.metadata,
           md5Hash: Data(completed.md5).base64EncodedString(), sha256: completed.sha256Hex),
         identity: identity)
-    } catch {
+    } catch let denial as HTTPResponseError where denial.response.status == 403 {
       store.reject(completed)
-      throw error
+      throw denial
     }
     _ = try store.publish(completed)
   }

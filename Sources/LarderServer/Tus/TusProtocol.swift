@@ -2,16 +2,14 @@ import Foundation
 import Larder
 import LarderCrypto
 
-/// The tus 1.0.0 vocabulary: versions, extensions, request-header parsing, and the one place
-/// where upload errors become statuses.
+/// The tus 1.0.0 vocabulary: versions, extensions and request-header parsing. Upload errors
+/// become statuses in ``APIError``.
 enum TusProtocol {
   static let version = "1.0.0"
   static let extensions =
     "creation,creation-with-upload,creation-defer-length,termination,checksum,expiration,concatenation"
-  static let checksumAlgorithms = "sha1,sha256,md5"
+  static let checksumAlgorithms = UploadChecksum.supportedAlgorithms.map(\.rawValue).joined(separator: ",")
   static let offsetContentType = "application/offset+octet-stream"
-  /// tus's status for a chunk whose checksum does not match.
-  static let checksumMismatchStatus = 460
 
   /// A non-negative decimal header value (`Upload-Length`, `Upload-Offset`), strictly digits.
   static func parseCount(_ value: String?) -> Int64? {
@@ -41,12 +39,7 @@ enum TusProtocol {
   }
 
   /// `Upload-Concat`: `partial`, or `final;<url> <url> …` → upload ids of `bucket`.
-  enum Concat: Equatable {
-    case partial
-    case final([String])
-  }
-
-  static func parseConcat(_ value: String?, bucket: String) throws -> Concat? {
+  static func parseConcat(_ value: String?, bucket: String) throws -> UploadConcat? {
     guard let value else { return nil }
     let trimmed = value.trimmingCharacters(in: .whitespaces)
     if trimmed == "partial" { return .partial }
@@ -78,22 +71,5 @@ enum TusProtocol {
 
   static func badRequest(_ message: String) -> HTTPResponseError {
     HTTPResponseError(.error(status: 400, message: message))
-  }
-
-  /// Upload errors → statuses; everything else goes through ``APIError``.
-  static func response(for error: any Error) -> HTTPResponse {
-    guard let e = error as? UploadError else { return APIError.response(for: error) }
-    let status: Int =
-      switch e {
-      case .notFound: 404
-      case .expired, .dataLost: 410
-      case .locked: 423
-      case .offsetMismatch: 409
-      case .exceedsLength: 413
-      case .invalidLength, .invalidConcatenation: 400
-      case .finalNotAppendable: 403
-      case .checksumMismatch: checksumMismatchStatus
-      }
-    return .error(status: status, message: e.description)
   }
 }

@@ -566,6 +566,47 @@ import Testing
     #expect(h.uploadFiles.isEmpty)
   }
 
+  @Test func onlyADenialDeletesTheUploadOtherFailuresKeepItResumable() throws {
+    let h = try TusHarness(policy: .custom(NoPNGPolicy()))
+    let data = testBytes(5000, seed: 21)
+    let path = try h.create(length: data.count, name: "kept.bin")
+    #expect(try h.patch(path, offset: 0, Array(data[0..<2000])).status == 204)
+    // Publishing fails (not the policy): a file where the blob's shard directory must go.
+    let shard = Hex.encode(Digest.hash(.sha256, data)).prefix(2)
+    let blocker = h.directory.appendingPathComponent("blobs/sha256/\(shard)").path
+    #expect(FileManager.default.createFile(atPath: blocker, contents: Data([1])))
+    let failed = try h.patch(path, offset: 2000, Array(data[2000...]))
+    #expect(failed.status == 500)
+    #expect(failed["Tus-Resumable"] == "1.0.0")
+    let head = try h.head(path)
+    #expect(head.status == 200)
+    #expect(head["Upload-Offset"] == "2000")
+    #expect(try h.objectBytes("kept.bin").status == 404)
+    try FileManager.default.removeItem(atPath: blocker)
+    #expect(try h.patch(path, offset: 2000, Array(data[2000...])).status == 204)
+    #expect(try h.objectBytes("kept.bin").body == data)
+  }
+
+  @Test func concatenationOfAPartialWhoseBytesVanishedIs410() throws {
+    let h = try TusHarness()
+    let r = try h.request(
+      "POST", "/v0/b/app/uploads",
+      headers: [TusHarness.tus, ("Upload-Length", "3"), ("Upload-Concat", "partial")])
+    let partial = try #require(r["Location"])
+    #expect(try h.patch(partial, offset: 0, [1, 2, 3]).status == 204)
+    let id = String(partial.split(separator: "/").last!)
+    try FileManager.default.removeItem(at: h.directory.appendingPathComponent("uploads/\(id)"))
+    let final = try h.request(
+      "POST", "/v0/b/app/uploads",
+      headers: [
+        TusHarness.tus, ("Upload-Concat", "final;\(partial)"),
+        ("Upload-Metadata", TusHarness.metadata([("name", "gone.bin")])),
+      ])
+    #expect(final.status == 410)
+    #expect(final["Tus-Resumable"] == "1.0.0")
+    #expect(final.text.contains("upload-data-lost") || final.text.contains("missing"))
+  }
+
   @Test func corsHeadersOnTusAnswers() throws {
     let h = try TusHarness(corsOrigins: ["https://app.example"])
     let origin = ("Origin", "https://app.example")
