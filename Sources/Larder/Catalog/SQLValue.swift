@@ -29,15 +29,29 @@ extension Date: SQLBindable {
   public var sqlValue: SQLValue { .integer(Int64((timeIntervalSince1970 * 1000).rounded())) }
 }
 
+/// The column names of a statement's results, with a lookup table made once per statement.
+public final class RowLayout: Sendable {
+  public let columns: [String]
+  let index: [String: Int]
+
+  init(columns: [String]) {
+    self.columns = columns
+    // The first of two equal names wins, as in SQL's own name resolution order.
+    index = Dictionary(columns.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+  }
+}
+
 /// One result row, read by column index or name.
 public struct Row: Sendable {
-  public let columns: [String]
+  public let layout: RowLayout
   public let values: [SQLValue]
+
+  public var columns: [String] { layout.columns }
 
   public subscript(_ index: Int) -> SQLValue { values[index] }
 
   public subscript(_ name: String) -> SQLValue {
-    guard let i = columns.firstIndex(of: name) else { return .null }
+    guard let i = layout.index[name] else { return .null }
     return values[i]
   }
 

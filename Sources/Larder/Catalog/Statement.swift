@@ -63,15 +63,16 @@ public final class Statement {
     return result == SQLITE_ROW
   }
 
+  /// Column names are fixed once a statement is prepared: read them once.
+  private lazy var layout: RowLayout = RowLayout(
+    columns: (0..<sqlite3_column_count(handle)).map { String(cString: sqlite3_column_name(handle, $0)) })
+
   /// The current row's values.
   public func row() -> Row {
     let count = Int(sqlite3_column_count(handle))
-    var names = [String]()
     var values = [SQLValue]()
-    names.reserveCapacity(count)
     values.reserveCapacity(count)
     for i in 0..<Int32(count) {
-      names.append(String(cString: sqlite3_column_name(handle, i)))
       switch sqlite3_column_type(handle, i) {
       case SQLITE_INTEGER: values.append(.integer(sqlite3_column_int64(handle, i)))
       case SQLITE_FLOAT: values.append(.real(sqlite3_column_double(handle, i)))
@@ -91,7 +92,7 @@ public final class Statement {
       default: values.append(.null)
       }
     }
-    return Row(columns: names, values: values)
+    return Row(layout: layout, values: values)
   }
 
   public func reset() { sqlite3_reset(handle) }

@@ -40,20 +40,25 @@ public struct File: Codable, Sendable, Hashable, Identifiable {
 }
 
 extension File {
-  /// Reads a `files` row.
+  /// Reads the ``columns`` of a `files` row.
   init(row: Row) {
     self.init(
-      id: row.string("id") ?? "",
-      sha256: row.bytes("blob_sha256").map { Hex.encode($0) } ?? "",
-      size: row.int("size") ?? 0,
-      md5: row.bytes("md5").map { Hex.encode($0) } ?? "",
-      contentType: row.string("content_type") ?? "application/octet-stream",
-      declaredContentType: row.string("declared_content_type"),
-      filename: row.string("filename"),
-      createdAt: row.date("created_at") ?? Date(timeIntervalSince1970: 0))
+      id: row.string("file_id") ?? "",
+      sha256: row.bytes("file_sha256").map { Hex.encode($0) } ?? "",
+      size: row.int("file_size") ?? 0,
+      md5: row.bytes("file_md5").map { Hex.encode($0) } ?? "",
+      contentType: row.string("file_content_type") ?? "application/octet-stream",
+      declaredContentType: row.string("file_declared_content_type"),
+      filename: row.string("file_filename"),
+      createdAt: row.date("file_created_at") ?? Date(timeIntervalSince1970: 0))
   }
 
-  static let columns =
-    "f.id, f.blob_sha256, f.size, f.md5, f.filename, f.content_type, f.declared_content_type, f.created_at, f.quarantined"
+  /// The columns ``init(row:)`` reads, from a `files` table aliased `f`. Aliased, because joined
+  /// with `objects` the bare names collide (`content_type`, `created_at`) and the object's would win.
+  static let columns = """
+    f.id AS file_id, f.blob_sha256 AS file_sha256, f.size AS file_size, f.md5 AS file_md5, \
+    f.filename AS file_filename, f.content_type AS file_content_type, \
+    f.declared_content_type AS file_declared_content_type, f.created_at AS file_created_at
+    """
 }
 

@@ -118,6 +118,20 @@ import Testing
     #expect(throws: LarderError.self) { try larder.objects.find(bucket: "B!", name: "here") }
   }
 
+  @Test func patchedContentTypeLeavesTheFilesSniffedTypeAlone() throws {
+    let larder = try Larder.temporary()
+    let stored = try larder.objects.put(bucket: "b", name: "t.txt", data: Data("plain words\n".utf8))
+    #expect(stored.file.contentType == "text/plain")
+    let patched = try larder.objects.update(bucket: "b", name: "t.txt", patch: ObjectPatch(contentType: "text/csv"))
+    #expect(patched.contentType == "text/csv")
+    // The object's served type changed; what libmagic found in the bytes did not.
+    let read = try larder.objects.get(bucket: "b", name: "t.txt")
+    #expect(read.contentType == "text/csv")
+    #expect(read.file.contentType == "text/plain")
+    #expect(read.file == stored.file)
+    #expect(try larder.objects.list(bucket: "b").items.first?.file == stored.file)
+  }
+
   @Test func clearingMetadataRemovesEveryKeyThenAppliesChanges() throws {
     let larder = try Larder.temporary()
     _ = try larder.objects.put(bucket: "b", name: "m", data: Data("x".utf8), options: .init(metadata: ["a": "1", "b": "2"]))
