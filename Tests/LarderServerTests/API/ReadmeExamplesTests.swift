@@ -38,7 +38,8 @@ import Testing
 
   func run(_ relative: String) throws {
     let file = Self.root.appendingPathComponent(relative)
-    guard Self.hasMarkedBlock(file) else { return }
+    // A file that lost its marked blocks would otherwise pass without running anything.
+    try #require(Self.hasMarkedBlock(file), "\(relative) has no <!-- readme-test --> sh block")
     let r = try runExamples(file)
     #expect(r.status == 0, "run_examples \(relative) exited \(r.status)\n\(r.stdout)\n\(r.stderr)")
     #expect(r.stdout.contains("passed against http://127.0.0.1:"), "\(r.stdout)")
