@@ -2,7 +2,7 @@ import Foundation
 
 /// Why the server's authentication could not be set up (secret file, key files). These are
 /// start-up errors for the operator, unlike `AuthError`, which answers a request.
-public enum AuthConfigurationError: Error, Sendable, Equatable {
+public enum AuthConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
   /// A system call on `path` failed with `errno`.
   case io(path: String, operation: String, errno: Int32)
   /// The secret file can be read by group or others; `mode` is its permission bits.
@@ -24,6 +24,9 @@ public enum AuthConfigurationError: Error, Sendable, Equatable {
     case .invalidKeyFile: "invalid_key_file"
     }
   }
+
+  /// The message, so `larder serve` prints it rather than the case's structure.
+  public var description: String { message }
 
   /// A message that tells the operator what to do.
   public var message: String {
