@@ -19,12 +19,23 @@ public struct ObjectStore: Sendable {
   public func put(bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions = .init()) throws
     -> StoredObject
   {
+    try put(bucket: bucket, name: name, staged: staged, options: options, alsoIn: { _ in })
+  }
+
+  /// ``put(bucket:name:staged:options:)`` that also runs `alsoIn` in the same write transaction
+  /// (a resumable upload marks itself completed with the object it became).
+  func put(
+    bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions,
+    alsoIn: (Database) throws -> Void
+  ) throws -> StoredObject {
     try ObjectName.validateBucket(bucket)
     try ObjectName.validateName(name)
     try Self.validateMetadata(options.metadata)
     return try files.commit(staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType) {
       db, file in
-      try Self.insert(db: db, bucket: bucket, name: name, file: file, options: options)
+      let object = try Self.insert(db: db, bucket: bucket, name: name, file: file, options: options)
+      try alsoIn(db)
+      return object
     }
   }
 

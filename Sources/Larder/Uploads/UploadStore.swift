@@ -196,15 +196,9 @@ public final class UploadStore: Sendable {
       guard let name = upload.name else {
         throw UploadError.invalidConcatenation("a partial upload is never published")
       }
-      try ObjectName.validateBucket(upload.bucket)
-      try ObjectName.validateName(name)
-      try ObjectStore.validateMetadata(options.metadata)
-      let object = try larder.files.commit(
-        completed.staged, filename: options.filename ?? ObjectStore.lastSegment(name),
-        declaredContentType: options.declaredContentType
-      ) { db, file in
-        let object = try ObjectStore.insert(
-          db: db, bucket: upload.bucket, name: name, file: file, options: options)
+      let object = try larder.objects.put(
+        bucket: upload.bucket, name: name, staged: completed.staged, options: options
+      ) { db in
         if completed.session == nil {
           try db.execute(
             """
@@ -226,7 +220,6 @@ public final class UploadStore: Sendable {
             """, [upload.offset, upload.length, upload.completedAt, upload.id, completed.session?.offset])
           guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
         }
-        return object
       }
       if completed.session != nil {
         unlink(path(of: upload.id))
