@@ -12,7 +12,8 @@ import LarderCrypto
 /// }
 /// ```
 /// Bytes go to the file in 1 MiB blocks and are hashed into copies of the session's digests
-/// (a cold session has none: the finished file is then hashed once when staged); nothing is acknowledged until ``finish()`` has fsync'ed the file and committed the offset.
+/// (a cold session has none: the finished file is then hashed once when staged); nothing is
+/// acknowledged until ``finish()`` has fsync'ed the file and committed the offset.
 /// ``abort(keepReceived:)`` (a dropped connection) keeps what arrived when no checksum guards it.
 public final class UploadAppend {
   /// The upload before this append.
