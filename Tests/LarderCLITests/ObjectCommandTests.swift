@@ -178,6 +178,18 @@ import Testing
     #expect(try box.larder("get", "b/k", "--max-size", "1KB").stdoutBytes == bytes)
   }
 
+  @Test func getToAFullDeviceFailsWithOneClearLine() throws {
+    let box = try Sandbox()
+    try box.put("b/k", pseudoRandomBytes(3000, seed: 4))
+    // /dev/full answers every write with ENOSPC.
+    let pid = try CLI.spawn(
+      try CLI.binary(), ["get", "b/k", "--data", box.dataPath],
+      stdoutPath: "/dev/full", stderrPath: box.path("err"))
+    #expect(try CLI.wait(pid) == 1)
+    let stderr = (try? String(contentsOfFile: box.path("err"), encoding: .utf8)) ?? ""
+    #expect(stderr == "larder: error: cannot write the output: No space left on device\n")
+  }
+
   @Test func removeThenStatAndGetReportNotFound() throws {
     let box = try Sandbox()
     try box.put("b/gone.txt", Array("bye".utf8))

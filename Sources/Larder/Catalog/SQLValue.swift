@@ -26,7 +26,11 @@ extension Optional: SQLBindable where Wrapped: SQLBindable {
 }
 extension Date: SQLBindable {
   /// Dates are stored as integer milliseconds since 1970.
-  public var sqlValue: SQLValue { .integer(Int64((timeIntervalSince1970 * 1000).rounded())) }
+  /// Dates beyond what 64-bit milliseconds hold (distant past/future) clamp rather than trap.
+  public var sqlValue: SQLValue {
+    let ms = (timeIntervalSince1970 * 1000).rounded()
+    return .integer(ms.isNaN ? 0 : ms >= 9.2e18 ? .max : ms <= -9.2e18 ? .min : Int64(ms))
+  }
 }
 
 /// The column names of a statement's results, with a lookup table made once per statement.

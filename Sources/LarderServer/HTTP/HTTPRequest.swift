@@ -1,3 +1,5 @@
+import LarderCrypto
+
 /// An HTTP request as the layer hands it to a handler: the head only; the body streams
 /// separately into an `HTTPBodySink`.
 ///
@@ -91,14 +93,5 @@ public struct HTTPRequest: Sendable {
       }
   }
 
-  static func randomID() -> String {
-    var g = SystemRandomNumberGenerator()
-    let a = g.next() as UInt64
-    let b = g.next() as UInt64
-    func hex(_ v: UInt64) -> String {
-      let s = String(v, radix: 16)
-      return String(repeating: "0", count: 16 - s.count) + s
-    }
-    return hex(a) + hex(b)
-  }
+  static func randomID() -> String { SecureRandom.hexIdentifier() }
 }

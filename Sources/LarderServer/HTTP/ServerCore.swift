@@ -232,7 +232,10 @@ final class ServerCore: Sendable {
         { cls, _, key, value in
           let c = Unmanaged<Collector>.fromOpaque(cls!).takeUnretainedValue()
           let name = key.map { String(cString: $0) } ?? ""
-          let text = value.map { String(cString: $0) } ?? ""
+          // libmicrohttpd drops leading whitespace; RFC 9110 §5.5 says trailing goes too, here,
+          // once, so no header parser has to remember it.
+          var text = value.map { String(cString: $0) } ?? ""
+          while let last = text.utf8.last, last == 0x20 || last == 0x09 { text.removeLast() }
           c.bytes += name.utf8.count + text.utf8.count + 4
           c.headers.add(name, text)
           return .YES

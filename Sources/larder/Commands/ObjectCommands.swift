@@ -108,16 +108,15 @@ struct GetCommand: Command {
     }
     let progress = ProgressBar(total: reader.size, label: "get")
     var written: Int64 = 0
+    let out = FileHandle(fileDescriptor: fd, closeOnDealloc: false)
     do {
       try reader.forEachChunk { chunk in
-        var offset = 0
-        while offset < chunk.count {
-          let n = write(fd, chunk.baseAddress! + offset, chunk.count - offset)
-          if n < 0 {
-            if errno == EINTR { continue }
-            throw CommandFailure("cannot write: \(String(cString: strerror(errno)))")
-          }
-          offset += n
+        do {
+          try out.write(contentsOf: chunk)
+        } catch {
+          let posix = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+          let reason = posix.map { String(cString: strerror(Int32($0.code))) } ?? "\(error)"
+          throw CommandFailure("cannot write the output: \(reason)")
         }
         written += Int64(chunk.count)
         progress.update(written)

@@ -23,8 +23,13 @@ import Testing
       "PATCH", path, headers: [TusHarness.tus, TusHarness.stream, ("Upload-Offset", " 0")], body: Array("x".utf8))
     #expect(spaced.status == 409, "\(spaced.text)")
     #expect(try h.head(path)["Upload-Offset"] == "3")
+    // Nor is trailing whitespace: "3 \t" is the offset 3.
+    let trailing = try h.request(
+      "PATCH", path, headers: [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "3 \t")], body: Array("d".utf8))
+    #expect(trailing.status == 204, "\(trailing.text)")
+    #expect(trailing["Upload-Offset"] == "4")
     // The upload still accepts the right offset and completes with the right bytes.
-    #expect(try h.patch(path, offset: 3, Array("defghij".utf8)).status == 204)
+    #expect(try h.patch(path, offset: 4, Array("efghij".utf8)).status == 204)
     #expect(try h.objectBytes("file.bin").text == "abcdefghij")
   }
 

@@ -28,6 +28,17 @@ import Testing
     }
   }
 
+  @Test func datesBeyondSixtyFourBitMillisecondsClampInsteadOfTrapping() throws {
+    #expect(Date(timeIntervalSince1970: 1e300).sqlValue == .integer(.max))
+    #expect(Date(timeIntervalSince1970: -1e300).sqlValue == .integer(.min))
+    #expect(Date(timeIntervalSince1970: 1.5).sqlValue == .integer(1500))
+    // A collector asked for an absurd grace keeps everything instead of crashing.
+    let larder = try Larder.temporary()
+    _ = try larder.files.put(Data("young".utf8))
+    let report = try GarbageCollector(larder: larder).collect(options: .init(grace: .seconds(Int64.max)))
+    #expect(report.filesReleased == 0)
+  }
+
   @Test func blobFilesAreReadOnly() throws {
     let larder = try Larder.temporary()
     let file = try larder.files.put(Data("immutable".utf8))
