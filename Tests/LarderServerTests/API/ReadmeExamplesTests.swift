@@ -2,7 +2,7 @@ import Foundation
 import LarderTestSupport
 import Testing
 
-/// Runs the README's tested curl examples (and tests/readme/EXAMPLES.md) against a live
+/// Runs the README's tested curl examples (and interop/readme/EXAMPLES.md) against a live
 /// `larder serve`, so the documentation cannot drift from the server.
 @Suite struct ReadmeExamplesTests {
   /// The package root, found from this file's path (Tests/LarderServerTests/API/…).
@@ -19,7 +19,7 @@ import Testing
     }
     return root.appendingPathComponent(".build/debug/larder")
   }()
-  static let script = root.appendingPathComponent("tests/readme/run_examples.sh")
+  static let script = root.appendingPathComponent("interop/readme/run_examples.sh")
 
   static func hasMarkedBlock(_ file: URL) -> Bool {
     guard let text = try? String(contentsOf: file, encoding: .utf8) else { return false }
@@ -50,7 +50,7 @@ import Testing
   }
 
   @Test(.enabled(if: ReadmeExamplesTests.canRun, "needs .build/debug/larder")) func proposedExamples() throws {
-    try run("tests/readme/EXAMPLES.md")
+    try run("interop/readme/EXAMPLES.md")
   }
 
   /// The runner itself: a failing block fails the run, unmarked blocks are not run.

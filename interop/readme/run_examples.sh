@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every README example marked for testing against a live, throw-away server.
 #
-#   LARDER_BIN=.build/debug/larder tests/readme/run_examples.sh [FILE]   (default README.md)
+#   LARDER_BIN=.build/debug/larder interop/readme/run_examples.sh [FILE]   (default README.md)
 #
 # A block is tested when the line right before its opening ```sh fence is exactly
 # `<!-- readme-test -->`. Blocks run in order, in one scratch directory, each in its own

@@ -11,7 +11,7 @@ import requests
 from tusclient import client as tus_client
 from tusclient.storage import filestorage
 
-from tus_server import LarderServer
+from larder_server import LarderServer
 
 MiB = 1 << 20
 TUS = {"Tus-Resumable": "1.0.0"}

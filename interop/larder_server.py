@@ -1,4 +1,4 @@
-"""Starts and kills a real `larder serve` for the interop tests (shared by test_tus.py)."""
+"""Starts and kills a real `larder serve` for the interop tests (shared by the interop tests)."""
 import os
 import select
 import signal
