@@ -17,7 +17,7 @@ public final class Larder: Sendable {
   }
 
   public let directory: URL
-  public let catalog: Catalog
+  package let catalog: Catalog
   public let blobs: BlobStore
   public let files: FileStore
   public let objects: ObjectStore

@@ -10,8 +10,8 @@ import Foundation
 /// try catalog.write { db in try db.execute("DELETE FROM uploads WHERE expires_at < ?", [now]) }
 /// let count = try catalog.read { db in try db.row("SELECT count(*) AS n FROM blobs")?.int("n") }
 /// ```
-public final class Catalog: @unchecked Sendable {
-  public let path: String
+package final class Catalog: @unchecked Sendable {
+  package let path: String
   private let writerLock = NSLock()
   private let writer: Database
   private let readerLock = NSLock()
@@ -21,7 +21,7 @@ public final class Catalog: @unchecked Sendable {
   /// Opens the catalog at `path`, creating it and running migrations as needed.
   /// - Throws: ``DatabaseError`` when SQLite fails, ``LarderError/catalogTooNew(version:supported:)``
   ///   when a newer Larder wrote the file.
-  public init(path: String, maxIdleReaders: Int = 8) throws {
+  package init(path: String, maxIdleReaders: Int = 8) throws {
     self.path = path
     self.maxIdleReaders = maxIdleReaders
     writer = try Database(path: path)
@@ -29,7 +29,7 @@ public final class Catalog: @unchecked Sendable {
   }
 
   /// Runs `body` inside one immediate write transaction; any thrown error rolls it back.
-  public func write<T>(_ body: (Database) throws -> T) throws -> T {
+  package func write<T>(_ body: (Database) throws -> T) throws -> T {
     writerLock.lock()
     defer { writerLock.unlock() }
     return try writer.transaction(immediate: true, body)
@@ -39,7 +39,7 @@ public final class Catalog: @unchecked Sendable {
   ///
   /// With `snapshot: false` no transaction is opened: for a body that runs a single statement,
   /// which SQLite already reads from one snapshot, this saves a BEGIN and a COMMIT.
-  public func read<T>(snapshot: Bool = true, _ body: (Database) throws -> T) throws -> T {
+  package func read<T>(snapshot: Bool = true, _ body: (Database) throws -> T) throws -> T {
     let db = try checkoutReader()
     defer { checkin(db) }
     return snapshot ? try db.transaction(immediate: false, body) : try body(db)
@@ -47,7 +47,7 @@ public final class Catalog: @unchecked Sendable {
 
   /// Moves the write-ahead log into the database file and truncates it, so a stopped service
   /// leaves one self-contained `larder.sqlite` behind (another process may still hold readers).
-  public func checkpoint() throws {
+  package func checkpoint() throws {
     writerLock.lock()
     defer { writerLock.unlock() }
     try writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")

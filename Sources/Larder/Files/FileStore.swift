@@ -12,7 +12,7 @@ public struct FileStore: Sendable {
   let blobs: BlobStore
   let faults: FaultInjector
 
-  /// Starts a streaming write; pass the writer's ``BlobWriter/finish()`` result to ``commit(_:filename:declaredContentType:then:)``.
+  /// Starts a streaming write; pass the writer's ``BlobWriter/finish()`` result to ``commit(_:filename:declaredContentType:)``.
   public func makeWriter(options: BlobWriter.Options = .init()) throws -> BlobWriter {
     try blobs.makeWriter(options: options)
   }
@@ -65,8 +65,9 @@ public struct FileStore: Sendable {
   /// content is already durable and the staged copy is dropped; otherwise the staged file is
   /// linked into place, its directory fsync'ed, and the row inserted. `then` runs in the same
   /// transaction to add the rows that reference the file (an object, an attachment); if it
-  /// throws, nothing is committed.
-  public func commit<T>(
+  /// throws, nothing is committed. `package`: the closure sees the SQL connection, which apps
+  /// never do; the server and the store's own object and model writes use it.
+  package func commit<T>(
     _ staged: StagedBlob, filename: String? = nil, declaredContentType: String? = nil,
     then: (Database, File) throws -> T
   ) throws -> T {
