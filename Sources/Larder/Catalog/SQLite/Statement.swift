@@ -1,4 +1,4 @@
-import CSQLite
+internal import CSQLite
 
 /// A prepared SQLite statement, owned by the connection that made it.
 ///
