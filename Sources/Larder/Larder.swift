@@ -13,7 +13,13 @@ public final class Larder: Sendable {
   public struct Configuration: Sendable {
     /// Test hook for failure and crash injection; by default only `LARDER_CRASH_AT` acts.
     public var faults: FaultInjector
-    public init(faults: FaultInjector = .fromEnvironment) { self.faults = faults }
+    /// Bytes kept in `<data>/reserve` so deletes and gc can commit on a full disk; 0 keeps none.
+    /// Created only while the disk has four times as much free.
+    public var reserveBytes: Int64
+    public init(faults: FaultInjector = .fromEnvironment, reserveBytes: Int64 = 4 << 20) {
+      self.faults = faults
+      self.reserveBytes = reserveBytes
+    }
   }
 
   public let directory: URL
@@ -37,7 +43,9 @@ public final class Larder: Sendable {
     self.directory = directory.standardizedFileURL
     self.removeOnDeinit = removeOnDeinit
     blobs = try BlobStore(root: self.directory)
-    catalog = try Catalog(path: self.directory.appendingPathComponent("larder.sqlite").path)
+    let reserve = SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
+    catalog = try Catalog(path: self.directory.appendingPathComponent("larder.sqlite").path, reserve: reserve)
+    reserve.replenish()
     files = FileStore(catalog: catalog, blobs: blobs, faults: configuration.faults)
     objects = ObjectStore(catalog: catalog, files: files)
     models = ModelStore(catalog: catalog)

@@ -74,7 +74,8 @@ public struct FileStore: Sendable {
     defer { staged.discard() }
     try faults.hit(.afterStage)
     let now = Date.nowInMilliseconds
-    let result = try catalog.write { db in
+    // Content never uses the reserve: it is there so that deletes can free space.
+    let result = try catalog.write(releasingReserve: false) { db in
       var placed: String?
       do {
         if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [staged.sha256]) == nil {
@@ -82,7 +83,7 @@ public struct FileStore: Sendable {
           try faults.hit(.afterLink)
           try db.execute(
             "INSERT INTO blobs(sha256, size, created_at) VALUES (?, ?, ?)", [staged.sha256, staged.size, now])
-        } else if access(blobs.path(for: staged.sha256), F_OK) != 0 {
+        } else if !POSIX.exists(blobs.path(for: staged.sha256)) {
           // The row exists but its file was quarantined by `verify --repair` (or lost): the
           // verified staged copy heals it, and the files that used it read correctly again.
           placed = try blobs.place(staged)
@@ -107,7 +108,7 @@ public struct FileStore: Sendable {
         return value
       } catch {
         // Still under the write lock: no other writer can have seen the linked file.
-        if let placed { unlink(placed) }
+        if let placed { POSIX.unlink(placed) }
         throw error
       }
     }
