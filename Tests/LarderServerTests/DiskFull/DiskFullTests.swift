@@ -130,6 +130,36 @@ struct DiskFullTests {
     }
   }
 
+  @Test func httpDeletesOnAFullDiskAnswer204() throws {
+    try withTinyFilesystem(bytes: 40 << 20) { dir in
+      var options = LarderService.Options(dataDirectory: dir.appendingPathComponent("data"), policy: .allowAll)
+      options.http.accessLog = .disabled
+      let service = try LarderService(options: options)
+      try service.start()
+      defer { service.stop() }
+      let base = "http://127.0.0.1:\(service.port)/v0/b/app/o"
+      for i in 0..<5 {
+        let (status, _) = try Self.send("POST", "\(base)?name=f\(i)", Data(repeating: UInt8(i), count: 32 << 10))
+        #expect(status == 200)
+      }
+      #expect(Self.reserveBytes(service.larder.directory) == 4 << 20)
+      try service.larder.catalog.checkpoint()
+      let filler = try Self.fillDisk(dir)
+      defer { try? FileManager.default.removeItem(at: filler) }
+      let (refused, _) = try Self.send("POST", "\(base)?name=more", Data(repeating: 0xee, count: 32 << 10))
+      #expect(refused == 507)
+      for i in 0..<5 {
+        let (status, body) = try Self.send("DELETE", "\(base)/f\(i)", Data())
+        #expect(status == 204, "\(String(decoding: body, as: UTF8.self))")
+      }
+      let (gone, _) = try Self.send("GET", "\(base)/f0", Data())
+      #expect(gone == 404)
+      #expect(try service.larder.statistics().objectCount == 0)
+      // They committed on the reserve's space.
+      #expect(Self.reserveBytes(service.larder.directory) == nil)
+    }
+  }
+
   @Test func withoutAReserveADeleteOnAFullDiskFailsAndChangesNothing() throws {
     try withTinyFilesystem(bytes: 40 << 20) { dir in
       let data = dir.appendingPathComponent("data")
@@ -161,10 +191,13 @@ struct DiskFullTests {
   }
 
   /// A blocking POST through URLSession; returns the status and body.
-  static func post(_ url: String, _ body: Data) throws -> (Int, Data) {
+  static func post(_ url: String, _ body: Data) throws -> (Int, Data) { try send("POST", url, body) }
+
+  /// A blocking request through URLSession; returns the status and body.
+  static func send(_ method: String, _ url: String, _ body: Data) throws -> (Int, Data) {
     var request = URLRequest(url: URL(string: url)!)
-    request.httpMethod = "POST"
-    request.httpBody = body
+    request.httpMethod = method
+    if !body.isEmpty { request.httpBody = body }
     request.timeoutInterval = 60
     let done = DispatchSemaphore(value: 0)
     nonisolated(unsafe) var result: (Int, Data)?
