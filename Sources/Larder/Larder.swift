@@ -58,6 +58,11 @@ public final class Larder: Sendable {
     return try Larder(at: dir, configuration: configuration, removeOnDeinit: true)
   }
 
+  /// Moves the catalog's write-ahead log into its database file and truncates it, so a stopped
+  /// service leaves one self-contained `larder.sqlite`. Another process may still be reading.
+  /// - Throws: ``DatabaseError`` (busy when another process holds a write).
+  public func checkpoint() throws { try catalog.checkpoint() }
+
   /// Saves and deletes models atomically: `try larder.write { tx in try tx.save(a); try tx.delete(b) }`.
   public func write<R>(_ body: (ModelTransaction) throws -> R) throws -> R { try models.write(body) }
 

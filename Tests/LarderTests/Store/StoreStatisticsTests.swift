@@ -37,4 +37,14 @@ import Testing
     #expect(after.buckets == [.init(name: "photos", objectCount: 2)])
     #expect(after.blobCount == 3)
   }
+
+  @Test func checkpointLeavesOneSelfContainedCatalogFile() throws {
+    let larder = try Larder.temporary()
+    _ = try larder.objects.put(bucket: "b", name: "x", data: Data("x".utf8))
+    try larder.checkpoint()
+    let wal = larder.directory.appendingPathComponent("larder.sqlite-wal").path
+    let size = (try FileManager.default.attributesOfItem(atPath: wal)[.size] as? NSNumber)?.intValue
+    #expect(size == 0)
+    #expect(try larder.files.data(of: larder.objects.get(bucket: "b", name: "x").file) == Data("x".utf8))
+  }
 }
