@@ -13,11 +13,17 @@ public final class Larder: Sendable {
   public struct Configuration: Sendable {
     /// Test hook for failure and crash injection; by default only `LARDER_CRASH_AT` acts.
     public var faults: FaultInjector
-    public init(faults: FaultInjector = .fromEnvironment) { self.faults = faults }
+    /// Bytes kept in `<data>/reserve` so deletes and gc can commit on a full disk; 0 keeps none.
+    /// Created only while the disk has four times as much free.
+    public var reserveBytes: Int64
+    public init(faults: FaultInjector = .fromEnvironment, reserveBytes: Int64 = 4 << 20) {
+      self.faults = faults
+      self.reserveBytes = reserveBytes
+    }
   }
 
   public let directory: URL
-  public let catalog: Catalog
+  package let catalog: Catalog
   public let blobs: BlobStore
   public let files: FileStore
   public let objects: ObjectStore
@@ -37,7 +43,9 @@ public final class Larder: Sendable {
     self.directory = directory.standardizedFileURL
     self.removeOnDeinit = removeOnDeinit
     blobs = try BlobStore(root: self.directory)
-    catalog = try Catalog(path: self.directory.appendingPathComponent("larder.sqlite").path)
+    let reserve = SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
+    catalog = try Catalog(path: self.directory.appendingPathComponent("larder.sqlite").path, reserve: reserve)
+    reserve.replenish()
     files = FileStore(catalog: catalog, blobs: blobs, faults: configuration.faults)
     objects = ObjectStore(catalog: catalog, files: files)
     models = ModelStore(catalog: catalog)
@@ -49,6 +57,11 @@ public final class Larder: Sendable {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString)")
     return try Larder(at: dir, configuration: configuration, removeOnDeinit: true)
   }
+
+  /// Moves the catalog's write-ahead log into its database file and truncates it, so a stopped
+  /// service leaves one self-contained `larder.sqlite`. Another process may still be reading.
+  /// - Throws: ``DatabaseError`` (busy when another process holds a write).
+  public func checkpoint() throws { try catalog.checkpoint() }
 
   /// Saves and deletes models atomically: `try larder.write { tx in try tx.save(a); try tx.delete(b) }`.
   public func write<R>(_ body: (ModelTransaction) throws -> R) throws -> R { try models.write(body) }

@@ -1,4 +1,4 @@
-import CCrypto
+internal import CCrypto
 
 /// A hash algorithm that OpenSSL computes for Larder.
 public enum DigestAlgorithm: String, Sendable, CaseIterable {

@@ -1,4 +1,4 @@
-import CCrypto
+internal import CCrypto
 
 /// Converts JOSE's fixed-width ECDSA signatures (`r || s`, RFC 7518 §3.4) to the DER
 /// `ECDSA-Sig-Value` that OpenSSL verifies.

@@ -1,4 +1,4 @@
-import CCrypto
+internal import CCrypto
 
 /// A public key that verifies JWS signatures (RS256, ES256) through OpenSSL's `EVP_DigestVerify*`.
 ///

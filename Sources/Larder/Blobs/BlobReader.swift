@@ -2,42 +2,37 @@ import Foundation
 
 /// An open blob, read by position; closes its descriptor when released.
 ///
-/// The HTTP layer takes the descriptor (``takeDescriptor()``) to send it with `sendfile`.
-public final class BlobReader: @unchecked Sendable {
+/// The HTTP layer takes the descriptor (``takeDescriptor()``) to send it with `sendfile`. The
+/// descriptor is owned by one ``OwnedDescriptor``: a read racing a take or a release never uses
+/// or closes a descriptor twice.
+public final class BlobReader: Sendable {
   public let path: String
   public let size: Int64
-  private var fd: Int32
+  private let descriptor: OwnedDescriptor
 
   init(path: String) throws {
     self.path = path
-    let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-    guard fd >= 0 else { throw LarderError.posix("open", path) }
-    self.fd = fd
-    do {
-      size = try POSIX.fileSize(fd, path: path)
-    } catch {
-      close(fd)
-      throw error
-    }
+    let fd = try POSIX.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    // Owned at once: if the size cannot be read, releasing `owned` closes the descriptor.
+    let owned = OwnedDescriptor(fd)
+    size = try owned.use(path: path) { try POSIX.fileSize($0, path: path) }
+    descriptor = owned
   }
 
-  deinit { if fd >= 0 { close(fd) } }
-
-  /// Hands the descriptor to a new owner, who must close it; the reader is unusable afterwards.
-  public func takeDescriptor() -> Int32 {
-    let taken = fd
-    fd = -1
-    return taken
-  }
+  /// Hands the descriptor to a new owner, who must close it; the reader is unusable afterwards
+  /// (reads throw `EBADF`). A second call returns -1: there is nothing left to hand over.
+  public func takeDescriptor() -> Int32 { descriptor.take() ?? -1 }
 
   /// Reads `range` (clamped to the file).
   public func read(_ range: Range<Int64>) throws -> Data {
     let lower = max(0, min(range.lowerBound, size))
     let upper = max(lower, min(range.upperBound, size))
-    var data = Data(count: Int(upper - lower))
-    let n = try data.withUnsafeMutableBytes { try POSIX.readFully(fd, into: $0, at: lower, path: path) }
-    data.count = n
-    return data
+    return try descriptor.use(path: path) { fd in
+      var data = Data(count: Int(upper - lower))
+      let n = try data.withUnsafeMutableBytes { try POSIX.readFully(fd, into: $0, at: lower, path: path) }
+      data.count = n
+      return data
+    }
   }
 
   /// Calls `body` with consecutive chunks of `range`, reading `chunkSize` at a time (flat memory).
@@ -49,8 +44,11 @@ public final class BlobReader: @unchecked Sendable {
     var position = range.lowerBound
     while position < range.upperBound {
       let want = Int(min(Int64(chunkSize), range.upperBound - position))
-      let n = try buffer.withUnsafeMutableBytes {
-        try POSIX.readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<want]), at: position, path: path)
+      // The lock is held for one read, not across `body`: a take may come between chunks.
+      let n = try descriptor.use(path: path) { fd in
+        try buffer.withUnsafeMutableBytes {
+          try POSIX.readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<want]), at: position, path: path)
+        }
       }
       if n == 0 { break }
       try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }

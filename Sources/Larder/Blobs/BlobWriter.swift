@@ -41,21 +41,22 @@ public final class BlobWriter {
     self.options = options
     while true {
       let candidate = "\(directory)/\(SecureRandom.hexIdentifier()).part"
-      let fd = Glibc.open(candidate, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-      if fd < 0 {
-        if errno == EEXIST { continue }
-        throw LarderError.posix("create", candidate)
+      let fd: Int32
+      do {
+        fd = try POSIX.open(
+          candidate, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode: 0o600, operation: "create")
+      } catch LarderError.io(_, _, EEXIST) {
+        continue
       }
       // Take the lock, then make sure recovery did not remove the name between open and flock.
-      flock(fd, LOCK_EX)
-      var st = stat()
-      if fstat(fd, &st) == 0 && st.st_nlink > 0 {
+      POSIX.lock(fd)
+      if let st = try? POSIX.fstat(fd, path: candidate), st.st_nlink > 0 {
         self.fd = fd
         self.path = candidate
         sink = BlockSink(fd: fd, path: candidate, sha256: sha256, md5: md5)
         break
       }
-      close(fd)
+      POSIX.close(fd)
     }
   }
 
@@ -110,15 +111,15 @@ public final class BlobWriter {
       if let expected = options.expectedMD5, expected != md {
         throw LarderError.checksumMismatch(algorithm: "md5", expected: Hex.encode(expected), actual: Hex.encode(md))
       }
-      guard fsync(fd) == 0 else { throw LarderError.posix("fsync", path) }
-      guard fchmod(fd, 0o444) == 0 else { throw LarderError.posix("chmod", path) }
+      try POSIX.fsync(fd, path: path)
+      try POSIX.fchmod(fd, 0o444, path: path)
     } catch {
       cancel()
       throw error
     }
     done = true
     let staged = StagedBlob(
-      path: path, descriptor: fd, sha256: sha, md5: md, size: byteCount,
+      path: path, descriptor: OwnedDescriptor(fd), sha256: sha, md5: md, size: byteCount,
       contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: true)
     fd = -1
     return staged
@@ -133,8 +134,8 @@ public final class BlobWriter {
 
   private func abandon() {
     if fd >= 0 {
-      unlink(path)
-      close(fd)
+      POSIX.unlink(path)
+      POSIX.close(fd)
       fd = -1
     }
   }
@@ -142,81 +143,3 @@ public final class BlobWriter {
 
 @available(*, unavailable)
 extension BlobWriter: Sendable {}
-
-/// Verified, durable content waiting to be committed into the catalog.
-///
-/// It keeps its temp file (and the lock on it) until ``discard()``, which ``FileStore`` calls
-/// once the commit is done, whatever its outcome.
-public final class StagedBlob: @unchecked Sendable {
-  public let path: String
-  public let sha256: [UInt8]
-  public let md5: [UInt8]
-  public let size: Int64
-  /// What libmagic found in the first bytes.
-  public let contentType: String
-  private var descriptor: Int32
-  private let removeOnDiscard: Bool
-
-  init(
-    path: String, descriptor: Int32, sha256: [UInt8], md5: [UInt8], size: Int64, contentType: String,
-    removeOnDiscard: Bool
-  ) {
-    self.path = path
-    self.descriptor = descriptor
-    self.sha256 = sha256
-    self.md5 = md5
-    self.size = size
-    self.contentType = contentType
-    self.removeOnDiscard = removeOnDiscard
-  }
-
-  deinit { discard() }
-
-  public var sha256Hex: String { Hex.encode(sha256) }
-
-  /// Removes the temporary name (the content lives on under its address if it was committed).
-  public func discard() {
-    guard descriptor >= 0 else { return }
-    if removeOnDiscard { unlink(path) }
-    close(descriptor)
-    descriptor = -1
-  }
-
-  /// Stages an existing file (a finished resumable upload), hashing it unless digests are given.
-  ///
-  /// The file must be on the same filesystem as the store; it is fsync'ed and made read-only.
-  /// With `removeOnDiscard`, the name is removed after the commit.
-  public static func adopting(
-    path: String, sha256 knownSHA256: [UInt8]? = nil, md5 knownMD5: [UInt8]? = nil, removeOnDiscard: Bool
-  ) throws -> StagedBlob {
-    let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-    guard fd >= 0 else { throw LarderError.posix("open", path) }
-    do {
-      let size = try POSIX.fileSize(fd, path: path)
-      var sha = knownSHA256
-      var md = knownMD5
-      var head = [UInt8](repeating: 0, count: Int(min(Int64(ContentSniffer.headLength), size)))
-      let n = try head.withUnsafeMutableBytes { try POSIX.readFully(fd, into: $0, at: 0, path: path) }
-      head.removeLast(head.count - n)
-      if sha == nil || md == nil {
-        let s = Digest(.sha256)
-        let m = Digest(.md5)
-        let reader = try BlobReader(path: path)
-        try reader.forEachChunk { chunk in
-          s.update(chunk)
-          m.update(chunk)
-        }
-        sha = s.finalize()
-        md = m.finalize()
-      }
-      guard fsync(fd) == 0 else { throw LarderError.posix("fsync", path) }
-      guard fchmod(fd, 0o444) == 0 else { throw LarderError.posix("chmod", path) }
-      return StagedBlob(
-        path: path, descriptor: fd, sha256: sha!, md5: md!, size: size,
-        contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: removeOnDiscard)
-    } catch {
-      close(fd)
-      throw error
-    }
-  }
-}

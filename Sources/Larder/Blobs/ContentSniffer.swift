@@ -1,4 +1,4 @@
-import CMagic
+internal import CMagic
 import Foundation
 
 /// Finds the real MIME type of content from its first bytes, with libmagic.

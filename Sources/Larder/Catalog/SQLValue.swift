@@ -1,7 +1,7 @@
 import Foundation
 
 /// A value stored in or read from an SQLite column.
-public enum SQLValue: Sendable, Equatable {
+package enum SQLValue: Sendable, Equatable {
   case null
   case integer(Int64)
   case real(Double)
@@ -10,32 +10,32 @@ public enum SQLValue: Sendable, Equatable {
 }
 
 /// Types that bind to a statement parameter.
-public protocol SQLBindable: Sendable {
+package protocol SQLBindable: Sendable {
   var sqlValue: SQLValue { get }
 }
 
-extension Int: SQLBindable { public var sqlValue: SQLValue { .integer(Int64(self)) } }
-extension Int64: SQLBindable { public var sqlValue: SQLValue { .integer(self) } }
-extension Double: SQLBindable { public var sqlValue: SQLValue { .real(self) } }
-extension String: SQLBindable { public var sqlValue: SQLValue { .text(self) } }
-extension Bool: SQLBindable { public var sqlValue: SQLValue { .integer(self ? 1 : 0) } }
-extension SQLValue: SQLBindable { public var sqlValue: SQLValue { self } }
-extension Array: SQLBindable where Element == UInt8 { public var sqlValue: SQLValue { .blob(self) } }
+extension Int: SQLBindable { package var sqlValue: SQLValue { .integer(Int64(self)) } }
+extension Int64: SQLBindable { package var sqlValue: SQLValue { .integer(self) } }
+extension Double: SQLBindable { package var sqlValue: SQLValue { .real(self) } }
+extension String: SQLBindable { package var sqlValue: SQLValue { .text(self) } }
+extension Bool: SQLBindable { package var sqlValue: SQLValue { .integer(self ? 1 : 0) } }
+extension SQLValue: SQLBindable { package var sqlValue: SQLValue { self } }
+extension Array: SQLBindable where Element == UInt8 { package var sqlValue: SQLValue { .blob(self) } }
 extension Optional: SQLBindable where Wrapped: SQLBindable {
-  public var sqlValue: SQLValue { self?.sqlValue ?? .null }
+  package var sqlValue: SQLValue { self?.sqlValue ?? .null }
 }
 extension Date: SQLBindable {
   /// Dates are stored as integer milliseconds since 1970.
   /// Dates beyond what 64-bit milliseconds hold (distant past/future) clamp rather than trap.
-  public var sqlValue: SQLValue {
+  package var sqlValue: SQLValue {
     let ms = (timeIntervalSince1970 * 1000).rounded()
     return .integer(ms.isNaN ? 0 : ms >= 9.2e18 ? .max : ms <= -9.2e18 ? .min : Int64(ms))
   }
 }
 
 /// The column names of a statement's results, with a lookup table made once per statement.
-public final class RowLayout: Sendable {
-  public let columns: [String]
+package final class RowLayout: Sendable {
+  package let columns: [String]
   let index: [String: Int]
 
   init(columns: [String]) {
@@ -46,25 +46,25 @@ public final class RowLayout: Sendable {
 }
 
 /// One result row, read by column index or name.
-public struct Row: Sendable {
-  public let layout: RowLayout
-  public let values: [SQLValue]
+package struct Row: Sendable {
+  package let layout: RowLayout
+  package let values: [SQLValue]
 
-  public var columns: [String] { layout.columns }
+  package var columns: [String] { layout.columns }
 
-  public subscript(_ index: Int) -> SQLValue { values[index] }
+  package subscript(_ index: Int) -> SQLValue { values[index] }
 
-  public subscript(_ name: String) -> SQLValue {
+  package subscript(_ name: String) -> SQLValue {
     guard let i = layout.index[name] else { return .null }
     return values[i]
   }
 
-  public func int(_ name: String) -> Int64? {
+  package func int(_ name: String) -> Int64? {
     if case .integer(let v) = self[name] { return v }
     return nil
   }
 
-  public func double(_ name: String) -> Double? {
+  package func double(_ name: String) -> Double? {
     switch self[name] {
     case .real(let v): v
     case .integer(let v): Double(v)
@@ -72,12 +72,12 @@ public struct Row: Sendable {
     }
   }
 
-  public func string(_ name: String) -> String? {
+  package func string(_ name: String) -> String? {
     if case .text(let v) = self[name] { return v }
     return nil
   }
 
-  public func bytes(_ name: String) -> [UInt8]? {
+  package func bytes(_ name: String) -> [UInt8]? {
     switch self[name] {
     case .blob(let v): v
     case .text(let v): Array(v.utf8)
@@ -85,7 +85,7 @@ public struct Row: Sendable {
     }
   }
 
-  public func date(_ name: String) -> Date? {
+  package func date(_ name: String) -> Date? {
     int(name).map { Date(timeIntervalSince1970: Double($0) / 1000) }
   }
 }

@@ -12,7 +12,7 @@ public struct FileStore: Sendable {
   let blobs: BlobStore
   let faults: FaultInjector
 
-  /// Starts a streaming write; pass the writer's ``BlobWriter/finish()`` result to ``commit(_:filename:declaredContentType:then:)``.
+  /// Starts a streaming write; pass the writer's ``BlobWriter/finish()`` result to ``commit(_:filename:declaredContentType:)``.
   public func makeWriter(options: BlobWriter.Options = .init()) throws -> BlobWriter {
     try blobs.makeWriter(options: options)
   }
@@ -65,15 +65,17 @@ public struct FileStore: Sendable {
   /// content is already durable and the staged copy is dropped; otherwise the staged file is
   /// linked into place, its directory fsync'ed, and the row inserted. `then` runs in the same
   /// transaction to add the rows that reference the file (an object, an attachment); if it
-  /// throws, nothing is committed.
-  public func commit<T>(
+  /// throws, nothing is committed. `package`: the closure sees the SQL connection, which apps
+  /// never do; the server and the store's own object and model writes use it.
+  package func commit<T>(
     _ staged: StagedBlob, filename: String? = nil, declaredContentType: String? = nil,
     then: (Database, File) throws -> T
   ) throws -> T {
     defer { staged.discard() }
     try faults.hit(.afterStage)
     let now = Date.nowInMilliseconds
-    let result = try catalog.write { db in
+    // Content never uses the reserve: it is there so that deletes can free space.
+    let result = try catalog.write(releasingReserve: false) { db in
       var placed: String?
       do {
         if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [staged.sha256]) == nil {
@@ -81,7 +83,7 @@ public struct FileStore: Sendable {
           try faults.hit(.afterLink)
           try db.execute(
             "INSERT INTO blobs(sha256, size, created_at) VALUES (?, ?, ?)", [staged.sha256, staged.size, now])
-        } else if access(blobs.path(for: staged.sha256), F_OK) != 0 {
+        } else if !POSIX.exists(blobs.path(for: staged.sha256)) {
           // The row exists but its file was quarantined by `verify --repair` (or lost): the
           // verified staged copy heals it, and the files that used it read correctly again.
           placed = try blobs.place(staged)
@@ -106,7 +108,7 @@ public struct FileStore: Sendable {
         return value
       } catch {
         // Still under the write lock: no other writer can have seen the linked file.
-        if let placed { unlink(placed) }
+        if let placed { POSIX.unlink(placed) }
         throw error
       }
     }

@@ -108,6 +108,12 @@ struct BlobTreeWalker {
     /// False for a directory: only a human removes one.
     let removable: Bool
     let removed: Bool
+    /// A regular file at a blob address: what a write that died between link and commit leaves.
+    var isUncommittedBlob: Bool {
+      guard case .blob = entry else { return false }
+      return isRegularFile
+    }
+    let isRegularFile: Bool
   }
 
   /// Rechecks candidates from ``forEachUnreferenced(catalog:chunk:_:)`` under the write lock (a
@@ -128,12 +134,13 @@ struct BlobTreeWalker {
           path = p
         case .misplaced(let p): path = p
         }
-        var st = stat()
-        guard lstat(path, &st) == 0 else { continue }  // gone meanwhile
+        guard let st = POSIX.lstat(path) else { continue }  // gone meanwhile
         let removable = (st.st_mode & S_IFMT) != S_IFDIR
-        let removed = remove && removable && unlink(path) == 0
+        let removed = remove && removable && POSIX.unlink(path)
         strays.append(
-          Stray(entry: entry, path: path, size: Int64(st.st_size), removable: removable, removed: removed))
+          Stray(
+            entry: entry, path: path, size: Int64(st.st_size), removable: removable, removed: removed,
+            isRegularFile: (st.st_mode & S_IFMT) == S_IFREG))
       }
       return strays
     }
@@ -148,25 +155,7 @@ struct BlobTreeWalker {
 
   /// Names in a directory with whether each is a real directory (symlinks are not).
   static func list(_ path: String) -> [(String, Bool)] {
-    guard let dir = opendir(path) else { return [] }
-    defer { closedir(dir) }
-    var out: [(String, Bool)] = []
-    while let entry = readdir(dir) {
-      let name = withUnsafePointer(to: &entry.pointee.d_name) {
-        String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
-      }
-      if name == "." || name == ".." { continue }
-      var isDir: Bool
-      switch Int32(entry.pointee.d_type) {
-      case Int32(DT_DIR): isDir = true
-      case Int32(DT_UNKNOWN):
-        var st = stat()
-        isDir = lstat("\(path)/\(name)", &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
-      default: isDir = false
-      }
-      out.append((name, isDir))
-    }
-    return out
+    POSIX.listDirectoryTypes(path).map { ($0.name, $0.isDirectory) }
   }
 
   /// Size of the entry itself (a symlink is not followed), 0 if it is gone.
@@ -175,8 +164,7 @@ struct BlobTreeWalker {
   /// Size and modification time of the entry itself (a symlink is not followed), in one
   /// `lstat`; nil if it is gone.
   static func sizeAndModified(of path: String) -> (size: Int64, modified: Date)? {
-    var st = stat()
-    guard lstat(path, &st) == 0 else { return nil }
+    guard let st = POSIX.lstat(path) else { return nil }
     let modified = Date(timeIntervalSince1970: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9)
     return (Int64(st.st_size), modified)
   }

@@ -30,14 +30,15 @@ final class CollectorLock: @unchecked Sendable {
   static func acquire(in directory: URL, create: Bool = true) throws -> CollectorLock? {
     let path = path(in: directory)
     let flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0)
-    let fd = open(path, flags, 0o644)
-    guard fd >= 0 else {
-      if errno == ENOENT && !create { return nil }
-      throw LarderError.posix("open", path)
+    let fd: Int32
+    do {
+      fd = try POSIX.open(path, flags, mode: 0o644)
+    } catch LarderError.io(_, _, ENOENT) where !create {
+      return nil
     }
-    if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+    if !POSIX.tryLock(fd) {
       let code = errno
-      close(fd)
+      POSIX.close(fd)
       if code == EWOULDBLOCK { throw MaintenanceError.collectorBusy(lockPath: path) }
       throw LarderError.posix("flock", path, code)
     }
@@ -46,8 +47,8 @@ final class CollectorLock: @unchecked Sendable {
 
   func release() {
     guard fd >= 0 else { return }
-    flock(fd, LOCK_UN)
-    close(fd)
+    POSIX.unlock(fd)
+    POSIX.close(fd)
     fd = -1
   }
 }

@@ -128,7 +128,7 @@ public struct GarbageCollector: Sendable {
     for id in Set(ids) where Self.isPlainName(id) {
       let path = "\(directory)/\(id)"
       let size = BlobTreeWalker.size(of: path)
-      if options.dryRun || unlink(path) == 0 { report.uploadBytesFreed += size }
+      if options.dryRun || POSIX.unlink(path) { report.uploadBytesFreed += size }
     }
     if !options.dryRun { try? POSIX.fsyncDirectory(directory) }
   }
@@ -199,7 +199,7 @@ public struct GarbageCollector: Sendable {
       try faults.hit(.gcAfterCommit)
       // No fsync after the unlinks: an unlink lost in a crash leaves a trash entry whose row
       // is gone, which recovery removes. Under load every fsync costs a journal commit.
-      for entry in moved { unlink(entry.trash) }
+      for entry in moved { POSIX.unlink(entry.trash) }
       options.progress?(.init(phase: .blobs, processed: report.blobsRemoved))
     }
   }
@@ -232,7 +232,7 @@ public struct GarbageCollector: Sendable {
           let hex = Hex.encode(sha256)
           let original = blobs.path(forHex: hex)
           let trash = "\(trashDirectory)/\(hex)"
-          if rename(original, trash) == 0 {
+          if POSIX.rename(original, trash) {
             moved.append(TrashEntry(trash: trash, original: original))
             bytes += row.int("size") ?? 0
           } else if errno != ENOENT {
@@ -246,7 +246,7 @@ public struct GarbageCollector: Sendable {
       } catch {
         // The rows come back with the rollback; so must the files, before anyone (an upload
         // deduping against a row) can look. We still hold the write lock.
-        for entry in moved { rename(entry.trash, entry.original) }
+        for entry in moved { POSIX.rename(entry.trash, entry.original) }
         throw error
       }
     }
@@ -327,7 +327,7 @@ public struct GarbageCollector: Sendable {
     for name in names where Self.isPlainName(name) && !known.contains(name) {
       let path = "\(uploads)/\(name)"
       guard let info = BlobTreeWalker.sizeAndModified(of: path), info.modified < oldest else { continue }
-      if options.dryRun || unlink(path) == 0 {
+      if options.dryRun || POSIX.unlink(path) {
         report.tempFilesRemoved += 1
         report.tempBytesFreed += info.size
       }

@@ -48,26 +48,24 @@ enum Recovery {
       var removed = 0
       for name in trash {
         let path = "\(blobs.trashDirectory.path)/\(name)"
-        var st = stat()
-        let isFile = lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
-        var existing = stat()
+        let isFile = POSIX.lstat(path).map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false
         // Only a regular file named exactly by a digest goes back, and never over a blob already
         // in place (one uploaded again since): a planted symlink, a duplicate or any other name
         // is simply removed.
         if isFile, BlobTreeWalker.isHex(name, count: 64), let digest = Hex.decode(name),
-          lstat(blobs.path(forHex: name), &existing) != 0,
+          POSIX.lstat(blobs.path(forHex: name)) == nil,
           try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [digest]) != nil
         {
           let target = blobs.path(forHex: name)
           let leaf = (target as NSString).deletingLastPathComponent
           try POSIX.makeDirectory(leaf)
-          if rename(path, target) != 0 {
+          if !POSIX.rename(path, target) {
             if errno == ENOENT { continue }
             throw LarderError.posix("rename", path)
           }
           try POSIX.fsyncDirectory(leaf)
           restored += 1
-        } else if unlink(path) == 0 || errno != ENOENT {
+        } else if POSIX.unlink(path) || errno != ENOENT {
           removed += 1
         }
       }
@@ -84,13 +82,16 @@ enum Recovery {
   /// writer that just committed and unlinked its file; `EMFILE` or `EACCES` say nothing about the
   /// writer: such a file must stay.
   static func abandoned(_ path: String, remove: Bool) -> Bool {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-    guard fd >= 0 else {
-      guard errno == ELOOP else { return false }
-      return !remove || unlink(path) == 0
+    let fd: Int32
+    do {
+      fd = try POSIX.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+    } catch LarderError.io(_, _, ELOOP) {
+      return !remove || POSIX.unlink(path)
+    } catch {
+      return false
     }
-    defer { close(fd) }
-    guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
-    return !remove || unlink(path) == 0
+    defer { POSIX.close(fd) }
+    guard POSIX.tryLock(fd) else { return false }
+    return !remove || POSIX.unlink(path)
   }
 }

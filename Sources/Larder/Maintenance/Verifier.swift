@@ -134,8 +134,7 @@ public struct Verifier: Sendable {
   ) throws {
     let hex = Hex.encode(sha256)
     let path = blobs.path(forHex: hex)
-    var st = stat()
-    guard lstat(path, &st) == 0 else {
+    guard let st = POSIX.lstat(path) else {
       guard errno == ENOENT else { throw LarderError.posix("stat", path) }
       try checkMissing(sha256: sha256, hex: hex, path: path, repair: repair, &report)
       return
@@ -157,7 +156,7 @@ public struct Verifier: Sendable {
     }
     let mode = st.st_mode & 0o7777
     if mode != 0o444 {
-      let repaired = repair && chmod(path, 0o444) == 0
+      let repaired = repair && POSIX.chmod(path, 0o444)
       report.add(
         .init(
           kind: .badPermissions, sha256: hex, path: path,
@@ -168,9 +167,8 @@ public struct Verifier: Sendable {
 
   /// SHA-256 of a file, streamed through `buffer`; the file is opened without following links.
   private func hash(path: String, buffer: inout [UInt8]) throws -> ([UInt8], Int64) {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-    guard fd >= 0 else { throw LarderError.posix("open", path) }
-    defer { close(fd) }
+    let fd = try POSIX.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    defer { POSIX.close(fd) }
     let digest = Digest(.sha256)
     var offset: Int64 = 0
     while true {
@@ -201,7 +199,7 @@ public struct Verifier: Sendable {
       repaired = try catalog.write { db in
         // Recheck under the lock; no files left: the row alone goes, else mark them.
         if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [sha256]) == nil { return true }
-        if access(path, F_OK) == 0 { return true }
+        if POSIX.exists(path) { return true }
         try db.execute(
           "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
           [sha256, sha256])
@@ -230,8 +228,8 @@ public struct Verifier: Sendable {
           [sha256, sha256])
       }
       var target = "\(directory)/\(hex)"
-      if access(target, F_OK) == 0 { target += ".\(SecureRandom.hexIdentifier(byteCount: 4))" }
-      guard rename(path, target) == 0 else { throw LarderError.posix("rename", path) }
+      if POSIX.exists(target) { target += ".\(SecureRandom.hexIdentifier(byteCount: 4))" }
+      guard POSIX.rename(path, target) else { throw LarderError.posix("rename", path) }
       try POSIX.fsyncDirectory(directory)
       try POSIX.fsyncDirectory((path as NSString).deletingLastPathComponent)
       return true
@@ -263,7 +261,12 @@ public struct Verifier: Sendable {
       let detail =
         !stray.removable ? "a directory where none belongs"
         : hex == nil ? "not at a blob address" : "no blobs row names it"
-      report.add(.init(kind: .strayBlobFile, sha256: hex, path: stray.path, detail: detail, repaired: stray.removed))
+      // A regular file at a blob address that no row names is what a write leaves when it dies
+      // between linking and committing: reclaimable. Anything else under blobs/ is a fault.
+      report.add(
+        .init(
+          kind: .strayBlobFile, sha256: hex, path: stray.path, detail: detail, repaired: stray.removed,
+          reclaimable: stray.isUncommittedBlob))
     }
   }
 
@@ -281,7 +284,8 @@ public struct Verifier: Sendable {
       guard let modified = POSIX.modificationTime(path), modified < oldest,
         Recovery.abandoned(path, remove: repair)
       else { continue }
-      report.add(.init(kind: .abandonedTemp, path: path, detail: "no writer holds it", repaired: repair))
+      report.add(
+        .init(kind: .abandonedTemp, path: path, detail: "no writer holds it", repaired: repair, reclaimable: true))
     }
   }
 

@@ -1,6 +1,12 @@
 import Foundation
 
 /// What `verify` found. Encodes to JSON for `larder verify --json`.
+///
+/// A finding is either a fault (data lost, corrupt or unreachable, or an invariant broken) or a
+/// reclaimable leftover: a file that a write linked or staged and never committed because the
+/// process died (a crash, a kill, a power cut). Nothing refers to a leftover, so no data is
+/// lost; it only takes space until `larder gc` removes it. Leftovers are expected after any
+/// crash, so they do not make the report unclean.
 public struct VerifyReport: Codable, Sendable, Equatable {
   /// One broken invariant.
   public struct Finding: Codable, Sendable, Equatable {
@@ -37,16 +43,24 @@ public struct VerifyReport: Codable, Sendable, Equatable {
     public var detail: String
     /// True when `--repair` fixed it.
     public var repaired: Bool
+    /// True for a leftover of a write that never committed (a blob file at its address that no
+    /// row names, a temp file whose writer is gone): no data is lost and `larder gc` removes it.
+    public var reclaimable: Bool
 
     public init(
-      kind: Kind, sha256: String? = nil, path: String? = nil, detail: String, repaired: Bool = false
+      kind: Kind, sha256: String? = nil, path: String? = nil, detail: String, repaired: Bool = false,
+      reclaimable: Bool = false
     ) {
       self.kind = kind
       self.sha256 = sha256
       self.path = path
       self.detail = detail
       self.repaired = repaired
+      self.reclaimable = reclaimable
     }
+
+    /// How `larder verify` labels the finding: `repaired`, `reclaimable` or `FAULT`.
+    public var label: String { repaired ? "repaired" : reclaimable ? "reclaimable" : "FAULT" }
   }
 
   public var repair: Bool
@@ -58,16 +72,26 @@ public struct VerifyReport: Codable, Sendable, Equatable {
   /// Findings, at most ``maxFindings`` of them; ``findingCount`` counts them all.
   public var findings: [Finding] = []
   public var findingCount = 0
-  /// Findings not repaired (all of them without `repair`).
+  /// Faults not repaired (all of them without `repair`); reclaimable leftovers are not counted.
   public var unrepairedCount = 0
+  /// Reclaimable leftovers not repaired: space `larder gc` frees, not a fault.
+  public var reclaimableCount = 0
   public var durationSeconds: Double = 0
 
   public static let maxFindings = 10_000
 
   public init(repair: Bool) { self.repair = repair }
 
-  /// True when no invariant is broken, or every broken one was repaired.
+  /// True when no invariant is broken, or every broken one was repaired. Reclaimable leftovers
+  /// of interrupted writes do not count: they are expected after a crash.
   public var isClean: Bool { unrepairedCount == 0 }
+
+  /// The line that tells a person what to do about reclaimable leftovers; nil when there are none.
+  public var reclaimableSummary: String? {
+    guard reclaimableCount > 0 else { return nil }
+    let what = reclaimableCount == 1 ? "1 file left" : "\(reclaimableCount) files left"
+    return "\(what) by writes that never committed (reclaimable, no data lost): larder gc removes them"
+  }
 
   /// Findings per kind, for a summary line.
   public var counts: [Finding.Kind: Int] {
@@ -76,7 +100,9 @@ public struct VerifyReport: Codable, Sendable, Equatable {
 
   mutating func add(_ finding: Finding) {
     findingCount += 1
-    if !finding.repaired { unrepairedCount += 1 }
+    if !finding.repaired {
+      if finding.reclaimable { reclaimableCount += 1 } else { unrepairedCount += 1 }
+    }
     if findings.count < Self.maxFindings { findings.append(finding) }
   }
 }

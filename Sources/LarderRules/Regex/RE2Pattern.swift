@@ -1,4 +1,4 @@
-import CRE2
+internal import CRE2
 
 /// A compiled RE2 pattern. RE2 runs in time linear in the input, so `matches` cannot be
 /// turned into a denial of service by a pathological pattern.

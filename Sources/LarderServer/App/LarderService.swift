@@ -78,12 +78,11 @@ public final class LarderService: Sendable {
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
       uploadExpiry: options.uploadExpiry)
     let metrics = Metrics()
-    let catalog = larder.catalog
     metrics.registerGauge("larder_objects", help: "Objects stored.") {
-      Double((try? catalog.read { try $0.row("SELECT count(*) AS n FROM objects")?.int("n") }) ?? 0)
+      Double((try? larder.statistics().objectCount) ?? 0)
     }
     metrics.registerGauge("larder_blob_bytes", help: "Bytes of distinct content stored.") {
-      Double((try? catalog.read { try $0.row("SELECT coalesce(sum(size), 0) AS n FROM blobs")?.int("n") }) ?? 0)
+      Double((try? larder.statistics().blobBytes) ?? 0)
     }
     var http = options.http
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize }

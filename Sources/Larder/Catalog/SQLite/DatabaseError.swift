@@ -1,4 +1,4 @@
-import CSQLite
+internal import CSQLite
 
 /// An SQLite failure, with the statement that caused it.
 ///

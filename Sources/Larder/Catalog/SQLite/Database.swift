@@ -1,4 +1,4 @@
-import CSQLite
+internal import CSQLite
 import Foundation
 
 /// One SQLite connection, with Larder's pragmas applied.
@@ -8,14 +8,14 @@ import Foundation
 /// let db = try Database(path: "larder.sqlite")
 /// try db.execute("INSERT INTO t VALUES (?)", [42])
 /// ```
-public final class Database {
+package final class Database {
   let handle: OpaquePointer
   private var cache: [String: Statement] = [:]
-  public let path: String
+  package let path: String
 
   /// Opens (creating if needed) the database at `path`.
   /// - Throws: ``DatabaseError`` if SQLite cannot open it or a pragma fails.
-  public init(path: String, readOnly: Bool = false, busyTimeout: Duration = .seconds(30)) throws(DatabaseError) {
+  package init(path: String, readOnly: Bool = false, busyTimeout: Duration = .seconds(30)) throws(DatabaseError) {
     self.path = path
     var db: OpaquePointer?
     let flags =
@@ -42,7 +42,7 @@ public final class Database {
   }
 
   /// A cached prepared statement for `sql`.
-  public func statement(_ sql: String) throws(DatabaseError) -> Statement {
+  package func statement(_ sql: String) throws(DatabaseError) -> Statement {
     if let cached = cache[sql] {
       cached.reset()
       return cached
@@ -53,7 +53,7 @@ public final class Database {
   }
 
   /// Runs one statement to completion.
-  public func execute(_ sql: String, _ arguments: [any SQLBindable] = []) throws(DatabaseError) {
+  package func execute(_ sql: String, _ arguments: [any SQLBindable] = []) throws(DatabaseError) {
     let s = try statement(sql)
     try s.bind(arguments)
     while try s.step() {}
@@ -61,7 +61,7 @@ public final class Database {
   }
 
   /// Runs several `;`-separated statements without arguments (migrations).
-  public func executeScript(_ sql: String) throws(DatabaseError) {
+  package func executeScript(_ sql: String) throws(DatabaseError) {
     var message: UnsafeMutablePointer<CChar>?
     let result = sqlite3_exec(handle, sql, nil, nil, &message)
     if result != SQLITE_OK {
@@ -72,7 +72,7 @@ public final class Database {
   }
 
   /// All rows of a query.
-  public func rows(_ sql: String, _ arguments: [any SQLBindable] = []) throws(DatabaseError) -> [Row] {
+  package func rows(_ sql: String, _ arguments: [any SQLBindable] = []) throws(DatabaseError) -> [Row] {
     let s = try statement(sql)
     try s.bind(arguments)
     var out = [Row]()
@@ -82,7 +82,7 @@ public final class Database {
   }
 
   /// The first row of a query, if any.
-  public func row(_ sql: String, _ arguments: [any SQLBindable] = []) throws(DatabaseError) -> Row? {
+  package func row(_ sql: String, _ arguments: [any SQLBindable] = []) throws(DatabaseError) -> Row? {
     let s = try statement(sql)
     try s.bind(arguments)
     defer { s.reset() }
@@ -90,7 +90,7 @@ public final class Database {
   }
 
   /// Visits rows one at a time, for scans too large to hold.
-  public func forEachRow(
+  package func forEachRow(
     _ sql: String, _ arguments: [any SQLBindable] = [], _ body: (Row) throws -> Void
   ) throws {
     let s = try Statement(database: self, sql: sql)
@@ -99,15 +99,15 @@ public final class Database {
   }
 
   /// Rows changed by the last INSERT, UPDATE or DELETE.
-  public var changes: Int { Int(sqlite3_changes(handle)) }
+  package var changes: Int { Int(sqlite3_changes(handle)) }
 
-  public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+  package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
   /// Runs `body` in a transaction that commits if it returns and rolls back if it throws.
   ///
   /// `immediate` takes SQLite's write lock at once (`BEGIN IMMEDIATE`): every decision made inside
   /// is then made with no other writer, in this process or another.
-  public func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
+  package func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
     try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
     do {
       let value = try body(self)

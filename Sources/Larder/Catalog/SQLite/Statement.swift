@@ -1,9 +1,9 @@
-import CSQLite
+internal import CSQLite
 
 /// A prepared SQLite statement, owned by the connection that made it.
 ///
 /// Not `Sendable`: a statement lives and dies on the thread of its connection.
-public final class Statement {
+package final class Statement {
   let handle: OpaquePointer
   let sql: String
   private unowned let database: Database
@@ -22,7 +22,7 @@ public final class Statement {
   deinit { sqlite3_finalize(handle) }
 
   /// Binds positional parameters (`?`), replacing earlier bindings.
-  public func bind(_ values: [any SQLBindable]) throws(DatabaseError) {
+  package func bind(_ values: [any SQLBindable]) throws(DatabaseError) {
     sqlite3_reset(handle)
     sqlite3_clear_bindings(handle)
     let expected = Int(sqlite3_bind_parameter_count(handle))
@@ -57,7 +57,7 @@ public final class Statement {
   }
 
   /// Steps once; true while a row is available.
-  public func step() throws(DatabaseError) -> Bool {
+  package func step() throws(DatabaseError) -> Bool {
     let result = sqlite3_step(handle)
     try check(result, database.handle, sql: sql)
     return result == SQLITE_ROW
@@ -68,7 +68,7 @@ public final class Statement {
     columns: (0..<sqlite3_column_count(handle)).map { String(cString: sqlite3_column_name(handle, $0)) })
 
   /// The current row's values.
-  public func row() -> Row {
+  package func row() -> Row {
     let count = Int(sqlite3_column_count(handle))
     var values = [SQLValue]()
     values.reserveCapacity(count)
@@ -95,7 +95,7 @@ public final class Statement {
     return Row(layout: layout, values: values)
   }
 
-  public func reset() { sqlite3_reset(handle) }
+  package func reset() { sqlite3_reset(handle) }
 }
 
 @available(*, unavailable)

@@ -1,0 +1,85 @@
+import Foundation
+import LarderCrypto
+
+/// Verified, durable content waiting to be committed into the catalog.
+///
+/// It keeps its temp file (and the lock on it) until ``discard()``, which ``FileStore`` calls
+/// once the commit is done, whatever its outcome. The descriptor is owned by one
+/// ``OwnedDescriptor``: a discard racing another (or the release) removes the name and closes
+/// the descriptor exactly once.
+public final class StagedBlob: Sendable {
+  public let path: String
+  public let sha256: [UInt8]
+  public let md5: [UInt8]
+  public let size: Int64
+  /// What libmagic found in the first bytes.
+  public let contentType: String
+  private let descriptor: OwnedDescriptor
+  private let removeOnDiscard: Bool
+
+  init(
+    path: String, descriptor: OwnedDescriptor, sha256: [UInt8], md5: [UInt8], size: Int64, contentType: String,
+    removeOnDiscard: Bool
+  ) {
+    self.path = path
+    self.descriptor = descriptor
+    self.sha256 = sha256
+    self.md5 = md5
+    self.size = size
+    self.contentType = contentType
+    self.removeOnDiscard = removeOnDiscard
+  }
+
+  deinit { discard() }
+
+  public var sha256Hex: String { Hex.encode(sha256) }
+
+  /// True until ``discard()``.
+  public var isStaged: Bool { descriptor.isOpen }
+
+  /// Removes the temporary name (the content lives on under its address if it was committed).
+  /// Only the first call does anything.
+  public func discard() {
+    let path = path
+    let remove = removeOnDiscard
+    descriptor.close { _ in if remove { POSIX.unlink(path) } }
+  }
+
+  /// Stages an existing file (a finished resumable upload), hashing it unless digests are given.
+  ///
+  /// The file must be on the same filesystem as the store; it is fsync'ed and made read-only.
+  /// With `removeOnDiscard`, the name is removed after the commit.
+  public static func adopting(
+    path: String, sha256 knownSHA256: [UInt8]? = nil, md5 knownMD5: [UInt8]? = nil, removeOnDiscard: Bool
+  ) throws -> StagedBlob {
+    // Owned at once: on any failure below, releasing it closes the descriptor (once).
+    let owned = OwnedDescriptor(try POSIX.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW))
+    let (size, head) = try owned.use(path: path) { fd in
+      let size = try POSIX.fileSize(fd, path: path)
+      var head = [UInt8](repeating: 0, count: Int(min(Int64(ContentSniffer.headLength), size)))
+      let n = try head.withUnsafeMutableBytes { try POSIX.readFully(fd, into: $0, at: 0, path: path) }
+      head.removeLast(head.count - n)
+      return (size, head)
+    }
+    var sha = knownSHA256
+    var md = knownMD5
+    if sha == nil || md == nil {
+      let s = Digest(.sha256)
+      let m = Digest(.md5)
+      let reader = try BlobReader(path: path)
+      try reader.forEachChunk { chunk in
+        s.update(chunk)
+        m.update(chunk)
+      }
+      sha = s.finalize()
+      md = m.finalize()
+    }
+    try owned.use(path: path) { fd in
+      try POSIX.fsync(fd, path: path)
+      try POSIX.fchmod(fd, 0o444, path: path)
+    }
+    return StagedBlob(
+      path: path, descriptor: owned, sha256: sha!, md5: md!, size: size,
+      contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: removeOnDiscard)
+  }
+}
