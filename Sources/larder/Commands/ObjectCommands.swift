@@ -12,10 +12,7 @@ struct PutCommand: Command {
 
   static let configuration = CommandConfiguration(
     name: "put", summary: "store a local file as BUCKET/NAME",
-    discussion: """
-      FILE may be - for standard input. The stored type is sniffed from the content;
-      --content-type is kept as the declared type.
-      """,
+    discussion: "The stored type is sniffed from the content; --content-type is kept as the declared type.",
     positionals: [source, object], options: [contentType, metadata, maxSize, json], groups: [StoreOptions.self])
 
   var store: StoreOptions

@@ -68,6 +68,7 @@ enum HelpFormatter {
     let labels =
       configuration.positionals.map(\.name)
       + configuration.options.map { $0.spellings.joined(separator: ", ") + " " + $0.placeholder }
+      + ["-h, --help"]
     return min(labels.map(\.count).max() ?? 0, 32)
   }
 
