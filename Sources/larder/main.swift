@@ -11,10 +11,12 @@ let commands: [any Command.Type] = [
   var text = "usage: larder COMMAND [options]\n\ncommands:\n"
   for c in commands {
     let configuration = c.configuration
-    text += "  \(configuration.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(configuration.summary)\n"
+    text +=
+      "  \(configuration.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(configuration.summary)\n"
   }
   let data = DataOptions.data
-  text += "\nCommands that use a data directory take \(data.name) \(data.placeholder) (or \(data.environment!); "
+  text +=
+    "\nCommands that use a data directory take \(data.name) \(data.placeholder) (or \(data.environment!); "
   text += "default \(data.defaultValue!)); every command takes --help.\n"
   return text
 }
@@ -30,7 +32,8 @@ let commands: [any Command.Type] = [
 func firstNonUTF8Argument() -> Int? {
   for i in 1..<Int(CommandLine.argc) {
     guard let p = CommandLine.unsafeArgv[i] else { continue }
-    let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p))
+    let bytes = UnsafeBufferPointer(
+      start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p))
     if String(validating: bytes, as: UTF8.self) == nil { return i }
   }
   return nil

@@ -44,20 +44,31 @@ import Testing
     let lines: [(String, String)] = [
       ("get", "  -o, --output FILE  write here (through a temporary file) instead of standard output"),
       ("put", "  --metadata k=v       custom metadata (repeatable)"),
-      ("put", "  --content-type TYPE  kept as the declared type (the stored type is sniffed from the content)"),
+      (
+        "put",
+        "  --content-type TYPE  kept as the declared type (the stored type is sniffed from the content)"
+      ),
       ("gc", "  --grace DURATION  release unreferenced files only once older than this (default 24h)"),
       ("token", "  --uid U         the token's subject (request.auth.uid) (required)"),
       ("token", "  --ttl DURATION  how long the token is valid (default 1h)"),
       ("serve", "  --host HOST                     the address to bind (env LARDER_HOST; default 127.0.0.1)"),
-      ("serve", "                                  listening on http://HOST:PORT (env LARDER_PORT; default 8080)"),
+      (
+        "serve",
+        "                                  listening on http://HOST:PORT (env LARDER_PORT; default 8080)"
+      ),
       ("serve", "                                  (env LARDER_ALLOW_ALL=1)"),
-      ("serve", "  --cors-origin ORIGIN            an origin browsers may call from; default: any (repeatable)"),
+      (
+        "serve",
+        "  --cors-origin ORIGIN            an origin browsers may call from; default: any (repeatable)"
+      ),
       ("ls", "  -r, --recursive   list every name under the prefix instead of folding at '/'"),
     ]
     for (command, line) in lines {
       let result = try CLI.larder([command, "--help"])
       #expect(result.status == 0)
-      #expect(result.stdoutLines.contains(line), "\(command) --help lacks \(line.debugDescription):\n\(result.stdout)")
+      #expect(
+        result.stdoutLines.contains(line),
+        "\(command) --help lacks \(line.debugDescription):\n\(result.stdout)")
     }
   }
 
@@ -71,9 +82,12 @@ import Testing
     #expect(!rows.isEmpty || command.hasPrefix("rules check"))
     var rest = Substring(usage)
     for row in rows {
-      let long = row.split(separator: " ").first { $0.hasPrefix("--") }.map { String($0.filter { $0 != "," }) }
+      let long = row.split(separator: " ").first { $0.hasPrefix("--") }.map {
+        String($0.filter { $0 != "," })
+      }
       let name = try #require(long, "\(row)")
-      let found = try #require(rest.range(of: name), "\(command): \(name) missing from, or out of order in \(usage)")
+      let found = try #require(
+        rest.range(of: name), "\(command): \(name) missing from, or out of order in \(usage)")
       rest = rest[found.upperBound...]
     }
     // Usage lines are wrapped at 100 columns, continuation lines under the first word.

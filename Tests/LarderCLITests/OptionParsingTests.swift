@@ -23,9 +23,15 @@ import Testing
       ["get", "b/n", "-o", "--max-size", "1"],
       "-o needs a value, not the option '--max-size' (write -o=--max-size to pass it as the value)"
     ),
-    (["gc", "--grace", "--json"], "--grace needs a value, not the option '--json' (write --grace=--json to pass it as the value)"),
+    (
+      ["gc", "--grace", "--json"],
+      "--grace needs a value, not the option '--json' (write --grace=--json to pass it as the value)"
+    ),
     (["gc", "--grace"], "--grace needs a value"),
-    (["token", "--uid", "--ttl", "1h"], "--uid needs a value, not the option '--ttl' (write --uid=--ttl to pass it as the value)"),
+    (
+      ["token", "--uid", "--ttl", "1h"],
+      "--uid needs a value, not the option '--ttl' (write --uid=--ttl to pass it as the value)"
+    ),
     (
       ["serve", "--port", "--allow-all"],
       "--port needs a value, not the option '--allow-all' (write --port=--allow-all to pass it as the value)"
@@ -39,7 +45,8 @@ import Testing
     let result = try box.larder(args: arguments)
     #expect(result.status == 2, "\(arguments): \(result)")
     #expect(result.stderrLines.first == "larder: error: \(message)", "\(arguments): \(result)")
-    #expect(result.stderrLines.dropFirst().first?.hasPrefix("usage: larder \(arguments[0]) ") == true, "\(result)")
+    #expect(
+      result.stderrLines.dropFirst().first?.hasPrefix("usage: larder \(arguments[0]) ") == true, "\(result)")
     #expect(result.stderrLines.last == "see 'larder \(arguments[0]) --help'")
     #expect(result.stdout == "")
     #expect(!FileManager.default.fileExists(atPath: box.dataPath))
@@ -101,7 +108,10 @@ import Testing
     let explicit = try CLI.larder(
       ["put", "--data", other.dataPath, src, "b/explicit"], environment: ["LARDER_DATA": box.dataPath])
     #expect(explicit.status == 0, "\(explicit)")
-    #expect(try other.larder("ls", "b", "--recursive").stdoutLines.map { $0.split(separator: "\t")[0] } == ["explicit"])
+    #expect(
+      try other.larder("ls", "b", "--recursive").stdoutLines.map { $0.split(separator: "\t")[0] } == [
+        "explicit"
+      ])
     #expect(try box.larder("stat", "b/explicit").status == 1)
     // serve reads LARDER_PORT, LARDER_ALLOW_ALL (only "1" turns it on) and LARDER_RULES.
     let port = try CLI.larder(["serve", "--allow-all"], environment: ["LARDER_PORT": "70000"])
@@ -124,7 +134,9 @@ import Testing
     (["ls", "--bogus=1"], "unknown option '--bogus'"),
     (["ls", "-x"], "unknown option '-x'"),
     (["stat", "b/n", "--json=yes"], "--json takes no value"),
-    (["put", "f", "b/n", "--content-type", "a", "--content-type", "b"], "--content-type given more than once"),
+    (
+      ["put", "f", "b/n", "--content-type", "a", "--content-type", "b"], "--content-type given more than once"
+    ),
     (["put", "f", "b/n", "--content-type=a", "--content-type=a"], "--content-type given more than once"),
     (["get", "b/n", "-o", "x", "--output", "y"], "-o/--output given more than once"),
     (["stat", "b/n", "--json", "--json"], "--json given more than once"),
@@ -142,7 +154,8 @@ import Testing
     let result = try box.larder(args: arguments)
     #expect(result.status == 2, "\(arguments): \(result)")
     #expect(result.stderrLines.first == "larder: error: \(message)", "\(arguments): \(result)")
-    #expect(result.stderrLines.dropFirst().first?.hasPrefix("usage: larder \(arguments[0]) ") == true, "\(result)")
+    #expect(
+      result.stderrLines.dropFirst().first?.hasPrefix("usage: larder \(arguments[0]) ") == true, "\(result)")
     #expect(result.stdout == "")
     #expect(!FileManager.default.fileExists(atPath: box.dataPath))
   }

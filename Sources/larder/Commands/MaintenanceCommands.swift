@@ -27,7 +27,9 @@ struct GCCommand: Command {
     json = arguments.flag(Self.json)
     grace = try parseDuration(arguments.value(Self.grace)!)
     // The cutoff (now - grace) becomes a catalog timestamp; centuries are plenty and keep it in range.
-    guard grace <= .seconds(36_500 * 86_400) else { throw UsageError("--grace must be at most 100 years (36500d)") }
+    guard grace <= .seconds(36_500 * 86_400) else {
+      throw UsageError("--grace must be at most 100 years (36500d)")
+    }
   }
 
   func run() throws {
@@ -54,7 +56,9 @@ struct GCCommand: Command {
     if report.trashRestored + report.trashRemoved > 0 {
       print("trash recovered:   \(report.trashRestored) restored, \(report.trashRemoved) removed")
     }
-    print("\(verb) \(Output.bytes(report.bytesFreed)) in \(String(format: "%.2f", report.durationSeconds)) s\(dryRun ? " (dry run: nothing changed)" : "")")
+    print(
+      "\(verb) \(Output.bytes(report.bytesFreed)) in \(String(format: "%.2f", report.durationSeconds)) s\(dryRun ? " (dry run: nothing changed)" : "")"
+    )
   }
 }
 
@@ -88,7 +92,8 @@ struct VerifyCommand: Command {
     var progress: (@Sendable (VerifyProgress) -> Void)?
     if terminal {
       progress = { p in
-        let line = "\rverify: \(p.blobsChecked)/\(p.blobsTotal) blobs, \(Output.bytes(p.bytesHashed))/\(Output.bytes(p.bytesTotal))"
+        let line =
+          "\rverify: \(p.blobsChecked)/\(p.blobsTotal) blobs, \(Output.bytes(p.bytesHashed))/\(Output.bytes(p.bytesTotal))"
         FileHandle.standardError.write(Data(line.utf8))
       }
     }

@@ -13,7 +13,8 @@ struct PutCommand: Command {
   static let configuration = CommandConfiguration(
     name: "put", summary: "store a local file as BUCKET/NAME",
     discussion: "The stored type is sniffed from the content; --content-type is kept as the declared type.",
-    positionals: [source, object], options: [contentType, metadata, maxSize, json], groups: [StoreOptions.self])
+    positionals: [source, object], options: [contentType, metadata, maxSize, json],
+    groups: [StoreOptions.self])
 
   var store: StoreOptions
   var source: String
@@ -68,7 +69,9 @@ struct PutCommand: Command {
     if json {
       print(try Output.json(object.firebaseMetadata))
     } else {
-      print("\(object.bucket)/\(object.name)  \(object.file.size) bytes  \(object.contentType)  sha256:\(object.file.sha256)")
+      print(
+        "\(object.bucket)/\(object.name)  \(object.file.size) bytes  \(object.contentType)  sha256:\(object.file.sha256)"
+      )
     }
   }
 }
@@ -76,7 +79,8 @@ struct PutCommand: Command {
 struct GetCommand: Command {
   static let object = Positional("BUCKET/NAME", help: "the object to read")
   static let output = Option.value(
-    "--output", "FILE", aliases: ["-o"], help: "write here (through a temporary file) instead of standard output")
+    "--output", "FILE", aliases: ["-o"],
+    help: "write here (through a temporary file) instead of standard output")
   static let maxSize = Option.value(
     "--max-size", "SIZE", help: "refuse (exit 1) content larger than this before writing anything")
 
@@ -110,7 +114,9 @@ struct GetCommand: Command {
       // Write beside the target and rename, so a failed download never leaves a partial file.
       temp = output + ".larder-partial"
       fd = open(temp!, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-      guard fd >= 0 else { throw CommandFailure("cannot create \(temp!): \(String(cString: strerror(errno)))") }
+      guard fd >= 0 else {
+        throw CommandFailure("cannot create \(temp!): \(String(cString: strerror(errno)))")
+      }
     }
     let progress = ProgressBar(total: reader.size, label: "get")
     var written: Int64 = 0
@@ -177,7 +183,9 @@ struct ListCommand: Command {
         try db.rows("SELECT bucket, count(*) AS n FROM objects GROUP BY bucket ORDER BY bucket")
       }
       if json {
-        print(try Output.json(buckets.map { ["bucket": $0.string("bucket") ?? "", "objects": String($0.int("n") ?? 0)] }))
+        print(
+          try Output.json(
+            buckets.map { ["bucket": $0.string("bucket") ?? "", "objects": String($0.int("n") ?? 0)] }))
       } else {
         for row in buckets { print("\(row.string("bucket") ?? "")/\t\(row.int("n") ?? 0) objects") }
       }
@@ -204,7 +212,8 @@ struct ListCommand: Command {
       } else {
         for p in page.prefixes { print("\(p)") }
         for item in page.items {
-          print("\(item.name)\t\(item.file.size)\t\(item.contentType)\t\(StoredObject.timestamp(item.updated))")
+          print(
+            "\(item.name)\t\(item.file.size)\t\(item.contentType)\t\(StoredObject.timestamp(item.updated))")
         }
       }
       token = page.nextPageToken

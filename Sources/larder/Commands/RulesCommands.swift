@@ -5,7 +5,8 @@ struct RulesCheckCommand: Command {
   static let file = Positional("FILE", help: "the storage.rules file")
 
   static let configuration = CommandConfiguration(
-    name: "rules check", summary: "check a storage.rules file (exit 0, or diagnostics and 1)", positionals: [file])
+    name: "rules check", summary: "check a storage.rules file (exit 0, or diagnostics and 1)",
+    positionals: [file])
 
   var file: String
 

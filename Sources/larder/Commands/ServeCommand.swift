@@ -18,18 +18,21 @@ struct ServeCommand: Command {
     "--max-upload-size", "SIZE", default: "5GiB", environment: "LARDER_MAX_UPLOAD_SIZE",
     help: "the largest object an upload may create")
   static let threads = Option.value(
-    "--threads", "N", environment: "LARDER_THREADS", help: "request threads, 1…256; default: the number of cores")
+    "--threads", "N", environment: "LARDER_THREADS",
+    help: "request threads, 1…256; default: the number of cores")
   static let publicURL = Option.value(
     "--public-url", "URL", environment: "LARDER_PUBLIC_URL",
     help: "the URL clients reach the server at, for tus Locations; default: relative ones")
   static let corsOrigin = Option.repeated(
     "--cors-origin", "ORIGIN", help: "an origin browsers may call from; default: any")
   static let publicKey = Option.repeated(
-    "--public-key", "FILE", help: "PEM public key or JWKS file for RS256/ES256 tokens\n(HS256 tokens use DATA/secret)")
+    "--public-key", "FILE",
+    help: "PEM public key or JWKS file for RS256/ES256 tokens\n(HS256 tokens use DATA/secret)")
   static let jwtIssuer = Option.value("--jwt-issuer", "ISS", help: "the `iss` tokens must carry")
   static let jwtAudience = Option.value("--jwt-audience", "AUD", help: "the `aud` tokens must carry")
   static let connectionMemoryLimit = Option.value(
-    "--connection-memory-limit", "SIZE", default: "64KiB", help: "memory per connection for headers and buffers")
+    "--connection-memory-limit", "SIZE", default: "64KiB",
+    help: "memory per connection for headers and buffers")
   static let connectionTimeout = Option.value(
     "--connection-timeout", "SECONDS", default: "60", help: "close a connection idle this long")
   static let accessLog = Option.value(
@@ -65,10 +68,12 @@ struct ServeCommand: Command {
     if allowAll && rules != nil { throw UsageError("--rules and --allow-all exclude each other") }
     guard allowAll || rules != nil else {
       throw UsageError(
-        "no access policy: pass --rules FILE (e.g. --rules storage.rules.example), or --allow-all for an open development server")
+        "no access policy: pass --rules FILE (e.g. --rules storage.rules.example), or --allow-all for an open development server"
+      )
     }
     options = LarderService.Options(
-      dataDirectory: store.data.directory, policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: rules!)))
+      dataDirectory: store.data.directory,
+      policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: rules!)))
     options.http.host = arguments.value(Self.host)!
     options.http.port = port
     options.maxUploadSize = try parseSize(arguments.value(Self.maxUploadSize)!)

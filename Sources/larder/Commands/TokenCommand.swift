@@ -9,7 +9,8 @@ struct TokenCommand: Command {
 
   static let configuration = CommandConfiguration(
     name: "token", summary: "print a development token (HS256, signed with DATA/secret)",
-    discussion: "Claim values that parse as JSON (true, 42, \"x\", [..]) are used as such, others as strings.",
+    discussion:
+      "Claim values that parse as JSON (true, 42, \"x\", [..]) are used as such, others as strings.",
     options: [uid, claim, ttl], groups: [DataOptions.self])
 
   var data: DataOptions

@@ -4,6 +4,11 @@ import Larder
 /// Where the store is: every command that opens it (serve, put, get, ls, stat, rm, gc, verify)
 /// takes this group, so an option about the store (a catalog URL, say) is added here once and
 /// reaches all of them, in parsing and in `--help`.
+///
+/// ```swift
+/// static let catalog = Option.value("--catalog", "URL", environment: "LARDER_CATALOG", help: "…")
+/// static let options = DataOptions.options + [catalog]
+/// ```
 struct StoreOptions: OptionGroup {
   static let options = DataOptions.options
 

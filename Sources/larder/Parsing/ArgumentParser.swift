@@ -26,7 +26,9 @@ struct ParsedArguments {
     tokens.prefix { $0 != "--" }.contains { $0 == "--help" || $0 == "-h" }
   }
 
-  init(_ tokens: [String], for configuration: CommandConfiguration, environment: [String: String]) throws(UsageError) {
+  init(_ tokens: [String], for configuration: CommandConfiguration, environment: [String: String])
+    throws(UsageError)
+  {
     self.configuration = configuration
     self.environment = environment
     var given: [String: [String]] = [:]
@@ -65,7 +67,9 @@ struct ParsedArguments {
         index += 1
       } else if index < tokens.count {
         let next = tokens[index]
-        throw UsageError("\(spelling) needs a value, not the option '\(next)' (write \(spelling)=\(next) to pass it as the value)")
+        throw UsageError(
+          "\(spelling) needs a value, not the option '\(next)' (write \(spelling)=\(next) to pass it as the value)"
+        )
       } else {
         throw UsageError("\(spelling) needs a value")
       }
@@ -103,7 +107,8 @@ struct ParsedArguments {
 
   /// Every value of a repeated option, in command-line order.
   func values(_ option: Option) -> [String] {
-    precondition(option.kind == .repeatedValue && isDeclared(option), "\(option.name) is not a declared repeated option")
+    precondition(
+      option.kind == .repeatedValue && isDeclared(option), "\(option.name) is not a declared repeated option")
     return given[option.name] ?? []
   }
 

@@ -9,8 +9,8 @@
 /// ...
 /// ```
 enum HelpFormatter {
-  /// Lines are wrapped to this many columns where they can be (the usage line; help texts are
-  /// kept short by hand).
+  /// The usage line and the option texts wrap at this many columns (a discussion is written
+  /// with its own line breaks).
   static let width = 100
 
   /// `usage: larder put FILE BUCKET/NAME [--content-type TYPE] …`, wrapped under its first word.
@@ -50,11 +50,14 @@ enum HelpFormatter {
       text += "\narguments:\n" + table(rows, labelWidth: labelWidth(configuration))
     }
     rows = configuration.options.map { option in
-      let label = option.spellings.joined(separator: ", ") + (option.kind == .flag ? "" : " \(option.placeholder)")
+      let label =
+        option.spellings.joined(separator: ", ") + (option.kind == .flag ? "" : " \(option.placeholder)")
       var notes: [String] = []
       if option.isRequired { notes.append("required") }
       if option.kind == .repeatedValue { notes.append("repeatable") }
-      if let variable = option.environment { notes.append(option.kind == .flag ? "env \(variable)=1" : "env \(variable)") }
+      if let variable = option.environment {
+        notes.append(option.kind == .flag ? "env \(variable)=1" : "env \(variable)")
+      }
       if let value = option.defaultValue { notes.append("default \(value)") }
       return (label, option.help, notes.isEmpty ? "" : "(\(notes.joined(separator: "; ")))")
     }
@@ -74,7 +77,8 @@ enum HelpFormatter {
 
   /// Two columns, the text wrapped at ``width`` and the notes (environment, default) kept whole
   /// on its last line or the next; a label too long for its column puts its text on the next line.
-  private static func table(_ rows: [(label: String, help: String, notes: String)], labelWidth: Int) -> String {
+  private static func table(_ rows: [(label: String, help: String, notes: String)], labelWidth: Int) -> String
+  {
     var text = ""
     let pad = String(repeating: " ", count: 2 + labelWidth + 2)
     for (label, help, notes) in rows {
@@ -89,7 +93,9 @@ enum HelpFormatter {
       if label.count > labelWidth {
         text += "  \(label)\n"
       } else {
-        text += "  " + label + String(repeating: " ", count: labelWidth - label.count + 2) + lines.removeFirst() + "\n"
+        text +=
+          "  " + label + String(repeating: " ", count: labelWidth - label.count + 2) + lines.removeFirst()
+          + "\n"
       }
       for line in lines { text += pad + line + "\n" }
     }

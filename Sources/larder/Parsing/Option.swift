@@ -31,7 +31,8 @@ struct Option: Sendable {
   let isRequired: Bool
   let help: String
 
-  static func flag(_ name: String, aliases: [String] = [], environment: String? = nil, help: String) -> Option {
+  static func flag(_ name: String, aliases: [String] = [], environment: String? = nil, help: String) -> Option
+  {
     Option(
       name: name, aliases: aliases, kind: .flag, placeholder: "", defaultValue: nil, environment: environment,
       isRequired: false, help: help)
@@ -48,7 +49,8 @@ struct Option: Sendable {
 
   static func repeated(_ name: String, _ placeholder: String, help: String) -> Option {
     Option(
-      name: name, aliases: [], kind: .repeatedValue, placeholder: placeholder, defaultValue: nil, environment: nil,
+      name: name, aliases: [], kind: .repeatedValue, placeholder: placeholder, defaultValue: nil,
+      environment: nil,
       isRequired: false, help: help)
   }
 

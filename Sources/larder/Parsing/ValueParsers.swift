@@ -11,7 +11,9 @@ func parseSize(_ text: String) throws(UsageError) -> Int64 {
     guard !overflow else { throw UsageError("size '\(text)' is too large") }
     return product
   }
-  guard let n = Int64(text), n >= 0 else { throw UsageError("'\(text)' is not a size (e.g. 1024, 10MiB, 5GiB)") }
+  guard let n = Int64(text), n >= 0 else {
+    throw UsageError("'\(text)' is not a size (e.g. 1024, 10MiB, 5GiB)")
+  }
   return n
 }
 
@@ -25,13 +27,17 @@ func parseDuration(_ text: String) throws(UsageError) -> Duration {
     guard !overflow else { throw UsageError("duration '\(text)' is too large") }
     return .seconds(seconds)
   }
-  guard let n = Int64(text), n >= 0 else { throw UsageError("'\(text)' is not a duration (e.g. 30s, 15m, 24h)") }
+  guard let n = Int64(text), n >= 0 else {
+    throw UsageError("'\(text)' is not a duration (e.g. 30s, 15m, 24h)")
+  }
   return .seconds(n)
 }
 
 /// Splits `BUCKET/NAME` at the first slash.
 func parseObjectPath(_ text: String) throws(UsageError) -> (bucket: String, name: String) {
-  guard let slash = text.firstIndex(of: "/"), slash != text.startIndex, text.index(after: slash) != text.endIndex else {
+  guard let slash = text.firstIndex(of: "/"), slash != text.startIndex,
+    text.index(after: slash) != text.endIndex
+  else {
     throw UsageError("'\(text)' is not BUCKET/NAME")
   }
   return (String(text[..<slash]), String(text[text.index(after: slash)...]))

@@ -34,7 +34,8 @@ import Testing
     let last = "ffff" + String(repeating: "e", count: 60)
     let lastPath = larder.blobs.path(forHex: last)
     try POSIX.makeDirectory((lastPath as NSString).deletingLastPathComponent)
-    try POSIX.makeDirectory(((lastPath as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
+    try POSIX.makeDirectory(
+      ((lastPath as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
     try Data("last".utf8).write(to: URL(fileURLWithPath: lastPath))
     strays.append(lastPath)
 
