@@ -9,8 +9,15 @@ let commands: [any Command.Type] = [
 
 @MainActor func helpText() -> String {
   var text = "usage: larder COMMAND [options]\n\ncommands:\n"
-  for c in commands { text += "  \(c.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(c.summary)\n" }
-  text += "\nCommands that use a data directory take --data DIR (or LARDER_DATA; default ./data); every command takes --help.\n"
+  for c in commands {
+    let configuration = c.configuration
+    text +=
+      "  \(configuration.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(configuration.summary)\n"
+  }
+  let data = DataOptions.data
+  text +=
+    "\nCommands that use a data directory take \(data.name) \(data.placeholder) (or \(data.environment!); "
+  text += "default \(data.defaultValue!)); every command takes --help.\n"
   return text
 }
 
@@ -25,7 +32,8 @@ let commands: [any Command.Type] = [
 func firstNonUTF8Argument() -> Int? {
   for i in 1..<Int(CommandLine.argc) {
     guard let p = CommandLine.unsafeArgv[i] else { continue }
-    let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p))
+    let bytes = UnsafeBufferPointer(
+      start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p))
     if String(validating: bytes, as: UTF8.self) == nil { return i }
   }
   return nil
@@ -44,27 +52,29 @@ func firstNonUTF8Argument() -> Int? {
   args.removeFirst()
   // `larder rules check` and similar: a group name followed by its verb.
   var commandName = first
-  if let verb = args.first, commands.contains(where: { $0.name == "\(first) \(verb)" }) {
+  if let verb = args.first, commands.contains(where: { $0.configuration.name == "\(first) \(verb)" }) {
     commandName = "\(first) \(verb)"
     args.removeFirst()
   }
-  guard let type = commands.first(where: { $0.name == commandName }) else {
+  guard let type = commands.first(where: { $0.configuration.name == commandName }) else {
     Output.error("unknown command '\(first)'; see 'larder --help'")
     // Bad usage prints the usage, as every command's does.
     FileHandle.standardError.write(Data(helpText().utf8))
     return 2
   }
-  var arguments = Arguments(args)
-  if arguments.wantsHelp {
-    print(type.usage)
+  let configuration = type.configuration
+  if ParsedArguments.wantsHelp(args) {
+    print(HelpFormatter.help(configuration), terminator: "")
     return 0
   }
   let command: any Command
   do {
-    command = try type.init(&arguments)
+    command = try type.init(
+      ParsedArguments(args, for: configuration, environment: ProcessInfo.processInfo.environment))
   } catch {
     Output.error("\(error)")
-    FileHandle.standardError.write(Data((type.usage + "\n").utf8))
+    let usage = HelpFormatter.usage(configuration)
+    FileHandle.standardError.write(Data("\(usage)\nsee 'larder \(configuration.name) --help'\n".utf8))
     return 2
   }
   do {

@@ -2,31 +2,38 @@ import Foundation
 import Larder
 
 struct GCCommand: Command {
-  static let name = "gc"
-  static let summary = "collect orphaned blobs, expired uploads and stray files"
-  static let usage = """
-    usage: larder gc [--dry-run] [--grace 24h] [--json] [--data DIR]
+  static let dryRun = Option.flag("--dry-run", help: "report what would be freed without changing anything")
+  static let grace = Option.value(
+    "--grace", "DURATION", default: "24h", help: "release unreferenced files only once older than this")
+  static let json = Option.flag("--json", help: "print the report as JSON")
+
+  static let configuration = CommandConfiguration(
+    name: "gc", summary: "collect orphaned blobs, expired uploads and stray files",
+    discussion: """
       Safe while `larder serve` runs on the same directory. Files no object and no model
       attachment refers to are released once older than --grace; their bytes go when no
       other file shares them. --dry-run reports the same without changing anything.
-    """
-  var data: DataOptions
+      """,
+    options: [dryRun, grace, json], groups: [StoreOptions.self])
+
+  var store: StoreOptions
   var dryRun: Bool
   var grace: Duration
   var json: Bool
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    data = try DataOptions(&arguments)
-    dryRun = arguments.flag("--dry-run")
-    json = arguments.flag("--json")
-    grace = try arguments.option("--grace").map { text throws(UsageError) in try parseDuration(text) } ?? .seconds(86400)
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    dryRun = arguments.flag(Self.dryRun)
+    json = arguments.flag(Self.json)
+    grace = try parseDuration(arguments.value(Self.grace)!)
     // The cutoff (now - grace) becomes a catalog timestamp; centuries are plenty and keep it in range.
-    guard grace <= .seconds(36_500 * 86_400) else { throw UsageError("--grace must be at most 100 years (36500d)") }
-    _ = try arguments.finish(positionals: 0...0)
+    guard grace <= .seconds(36_500 * 86_400) else {
+      throw UsageError("--grace must be at most 100 years (36500d)")
+    }
   }
 
   func run() throws {
-    let larder = try data.open()
+    let larder = try store.open()
     let terminal = isatty(STDERR_FILENO) == 1 && !json
     var options = GarbageCollector.Options(grace: grace, dryRun: dryRun)
     if terminal {
@@ -49,37 +56,44 @@ struct GCCommand: Command {
     if report.trashRestored + report.trashRemoved > 0 {
       print("trash recovered:   \(report.trashRestored) restored, \(report.trashRemoved) removed")
     }
-    print("\(verb) \(Output.bytes(report.bytesFreed)) in \(String(format: "%.2f", report.durationSeconds)) s\(dryRun ? " (dry run: nothing changed)" : "")")
+    print(
+      "\(verb) \(Output.bytes(report.bytesFreed)) in \(String(format: "%.2f", report.durationSeconds)) s\(dryRun ? " (dry run: nothing changed)" : "")"
+    )
   }
 }
 
 struct VerifyCommand: Command {
-  static let name = "verify"
-  static let summary = "check every stored blob and the catalog's invariants"
-  static let usage = """
-    usage: larder verify [--repair] [--json] [--data DIR]
+  static let repair = Option.flag(
+    "--repair", help: "quarantine corrupt blobs, fix permissions, remove strays, temp files and trash")
+  static let json = Option.flag("--json", help: "print the report as JSON")
+
+  static let configuration = CommandConfiguration(
+    name: "verify", summary: "check every stored blob and the catalog's invariants",
+    discussion: """
       Re-hashes every blob and checks rows against files. Exit 0 when clean, 1 otherwise.
       --repair quarantines corrupt blobs (downloads then answer a clear error instead of wrong
       bytes), fixes permissions and removes strays, abandoned temp files and leftover trash.
-    """
-  var data: DataOptions
+      """,
+    options: [repair, json], groups: [StoreOptions.self])
+
+  var store: StoreOptions
   var repair: Bool
   var json: Bool
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    data = try DataOptions(&arguments)
-    repair = arguments.flag("--repair")
-    json = arguments.flag("--json")
-    _ = try arguments.finish(positionals: 0...0)
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    repair = arguments.flag(Self.repair)
+    json = arguments.flag(Self.json)
   }
 
   func run() throws {
-    let larder = try data.open()
+    let larder = try store.open()
     let terminal = isatty(STDERR_FILENO) == 1 && !json
     var progress: (@Sendable (VerifyProgress) -> Void)?
     if terminal {
       progress = { p in
-        let line = "\rverify: \(p.blobsChecked)/\(p.blobsTotal) blobs, \(Output.bytes(p.bytesHashed))/\(Output.bytes(p.bytesTotal))"
+        let line =
+          "\rverify: \(p.blobsChecked)/\(p.blobsTotal) blobs, \(Output.bytes(p.bytesHashed))/\(Output.bytes(p.bytesTotal))"
         FileHandle.standardError.write(Data(line.utf8))
       }
     }
@@ -98,9 +112,4 @@ struct VerifyCommand: Command {
     }
     if !report.isClean { throw Exit(code: 1) }
   }
-}
-
-/// Ends the process with a status, without an error line (the report said it all).
-struct Exit: Error {
-  let code: Int32
 }

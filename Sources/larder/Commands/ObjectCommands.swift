@@ -2,14 +2,21 @@ import Foundation
 import Larder
 
 struct PutCommand: Command {
-  static let name = "put"
-  static let summary = "store a local file as BUCKET/NAME"
-  static let usage = """
-    usage: larder put FILE BUCKET/NAME [--content-type T] [--metadata k=v]... [--max-size N] [--json] [--data DIR]
-      FILE may be - for standard input. The stored type is sniffed from the content;
-      --content-type is kept as the declared type.
-    """
-  var data: DataOptions
+  static let source = Positional("FILE", help: "the local file to store; - for standard input")
+  static let object = Positional("BUCKET/NAME", help: "where to store it")
+  static let contentType = Option.value(
+    "--content-type", "TYPE", help: "kept as the declared type (the stored type is sniffed from the content)")
+  static let metadata = Option.repeated("--metadata", "k=v", help: "custom metadata")
+  static let maxSize = Option.value("--max-size", "SIZE", help: "refuse (exit 1) content larger than this")
+  static let json = Option.flag("--json", help: "print the stored object's metadata as JSON")
+
+  static let configuration = CommandConfiguration(
+    name: "put", summary: "store a local file as BUCKET/NAME",
+    discussion: "The stored type is sniffed from the content; --content-type is kept as the declared type.",
+    positionals: [source, object], options: [contentType, metadata, maxSize, json],
+    groups: [StoreOptions.self])
+
+  var store: StoreOptions
   var source: String
   var bucket: String
   var name: String
@@ -18,24 +25,23 @@ struct PutCommand: Command {
   var maxSize: Int64?
   var json: Bool
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    data = try DataOptions(&arguments)
-    contentType = try arguments.option("--content-type")
-    for pair in try arguments.options("--metadata") {
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    contentType = arguments.value(Self.contentType)
+    for pair in arguments.values(Self.metadata) {
       guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
         throw UsageError("--metadata takes key=value, got '\(pair)'")
       }
       metadata[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
     }
-    maxSize = try arguments.option("--max-size").map { text throws(UsageError) in try parseSize(text) }
-    json = arguments.flag("--json")
-    let pos = try arguments.finish(positionals: 2...2)
-    source = pos[0]
-    (bucket, name) = try parseObjectPath(pos[1])
+    maxSize = try arguments.value(Self.maxSize).map { text throws(UsageError) in try parseSize(text) }
+    json = arguments.flag(Self.json)
+    source = arguments.required(Self.source)
+    (bucket, name) = try parseObjectPath(arguments.required(Self.object))
   }
 
   func run() throws {
-    let larder = try data.open()
+    let larder = try store.open()
     let writer = try larder.files.makeWriter(options: .init(sizeLimit: maxSize))
     let fd: Int32 = source == "-" ? STDIN_FILENO : open(source, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw CommandFailure("cannot open \(source): \(String(cString: strerror(errno)))") }
@@ -63,36 +69,40 @@ struct PutCommand: Command {
     if json {
       print(try Output.json(object.firebaseMetadata))
     } else {
-      print("\(object.bucket)/\(object.name)  \(object.file.size) bytes  \(object.contentType)  sha256:\(object.file.sha256)")
+      print(
+        "\(object.bucket)/\(object.name)  \(object.file.size) bytes  \(object.contentType)  sha256:\(object.file.sha256)"
+      )
     }
   }
 }
 
 struct GetCommand: Command {
-  static let name = "get"
-  static let summary = "write BUCKET/NAME to a file or standard output"
-  static let usage = """
-    usage: larder get BUCKET/NAME [-o FILE] [--max-size N] [--data DIR]
-      --max-size refuses (exit 1) content larger than N bytes before writing anything.
-    """
-  var data: DataOptions
+  static let object = Positional("BUCKET/NAME", help: "the object to read")
+  static let output = Option.value(
+    "--output", "FILE", aliases: ["-o"],
+    help: "write here (through a temporary file) instead of standard output")
+  static let maxSize = Option.value(
+    "--max-size", "SIZE", help: "refuse (exit 1) content larger than this before writing anything")
+
+  static let configuration = CommandConfiguration(
+    name: "get", summary: "write BUCKET/NAME to a file or standard output",
+    positionals: [object], options: [output, maxSize], groups: [StoreOptions.self])
+
+  var store: StoreOptions
   var bucket: String
   var name: String
   var output: String?
   var maxSize: Int64?
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    data = try DataOptions(&arguments)
-    let short = try arguments.option("-o")
-    let long = try arguments.option("--output")
-    output = short ?? long
-    maxSize = try arguments.option("--max-size").map { text throws(UsageError) in try parseSize(text) }
-    let pos = try arguments.finish(positionals: 1...1)
-    (bucket, name) = try parseObjectPath(pos[0])
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    output = arguments.value(Self.output)
+    maxSize = try arguments.value(Self.maxSize).map { text throws(UsageError) in try parseSize(text) }
+    (bucket, name) = try parseObjectPath(arguments.required(Self.object))
   }
 
   func run() throws {
-    let larder = try data.open()
+    let larder = try store.open()
     let object = try larder.objects.get(bucket: bucket, name: name)
     if let maxSize, object.file.size > maxSize {
       throw LarderError.downloadSizeExceeded(size: object.file.size, maxSize: maxSize)
@@ -104,7 +114,9 @@ struct GetCommand: Command {
       // Write beside the target and rename, so a failed download never leaves a partial file.
       temp = output + ".larder-partial"
       fd = open(temp!, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-      guard fd >= 0 else { throw CommandFailure("cannot create \(temp!): \(String(cString: strerror(errno)))") }
+      guard fd >= 0 else {
+        throw CommandFailure("cannot create \(temp!): \(String(cString: strerror(errno)))")
+      }
     }
     let progress = ProgressBar(total: reader.size, label: "get")
     var written: Int64 = 0
@@ -141,32 +153,39 @@ struct GetCommand: Command {
 }
 
 struct ListCommand: Command {
-  static let name = "ls"
-  static let summary = "list objects of BUCKET[/PREFIX], or the buckets"
-  static let usage = """
-    usage: larder ls [BUCKET[/PREFIX]] [--recursive] [--json] [--data DIR]
-      Without --recursive, names continuing past a '/' are folded into their prefix.
-    """
-  var data: DataOptions
+  static let target = Positional(
+    "BUCKET[/PREFIX]", optional: true, help: "the bucket (and name prefix) to list; without it, the buckets")
+  static let recursive = Option.flag(
+    "--recursive", aliases: ["-r"], help: "list every name under the prefix instead of folding at '/'")
+  static let json = Option.flag("--json", help: "print the listing as JSON")
+
+  static let configuration = CommandConfiguration(
+    name: "ls", summary: "list objects of BUCKET[/PREFIX], or the buckets",
+    discussion: "Without --recursive, names continuing past a '/' are folded into their prefix.",
+    positionals: [target], options: [recursive, json], groups: [StoreOptions.self])
+
+  var store: StoreOptions
   var target: String?
   var recursive: Bool
   var json: Bool
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    data = try DataOptions(&arguments)
-    recursive = arguments.flag("--recursive", "-r")
-    json = arguments.flag("--json")
-    target = try arguments.finish(positionals: 0...1).first
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    recursive = arguments.flag(Self.recursive)
+    json = arguments.flag(Self.json)
+    target = arguments.value(Self.target)
   }
 
   func run() throws {
-    let larder = try data.open()
+    let larder = try store.open()
     guard let target else {
       let buckets = try larder.catalog.read { db in
         try db.rows("SELECT bucket, count(*) AS n FROM objects GROUP BY bucket ORDER BY bucket")
       }
       if json {
-        print(try Output.json(buckets.map { ["bucket": $0.string("bucket") ?? "", "objects": String($0.int("n") ?? 0)] }))
+        print(
+          try Output.json(
+            buckets.map { ["bucket": $0.string("bucket") ?? "", "objects": String($0.int("n") ?? 0)] }))
       } else {
         for row in buckets { print("\(row.string("bucket") ?? "")/\t\(row.int("n") ?? 0) objects") }
       }
@@ -193,7 +212,8 @@ struct ListCommand: Command {
       } else {
         for p in page.prefixes { print("\(p)") }
         for item in page.items {
-          print("\(item.name)\t\(item.file.size)\t\(item.contentType)\t\(StoredObject.timestamp(item.updated))")
+          print(
+            "\(item.name)\t\(item.file.size)\t\(item.contentType)\t\(StoredObject.timestamp(item.updated))")
         }
       }
       token = page.nextPageToken
@@ -209,22 +229,26 @@ struct ListCommand: Command {
 }
 
 struct StatCommand: Command {
-  static let name = "stat"
-  static let summary = "print the metadata of BUCKET/NAME"
-  static let usage = "usage: larder stat BUCKET/NAME [--json] [--data DIR]"
-  var data: DataOptions
+  static let object = Positional("BUCKET/NAME", help: "the object")
+  static let json = Option.flag("--json", help: "print the metadata as JSON (the Firebase shape)")
+
+  static let configuration = CommandConfiguration(
+    name: "stat", summary: "print the metadata of BUCKET/NAME",
+    positionals: [object], options: [json], groups: [StoreOptions.self])
+
+  var store: StoreOptions
   var bucket: String
   var name: String
   var json: Bool
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    data = try DataOptions(&arguments)
-    json = arguments.flag("--json")
-    (bucket, name) = try parseObjectPath(try arguments.finish(positionals: 1...1)[0])
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    json = arguments.flag(Self.json)
+    (bucket, name) = try parseObjectPath(arguments.required(Self.object))
   }
 
   func run() throws {
-    let object = try data.open().objects.get(bucket: bucket, name: name)
+    let object = try store.open().objects.get(bucket: bucket, name: name)
     let m = object.firebaseMetadata
     if json {
       print(try Output.json(m))
@@ -245,19 +269,22 @@ struct StatCommand: Command {
 }
 
 struct RemoveCommand: Command {
-  static let name = "rm"
-  static let summary = "remove BUCKET/NAME (its bytes go when the collector runs)"
-  static let usage = "usage: larder rm BUCKET/NAME [--data DIR]"
-  var data: DataOptions
+  static let object = Positional("BUCKET/NAME", help: "the object to remove")
+
+  static let configuration = CommandConfiguration(
+    name: "rm", summary: "remove BUCKET/NAME (its bytes go when the collector runs)",
+    positionals: [object], groups: [StoreOptions.self])
+
+  var store: StoreOptions
   var bucket: String
   var name: String
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    data = try DataOptions(&arguments)
-    (bucket, name) = try parseObjectPath(try arguments.finish(positionals: 1...1)[0])
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    (bucket, name) = try parseObjectPath(arguments.required(Self.object))
   }
 
   func run() throws {
-    try data.open().objects.delete(bucket: bucket, name: name)
+    try store.open().objects.delete(bucket: bucket, name: name)
   }
 }

@@ -2,13 +2,16 @@ import Foundation
 import LarderRules
 
 struct RulesCheckCommand: Command {
-  static let name = "rules check"
-  static let summary = "check a storage.rules file (exit 0, or diagnostics and 1)"
-  static let usage = "usage: larder rules check FILE"
+  static let file = Positional("FILE", help: "the storage.rules file")
+
+  static let configuration = CommandConfiguration(
+    name: "rules check", summary: "check a storage.rules file (exit 0, or diagnostics and 1)",
+    positionals: [file])
+
   var file: String
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    file = try arguments.finish(positionals: 1...1)[0]
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    file = arguments.required(Self.file)
   }
 
   func run() throws {
@@ -23,13 +26,19 @@ struct RulesCheckCommand: Command {
 }
 
 struct RulesEvalCommand: Command {
-  static let name = "rules eval"
-  static let summary = "evaluate one request against a storage.rules file"
-  static let usage = """
-    usage: larder rules eval FILE --op read|write|get|list|create|update|delete --path /b/BUCKET/o/NAME
-                             [--uid U] [--size N] [--content-type T]
-      Prints ALLOW or DENY with the deciding rule; exit 0 for allow, 1 for deny.
-    """
+  static let file = Positional("FILE", help: "the storage.rules file")
+  static let op = Option.value(
+    "--op", "OP", required: true, help: "read, write, get, list, create, update or delete")
+  static let path = Option.value("--path", "/b/BUCKET/o/NAME", required: true, help: "the request's path")
+  static let uid = Option.value("--uid", "U", help: "request.auth.uid (no token when absent)")
+  static let size = Option.value("--size", "SIZE", help: "request.resource.size")
+  static let contentType = Option.value("--content-type", "TYPE", help: "request.resource.contentType")
+
+  static let configuration = CommandConfiguration(
+    name: "rules eval", summary: "evaluate one request against a storage.rules file",
+    discussion: "Prints ALLOW or DENY with the deciding rule; exit 0 for allow, 1 for deny.",
+    positionals: [file], options: [op, path, uid, size, contentType])
+
   var file: String
   var op: String
   var path: String
@@ -37,15 +46,13 @@ struct RulesEvalCommand: Command {
   var size: Int64?
   var contentType: String?
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    guard let op = try arguments.option("--op") else { throw UsageError("--op is required") }
-    guard let path = try arguments.option("--path") else { throw UsageError("--path is required") }
-    self.op = op
-    self.path = path
-    uid = try arguments.option("--uid")
-    size = try arguments.option("--size").map { text throws(UsageError) in try parseSize(text) }
-    contentType = try arguments.option("--content-type")
-    file = try arguments.finish(positionals: 1...1)[0]
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    op = arguments.value(Self.op)!
+    path = arguments.value(Self.path)!
+    uid = arguments.value(Self.uid)
+    size = try arguments.value(Self.size).map { text throws(UsageError) in try parseSize(text) }
+    contentType = arguments.value(Self.contentType)
+    file = arguments.required(Self.file)
   }
 
   func run() throws {

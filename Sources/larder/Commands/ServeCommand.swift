@@ -4,79 +4,107 @@ import Larder
 import LarderServer
 
 struct ServeCommand: Command {
-  static let name = "serve"
-  static let summary = "run the HTTP service"
-  static let usage = """
-    usage: larder serve [--data DIR] [--host 127.0.0.1] [--port 8080] [--rules FILE | --allow-all]
-                        [--max-upload-size 5GiB] [--threads N] [--public-url URL] [--cors-origin O]...
-                        [--public-key FILE]... [--jwt-issuer ISS] [--jwt-audience AUD]
-                        [--connection-memory-limit 64KiB] [--connection-timeout 60] [--access-log FILE|-|off]
-                        [--connection-limit 1024] [--per-ip-connection-limit N]
-      --rules FILE      storage.rules to enforce (default deny); SIGHUP reloads it
-      --allow-all       no access control at all: development only
-      --port 0          bind any free port; the bound address is printed as one line:
-                        listening on http://HOST:PORT
-      --public-key FILE PEM public key or JWKS file for RS256/ES256 tokens (HS256 tokens use DATA/secret)
-    Environment: LARDER_DATA, LARDER_HOST, LARDER_PORT, LARDER_RULES, LARDER_MAX_UPLOAD_SIZE,
-                 LARDER_THREADS, LARDER_PUBLIC_URL, LARDER_ALLOW_ALL=1 mirror the flags.
-    SIGTERM or SIGINT: stop accepting, finish in-flight requests (up to 30 s), close the catalog.
-    """
+  static let host = Option.value(
+    "--host", "HOST", default: "127.0.0.1", environment: "LARDER_HOST", help: "the address to bind")
+  static let port = Option.value(
+    "--port", "PORT", default: "8080", environment: "LARDER_PORT",
+    help: "the port to bind; 0 binds any free port, printed as:\nlistening on http://HOST:PORT")
+  static let rules = Option.value(
+    "--rules", "FILE", environment: "LARDER_RULES",
+    help: "storage.rules to enforce (default deny); SIGHUP reloads it")
+  static let allowAll = Option.flag(
+    "--allow-all", environment: "LARDER_ALLOW_ALL", help: "no access control at all: development only")
+  static let maxUploadSize = Option.value(
+    "--max-upload-size", "SIZE", default: "5GiB", environment: "LARDER_MAX_UPLOAD_SIZE",
+    help: "the largest object an upload may create")
+  static let threads = Option.value(
+    "--threads", "N", environment: "LARDER_THREADS",
+    help: "request threads, 1…256; default: the number of cores")
+  static let publicURL = Option.value(
+    "--public-url", "URL", environment: "LARDER_PUBLIC_URL",
+    help: "the URL clients reach the server at, for tus Locations; default: relative ones")
+  static let corsOrigin = Option.repeated(
+    "--cors-origin", "ORIGIN", help: "an origin browsers may call from; default: any")
+  static let publicKey = Option.repeated(
+    "--public-key", "FILE",
+    help: "PEM public key or JWKS file for RS256/ES256 tokens\n(HS256 tokens use DATA/secret)")
+  static let jwtIssuer = Option.value("--jwt-issuer", "ISS", help: "the `iss` tokens must carry")
+  static let jwtAudience = Option.value("--jwt-audience", "AUD", help: "the `aud` tokens must carry")
+  static let connectionMemoryLimit = Option.value(
+    "--connection-memory-limit", "SIZE", default: "64KiB",
+    help: "memory per connection for headers and buffers")
+  static let connectionTimeout = Option.value(
+    "--connection-timeout", "SECONDS", default: "60", help: "close a connection idle this long")
+  static let accessLog = Option.value(
+    "--access-log", "FILE|-|off", default: "-", help: "where the access log goes (- is standard error)")
+  static let connectionLimit = Option.value(
+    "--connection-limit", "N", default: "1024", help: "open connections at most, 1…1000000")
+  static let perIPConnectionLimit = Option.value(
+    "--per-ip-connection-limit", "N", default: "0", help: "open connections per client address (0: no limit)")
 
-  var data: DataOptions
+  static let configuration = CommandConfiguration(
+    name: "serve", summary: "run the HTTP service",
+    discussion: """
+      One of --rules FILE and --allow-all is required.
+      SIGTERM or SIGINT: stop accepting, finish in-flight requests (up to 30 s), close the catalog.
+      """,
+    options: [
+      host, port, rules, allowAll, maxUploadSize, threads, publicURL, corsOrigin, publicKey, jwtIssuer,
+      jwtAudience, connectionMemoryLimit, connectionTimeout, accessLog, connectionLimit, perIPConnectionLimit,
+    ],
+    groups: [StoreOptions.self])
+
+  var store: StoreOptions
   var options: LarderService.Options
   var allowAll: Bool
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    let env = ProcessInfo.processInfo.environment
-    data = try DataOptions(&arguments)
-    let host = try arguments.option("--host") ?? env["LARDER_HOST"] ?? "127.0.0.1"
-    let portText = try arguments.option("--port") ?? env["LARDER_PORT"] ?? "8080"
-    guard let port = Int(portText), (0...65535).contains(port) else { throw UsageError("--port must be 0…65535") }
-    let rules = try arguments.option("--rules") ?? env["LARDER_RULES"]
-    allowAll = arguments.flag("--allow-all") || env["LARDER_ALLOW_ALL"] == "1"
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    guard let port = Int(arguments.value(Self.port)!), (0...65535).contains(port) else {
+      throw UsageError("--port must be 0…65535")
+    }
+    let rules = arguments.value(Self.rules)
+    allowAll = arguments.flag(Self.allowAll)
     if allowAll && rules != nil { throw UsageError("--rules and --allow-all exclude each other") }
     guard allowAll || rules != nil else {
       throw UsageError(
-        "no access policy: pass --rules FILE (e.g. --rules storage.rules.example), or --allow-all for an open development server")
+        "no access policy: pass --rules FILE (e.g. --rules storage.rules.example), or --allow-all for an open development server"
+      )
     }
     options = LarderService.Options(
-      dataDirectory: data.directory, policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: rules!)))
-    options.http.host = host
+      dataDirectory: store.data.directory,
+      policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: rules!)))
+    options.http.host = arguments.value(Self.host)!
     options.http.port = port
-    if let text = try arguments.option("--max-upload-size") ?? env["LARDER_MAX_UPLOAD_SIZE"] {
-      options.maxUploadSize = try parseSize(text)
-    }
-    if let text = try arguments.option("--threads") ?? env["LARDER_THREADS"] {
+    options.maxUploadSize = try parseSize(arguments.value(Self.maxUploadSize)!)
+    if let text = arguments.value(Self.threads) {
       guard let n = Int(text), (1...256).contains(n) else { throw UsageError("--threads must be 1…256") }
       options.http.threadPoolSize = n
     }
-    if let text = try arguments.option("--connection-memory-limit") {
-      options.http.connectionMemoryLimit = Int(try parseSize(text))
+    options.http.connectionMemoryLimit = Int(try parseSize(arguments.value(Self.connectionMemoryLimit)!))
+    guard let timeout = Int(arguments.value(Self.connectionTimeout)!), timeout >= 0 else {
+      throw UsageError("--connection-timeout takes seconds")
     }
-    if let text = try arguments.option("--connection-timeout") {
-      guard let n = Int(text), n >= 0 else { throw UsageError("--connection-timeout takes seconds") }
-      options.http.connectionTimeout = n
+    options.http.connectionTimeout = timeout
+    guard let limit = Int(arguments.value(Self.connectionLimit)!), (1...1_000_000).contains(limit) else {
+      throw UsageError("--connection-limit must be 1…1000000")
     }
-    if let text = try arguments.option("--connection-limit") {
-      guard let n = Int(text), (1...1_000_000).contains(n) else { throw UsageError("--connection-limit must be 1…1000000") }
-      options.http.connectionLimit = n
+    options.http.connectionLimit = limit
+    guard let perIP = Int(arguments.value(Self.perIPConnectionLimit)!), perIP >= 0 else {
+      throw UsageError("--per-ip-connection-limit must be 0 (none) or more")
     }
-    if let text = try arguments.option("--per-ip-connection-limit") {
-      guard let n = Int(text), n >= 0 else { throw UsageError("--per-ip-connection-limit must be 0 (none) or more") }
-      options.http.perIPConnectionLimit = n
-    }
-    options.publicURL = try arguments.option("--public-url") ?? env["LARDER_PUBLIC_URL"]
-    let origins = try arguments.options("--cors-origin")
+    options.http.perIPConnectionLimit = perIP
+    options.publicURL = arguments.value(Self.publicURL)
+    let origins = arguments.values(Self.corsOrigin)
     if !origins.isEmpty { options.corsOrigins = origins }
-    options.publicKeyFiles = try arguments.options("--public-key").map { URL(fileURLWithPath: $0) }
-    options.jwtIssuer = try arguments.option("--jwt-issuer")
-    options.jwtAudience = try arguments.option("--jwt-audience")
-    switch try arguments.option("--access-log") ?? "-" {
+    options.publicKeyFiles = arguments.values(Self.publicKey).map { URL(fileURLWithPath: $0) }
+    options.jwtIssuer = arguments.value(Self.jwtIssuer)
+    options.jwtAudience = arguments.value(Self.jwtAudience)
+    switch arguments.value(Self.accessLog)! {
     case "-": options.http.accessLog = .standardError
     case "off": options.http.accessLog = .disabled
     case let path: options.http.accessLog = .file(path)
     }
-    _ = try arguments.finish(positionals: 0...0)
   }
 
   func run() throws {

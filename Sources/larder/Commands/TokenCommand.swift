@@ -3,22 +3,26 @@ import Larder
 import LarderAuth
 
 struct TokenCommand: Command {
-  static let name = "token"
-  static let summary = "print a development token (HS256, signed with DATA/secret)"
-  static let usage = """
-    usage: larder token --uid U [--claim k=v]... [--ttl 1h] [--data DIR]
-      Claim values that parse as JSON (true, 42, "x", [..]) are used as such, others as strings.
-    """
+  static let uid = Option.value("--uid", "U", required: true, help: "the token's subject (request.auth.uid)")
+  static let claim = Option.repeated("--claim", "k=v", help: "an extra claim (request.auth.token.k)")
+  static let ttl = Option.value("--ttl", "DURATION", default: "1h", help: "how long the token is valid")
+
+  static let configuration = CommandConfiguration(
+    name: "token", summary: "print a development token (HS256, signed with DATA/secret)",
+    discussion:
+      "Claim values that parse as JSON (true, 42, \"x\", [..]) are used as such, others as strings.",
+    options: [uid, claim, ttl], groups: [DataOptions.self])
+
   var data: DataOptions
   var uid: String
   var claims: [String: JSONValue] = [:]
   var ttl: Duration
 
-  init(_ arguments: inout Arguments) throws(UsageError) {
-    data = try DataOptions(&arguments)
-    guard let uid = try arguments.option("--uid"), !uid.isEmpty else { throw UsageError("--uid is required") }
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    data = try DataOptions(arguments)
+    guard let uid = arguments.value(Self.uid), !uid.isEmpty else { throw UsageError("--uid is required") }
     self.uid = uid
-    for pair in try arguments.options("--claim") {
+    for pair in arguments.values(Self.claim) {
       guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
         throw UsageError("--claim takes key=value, got '\(pair)'")
       }
@@ -26,9 +30,8 @@ struct TokenCommand: Command {
       let raw = String(pair[pair.index(after: eq)...])
       claims[key] = Self.claimValue(raw)
     }
-    ttl = try arguments.option("--ttl").map { text throws(UsageError) in try parseDuration(text) } ?? .seconds(3600)
+    ttl = try parseDuration(arguments.value(Self.ttl)!)
     guard ttl <= Self.maxTTL else { throw UsageError("--ttl must be at most 100 years (36500d)") }
-    _ = try arguments.finish(positionals: 0...0)
   }
 
   /// Long enough for any development token; far below where `exp` would leave Int64.

@@ -1,0 +1,22 @@
+import Foundation
+import Larder
+
+/// Where the store is: every command that opens it (serve, put, get, ls, stat, rm, gc, verify)
+/// takes this group, so an option about the store (a catalog URL, say) is added here once and
+/// reaches all of them, in parsing and in `--help`.
+///
+/// ```swift
+/// static let catalog = Option.value("--catalog", "URL", environment: "LARDER_CATALOG", help: "…")
+/// static let options = DataOptions.options + [catalog]
+/// ```
+struct StoreOptions: OptionGroup {
+  static let options = DataOptions.options
+
+  var data: DataOptions
+
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    data = try DataOptions(arguments)
+  }
+
+  func open() throws -> Larder { try Larder(at: data.directory) }
+}

@@ -1,0 +1,30 @@
+import Foundation
+
+/// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+final class ProgressBar {
+  private let total: Int64
+  private let label: String
+  private let enabled: Bool
+  private var lastDraw = Date.distantPast
+
+  init(total: Int64, label: String) {
+    self.total = total
+    self.label = label
+    enabled = isatty(STDERR_FILENO) == 1 && total >= 8 << 20
+  }
+
+  func update(_ done: Int64) {
+    guard enabled, Date().timeIntervalSince(lastDraw) > 0.1 || done == total else { return }
+    lastDraw = Date()
+    let fraction = total > 0 ? Double(done) / Double(total) : 1
+    let width = 30
+    let filled = Int(fraction * Double(width))
+    let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+    let line = String(format: "\r%@ [%@] %3.0f%% %@", label, bar, fraction * 100, Output.bytes(done))
+    FileHandle.standardError.write(Data(line.utf8))
+  }
+
+  func finish() {
+    if enabled { FileHandle.standardError.write(Data("\n".utf8)) }
+  }
+}
