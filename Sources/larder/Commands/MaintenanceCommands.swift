@@ -104,11 +104,12 @@ struct VerifyCommand: Command {
     } else {
       for f in report.findings {
         let subject = f.sha256 ?? f.path ?? ""
-        print("\(f.repaired ? "repaired" : "FAULT")  \(f.kind.rawValue)  \(subject)  \(f.detail)")
+        print("\(f.label)  \(f.kind.rawValue)  \(subject)  \(f.detail)")
       }
       print(
         "checked \(report.blobsChecked) blobs (\(Output.bytes(report.bytesHashed))): \(report.findingCount) findings, \(report.unrepairedCount) unrepaired, \(report.quarantinedBlobs) quarantined"
       )
+      if let note = report.reclaimableSummary { print(note) }
     }
     if !report.isClean { throw Exit(code: 1) }
   }

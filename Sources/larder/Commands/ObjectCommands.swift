@@ -179,15 +179,11 @@ struct ListCommand: Command {
   func run() throws {
     let larder = try store.open()
     guard let target else {
-      let buckets = try larder.catalog.read { db in
-        try db.rows("SELECT bucket, count(*) AS n FROM objects GROUP BY bucket ORDER BY bucket")
-      }
+      let buckets = try larder.statistics().buckets
       if json {
-        print(
-          try Output.json(
-            buckets.map { ["bucket": $0.string("bucket") ?? "", "objects": String($0.int("n") ?? 0)] }))
+        print(try Output.json(buckets.map { ["bucket": $0.name, "objects": String($0.objectCount)] }))
       } else {
-        for row in buckets { print("\(row.string("bucket") ?? "")/\t\(row.int("n") ?? 0) objects") }
+        for bucket in buckets { print("\(bucket.name)/\t\(bucket.objectCount) objects") }
       }
       return
     }
