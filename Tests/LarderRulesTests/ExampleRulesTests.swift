@@ -51,6 +51,16 @@ struct ExampleRulesTests {
       rule: "storage.rules.example:47:7"),
     .init(op: .create, name: "images/u1/cat.png", uid: "u1", size: 5 * mib + 1, allowed: false),
     .init(op: .create, name: "images/u1/cat.png", uid: "u1", contentType: "text/plain", allowed: false),
+    // The detected type decides: text declared as a PNG is refused, a PNG declared as anything is not.
+    .init(
+      op: .create, name: "images/u1/cat.png", uid: "u1", contentType: "image/png", detectedContentType: "text/plain",
+      allowed: false),
+    .init(
+      op: .update, name: "images/u1/cat.png", uid: "u1", contentType: "image/png", detectedContentType: "text/html",
+      allowed: false),
+    .init(
+      op: .create, name: "images/u1/cat.png", uid: "u1", contentType: "application/octet-stream",
+      detectedContentType: "image/png", allowed: true, rule: "storage.rules.example:47:7"),
     .init(op: .update, name: "images/u1/cat.png", uid: "u2", allowed: false),
     .init(op: .create, name: "images/u1/cat.png", allowed: false),
     .init(op: .get, name: "images/u1/cat.png", uid: "u2", allowed: true, rule: "storage.rules.example:46:7"),
@@ -66,7 +76,8 @@ struct ExampleRulesTests {
   @Test(arguments: cases)
   func exampleBehavesAsCommented(_ c: PathCase) throws {
     let decision = try Self.rules().evaluate(
-      Fixtures.request(c.op, c.name, uid: c.uid, size: c.size, contentType: c.contentType))
+      Fixtures.request(
+        c.op, c.name, uid: c.uid, size: c.size, contentType: c.contentType, detectedContentType: c.detectedContentType))
     #expect(decision.allowed == c.allowed, "\(decision.reason)")
     #expect(decision.rule == c.rule)
   }
