@@ -139,7 +139,8 @@ import Testing
     #expect(text.status == 0)
     #expect(text.stdoutLines.count == 2)
     #expect(text.stdoutLines.first == "a/")
-    #expect(text.stdoutLines.last?.hasPrefix("top.txt\t5\ttext/plain\t") == true)
+    // The type column is the object's contentType: the declared type, none here.
+    #expect(text.stdoutLines.last?.hasPrefix("top.txt\t5\tapplication/octet-stream\t") == true)
     #expect(
       try box.larder("ls", "b", "-r").stdoutLines.map { String($0.split(separator: "\t")[0]) } == [
         "a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt",
