@@ -41,15 +41,18 @@ public enum KeyLoader {
   }
 
   /// Every key of a file in any of the three formats, told apart by content: a JSON object with a
-  /// `keys` array is JWKS, any other JSON object Google's `kid` → certificate map, else PEM.
+  /// `keys` array is JWKS, any other JSON object Google's `kid` → certificate map, text with a
+  /// `-----BEGIN` line PEM, and anything else is reported as not being a JWKS document.
+  /// (Google's JSON holds `-----BEGIN` too, so JSON is recognised first.)
   /// - Throws: `AuthConfigurationError.invalidKeyFile` or `.io`.
   public static func file(at url: URL) throws(AuthConfigurationError) -> [VerificationKey] {
     let bytes = try readFile(url)
-    guard bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) }) == UInt8(ascii: "{") else {
-      return try pem(bytes, source: url.path)
+    if bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) }) == UInt8(ascii: "{") {
+      if JSONValue.parseObject(bytes)?["keys"] != nil { return try jwks(bytes, source: url.path) }
+      return try x509Certificates(bytes, source: url.path)
     }
-    if JSONValue.parseObject(bytes)?["keys"] != nil { return try jwks(bytes, source: url.path) }
-    return try x509Certificates(bytes, source: url.path)
+    if String(decoding: bytes, as: UTF8.self).contains("-----BEGIN") { return try pem(bytes, source: url.path) }
+    return try jwks(bytes, source: url.path)
   }
 
   /// Every key of a Google x509 JSON file (`{"<kid>": "-----BEGIN CERTIFICATE-----\n…", …}`).

@@ -25,8 +25,8 @@ public struct AccessResource: Sendable, Equatable {
   /// The declared type (`request.resource.contentType`, as in Firebase).
   public var contentType: String
   /// The type found in the bytes (`request.resource.detectedContentType`); before a body has
-  /// arrived, the declared type, the only one known yet.
-  public var detectedContentType: String?
+  /// arrived (or when not given), the declared type, the only one known yet.
+  public var detectedContentType: String
   public var metadata: [String: String]
   public var md5Hash: String
   public var sha256: String?
@@ -44,7 +44,7 @@ public struct AccessResource: Sendable, Equatable {
     self.name = name
     self.size = size
     self.contentType = contentType
-    self.detectedContentType = detectedContentType
+    self.detectedContentType = detectedContentType ?? contentType
     self.metadata = metadata
     self.md5Hash = md5Hash
     self.sha256 = sha256
