@@ -64,14 +64,15 @@ public struct AccessResource: Sendable, Equatable {
   ) -> AccessResource {
     AccessResource(
       bucket: bucket, name: name, size: size, contentType: options.contentType,
-      detectedContentType: detectedContentType ?? options.contentType, metadata: options.metadata, md5Hash: md5Hash,
+      detectedContentType: detectedContentType, metadata: options.metadata, md5Hash: md5Hash,
       sha256: sha256)
   }
 
   public init(_ object: StoredObject) {
     self.init(
       bucket: object.bucket, name: object.name, size: object.file.size, contentType: object.contentType,
-      detectedContentType: object.detectedContentType, metadata: object.metadata, md5Hash: object.file.md5Base64, sha256: object.file.sha256,
+      detectedContentType: object.detectedContentType, metadata: object.metadata, md5Hash: object.file.md5Base64,
+      sha256: object.file.sha256,
       timeCreated: object.timeCreated, updated: object.updated, generation: object.generation,
       metageneration: object.metageneration)
   }
