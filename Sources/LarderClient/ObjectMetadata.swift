@@ -4,15 +4,16 @@ import Foundation
 ///
 /// On the wire `size`, `generation` and `metageneration` are strings and `downloadTokens` is a
 /// comma-separated string (Firebase's shape); here they are numbers and a list.
-/// `contentType` is what the server found in the bytes; the type the uploader declared is
-/// `declaredContentType`. Listings carry no `downloadTokens` (only a metadata `get` does).
+/// `contentType` is the type the uploader declared (`application/octet-stream` when none), as
+/// Firebase reports it; `detectedContentType` is what the server found in the bytes.
 public struct ObjectMetadata: Sendable, Equatable, Decodable {
   public var name: String
   public var bucket: String
   public var generation: Int64
   public var metageneration: Int64
   public var contentType: String
-  public var declaredContentType: String?
+  /// Nil only from a server older than this field.
+  public var detectedContentType: String?
   public var size: Int64
   /// Base64 of the MD5 digest, as Firebase sends it.
   public var md5Hash: String
@@ -24,10 +25,14 @@ public struct ObjectMetadata: Sendable, Equatable, Decodable {
   public var metadata: [String: String]
   public var cacheControl: String?
   public var contentDisposition: String?
+  /// Nil when none was set (the server reports `identity`).
+  public var contentEncoding: String?
+  public var contentLanguage: String?
 
   enum CodingKeys: String, CodingKey {
-    case name, bucket, generation, metageneration, contentType, declaredContentType, size, md5Hash, sha256
-    case timeCreated, updated, downloadTokens, metadata, cacheControl, contentDisposition
+    case name, bucket, generation, metageneration, contentType, detectedContentType, size, md5Hash, sha256
+    case timeCreated, updated, downloadTokens, metadata, cacheControl, contentDisposition, contentEncoding
+    case contentLanguage
   }
 
   public init(from decoder: any Decoder) throws {
@@ -50,7 +55,7 @@ public struct ObjectMetadata: Sendable, Equatable, Decodable {
     generation = try number(.generation)
     metageneration = try number(.metageneration)
     contentType = try c.decode(String.self, forKey: .contentType)
-    declaredContentType = try c.decodeIfPresent(String.self, forKey: .declaredContentType)
+    detectedContentType = try c.decodeIfPresent(String.self, forKey: .detectedContentType)
     size = try number(.size)
     md5Hash = try c.decode(String.self, forKey: .md5Hash)
     sha256 = try c.decode(String.self, forKey: .sha256)
@@ -61,14 +66,25 @@ public struct ObjectMetadata: Sendable, Equatable, Decodable {
     metadata = try c.decodeIfPresent([String: String].self, forKey: .metadata) ?? [:]
     cacheControl = try c.decodeIfPresent(String.self, forKey: .cacheControl)
     contentDisposition = try c.decodeIfPresent(String.self, forKey: .contentDisposition)
+    contentEncoding = try c.decodeIfPresent(String.self, forKey: .contentEncoding).flatMap {
+      $0 == "identity" ? nil : $0
+    }
+    contentLanguage = try c.decodeIfPresent(String.self, forKey: .contentLanguage)
   }
+}
+
+/// One object of a listing: its name and bucket, as Firebase lists them (fetch its metadata
+/// with a `get`, which the rules may allow or not).
+public struct ObjectListItem: Sendable, Equatable, Decodable {
+  public var name: String
+  public var bucket: String
 }
 
 /// One page of a listing, as the server answers it.
 public struct ObjectListPage: Sendable, Equatable, Decodable {
   /// The "sub-folders" under the prefix, when a delimiter was given.
   public var prefixes: [String]
-  public var items: [ObjectMetadata]
+  public var items: [ObjectListItem]
   /// Pass back as `pageToken` for the next page; `nil` on the last page.
   public var nextPageToken: String?
 
@@ -77,7 +93,7 @@ public struct ObjectListPage: Sendable, Equatable, Decodable {
   public init(from decoder: any Decoder) throws {
     let c = try decoder.container(keyedBy: CodingKeys.self)
     prefixes = try c.decodeIfPresent([String].self, forKey: .prefixes) ?? []
-    items = try c.decodeIfPresent([ObjectMetadata].self, forKey: .items) ?? []
+    items = try c.decodeIfPresent([ObjectListItem].self, forKey: .items) ?? []
     nextPageToken = try c.decodeIfPresent(String.self, forKey: .nextPageToken)
   }
 }
@@ -85,5 +101,5 @@ public struct ObjectListPage: Sendable, Equatable, Decodable {
 /// A whole listing: every page followed.
 public struct ObjectList: Sendable, Equatable {
   public var prefixes: [String]
-  public var items: [ObjectMetadata]
+  public var items: [ObjectListItem]
 }

@@ -65,8 +65,9 @@ import Testing
     #expect(json["size"] as? String == String(onePixelPNG.count))
     #expect(json["sha256"] as? String == (try CLI.opensslSHA256(src)))
     #expect(json["md5Hash"] as? String == (try CLI.opensslMD5Base64(src)))
-    #expect(json["contentType"] as? String == "image/png")
-    #expect(json["declaredContentType"] as? String == "text/plain")
+    #expect(json["contentType"] as? String == "text/plain")
+    #expect(json["detectedContentType"] as? String == "image/png")
+    #expect(json["declaredContentType"] == nil)
     #expect(json["metadata"] as? [String: String] == ["owner": "alice", "expr": "a=b"])
     // Generations are microsecond timestamps, as Firebase's are.
     let generation = try #require(Int64(json["generation"] as? String ?? ""))
@@ -87,8 +88,8 @@ import Testing
     #expect(text.status == 0)
     #expect(text.stdoutLines.contains("name:          app/users/u1/pixel.png"))
     #expect(text.stdoutLines.contains("size:          \(onePixelPNG.count)"))
-    #expect(text.stdoutLines.contains("contentType:   image/png"))
-    #expect(text.stdoutLines.contains("declaredType:  text/plain"))
+    #expect(text.stdoutLines.contains("contentType:   text/plain"))
+    #expect(text.stdoutLines.contains("detectedType:  image/png"))
     #expect(text.stdoutLines.contains("metadata.owner: alice"))
     #expect(text.stdoutLines.contains("metadata.expr: a=b"))
 
@@ -98,7 +99,9 @@ import Testing
     let second = try again.jsonObject()
     #expect(try #require(Int64(second["generation"] as? String ?? "")) > generation)
     #expect(second["metageneration"] as? String == "1")
-    #expect(second["contentType"] as? String == "text/plain")
+    // Nothing declared: application/octet-stream, as Firebase reports it.
+    #expect(second["contentType"] as? String == "application/octet-stream")
+    #expect(second["detectedContentType"] as? String == "text/plain")
     #expect(second["declaredContentType"] == nil)
     #expect(second["metadata"] == nil)
   }
@@ -136,7 +139,8 @@ import Testing
     #expect(text.status == 0)
     #expect(text.stdoutLines.count == 2)
     #expect(text.stdoutLines.first == "a/")
-    #expect(text.stdoutLines.last?.hasPrefix("top.txt\t5\ttext/plain\t") == true)
+    // The type column is the object's contentType: the declared type, none here.
+    #expect(text.stdoutLines.last?.hasPrefix("top.txt\t5\tapplication/octet-stream\t") == true)
     #expect(
       try box.larder("ls", "b", "-r").stdoutLines.map { String($0.split(separator: "\t")[0]) } == [
         "a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt",

@@ -13,7 +13,10 @@ import Testing
       #expect(meta.size == 100_003)
       #expect(meta.generation > 0)
       #expect(meta.metageneration == 1)
-      #expect(meta.declaredContentType == "application/x-test")
+      #expect(meta.contentType == "application/x-test")
+      #expect(meta.detectedContentType == "application/octet-stream")
+      #expect(meta.contentEncoding == nil)
+      #expect(meta.contentLanguage == nil)
       #expect(meta.metadata == ["owner": "ada", "kind": "raw"])  // header names arrive lower-cased
       #expect(meta.sha256.count == 64)
       #expect(meta.downloadTokens.count == 1)
@@ -77,8 +80,8 @@ import Testing
 
       let all = try await client.list(prefix: "p/", maxResults: 2)
       #expect(all.items.map(\.name) == names.filter { $0.hasPrefix("p/") }.sorted())
-      #expect(all.items.map(\.size) == names.filter { $0.hasPrefix("p/") }.sorted().map { Int64($0.utf8.count) })
-      #expect(all.items.allSatisfy { $0.downloadTokens.isEmpty })  // listings carry no tokens
+      // Items are {name, bucket} only, as Firebase lists them: no metadata, no tokens.
+      #expect(all.items.allSatisfy { $0.bucket == "app" })
 
       let folders = try await client.list(prefix: "p/", delimiter: "/", maxResults: 3)
       #expect(folders.prefixes == ["p/sub/"])

@@ -18,7 +18,7 @@ import Testing
         chunkSize: mib, progress: { sent, total in progress.append([sent, total]) })
       #expect(meta.name == "videos/v1.bin")
       #expect(meta.size == Int64(bytes.count))
-      #expect(meta.declaredContentType == "application/x-video")
+      #expect(meta.contentType == "application/x-video")
       #expect(meta.metadata == ["Owner": "ada"])  // tus metadata keeps the key's case
       let total = Int64(bytes.count)
       let expected = [[0, total]] + (1...20).map { [Int64($0 * mib), total] } + [[total, total]]
@@ -73,7 +73,7 @@ import Testing
       let location = try await client.createUpload(fileAt: file, name: "photos/p.raw", contentType: "image/x-raw")
       let meta = try await client.resumeUpload(location: location, fileAt: file, chunkSize: 100_000)
       #expect(meta.name == "photos/p.raw")
-      #expect(meta.declaredContentType == "image/x-raw")
+      #expect(meta.contentType == "image/x-raw")
       #expect(meta.size == 300_001)
       #expect(try await client.download(name: "photos/p.raw") == bytes)
     }

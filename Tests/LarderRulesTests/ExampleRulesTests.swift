@@ -51,12 +51,26 @@ struct ExampleRulesTests {
       rule: "storage.rules.example:47:7"),
     .init(op: .create, name: "images/u1/cat.png", uid: "u1", size: 5 * mib + 1, allowed: false),
     .init(op: .create, name: "images/u1/cat.png", uid: "u1", contentType: "text/plain", allowed: false),
+    // Declared and detected types must both be images: text declared as a PNG is refused, and so
+    // is a PNG declared as something else; a PNG declared as a JPEG is still an image.
+    .init(
+      op: .create, name: "images/u1/cat.png", uid: "u1", contentType: "image/png", detectedContentType: "text/plain",
+      allowed: false),
+    .init(
+      op: .update, name: "images/u1/cat.png", uid: "u1", contentType: "image/png", detectedContentType: "text/html",
+      allowed: false),
+    .init(
+      op: .create, name: "images/u1/cat.png", uid: "u1", contentType: "application/octet-stream",
+      detectedContentType: "image/png", allowed: false),
+    .init(
+      op: .create, name: "images/u1/cat.png", uid: "u1", contentType: "image/jpeg", detectedContentType: "image/png",
+      allowed: true, rule: "storage.rules.example:47:7"),
     .init(op: .update, name: "images/u1/cat.png", uid: "u2", allowed: false),
     .init(op: .create, name: "images/u1/cat.png", allowed: false),
     .init(op: .get, name: "images/u1/cat.png", uid: "u2", allowed: true, rule: "storage.rules.example:46:7"),
     .init(op: .get, name: "images/u1/cat.png", allowed: false),
     .init(
-      op: .delete, name: "images/u1/cat.png", uid: "u1", allowed: true, rule: "storage.rules.example:50:7"),
+      op: .delete, name: "images/u1/cat.png", uid: "u1", allowed: true, rule: "storage.rules.example:51:7"),
     // everything else is denied
     .init(op: .get, name: "other/file.txt", uid: "u1", allowed: false),
     .init(op: .create, name: "top-level.txt", uid: "u1", allowed: false),
@@ -66,7 +80,8 @@ struct ExampleRulesTests {
   @Test(arguments: cases)
   func exampleBehavesAsCommented(_ c: PathCase) throws {
     let decision = try Self.rules().evaluate(
-      Fixtures.request(c.op, c.name, uid: c.uid, size: c.size, contentType: c.contentType))
+      Fixtures.request(
+        c.op, c.name, uid: c.uid, size: c.size, contentType: c.contentType, detectedContentType: c.detectedContentType))
     #expect(decision.allowed == c.allowed, "\(decision.reason)")
     #expect(decision.rule == c.rule)
   }

@@ -50,6 +50,10 @@ struct ExpressionRuleTests {
     .init("resource.metadata.owner == 'alice'", false),
     .init("resource.sha256 == null", true),
     .init("request.resource.sha256 == 'deadbeef'", true),
+    // Larder's detectedContentType sits beside the declared contentType.
+    .init("request.resource.detectedContentType == 'image/webp'", true),
+    .init("request.resource.detectedContentType == request.resource.contentType", false),
+    .init("resource.detectedContentType == 'image/jpeg'", true),
     .init("request.resource.md5Hash.size() == 3", true),
     .init("request.resource.name == 'users/alice/photo.png'", true),
     .init("request.resource.bucket == bucket", true),
@@ -175,10 +179,26 @@ struct ExpressionRuleTests {
       time: Fixtures.now,
       resource: Fixtures.object("users/alice/photo.png", size: 1000, contentType: "image/jpeg"),
       requestResource: Fixtures.object(
-        "users/alice/photo.png", size: 2048, contentType: "image/png", metadata: ["owner": "alice"],
-        sha256: "deadbeef"))
+        "users/alice/photo.png", size: 2048, contentType: "image/png", detectedContentType: "image/webp",
+        metadata: ["owner": "alice"], sha256: "deadbeef"))
     let decision = rules.evaluate(request)
     #expect(decision.allowed == c.allowed, "\(decision.reason)")
     #expect(decision.rule == (c.allowed ? "storage.rules:5:7" : nil))
+  }
+
+  @Test func anUnknownDetectedTypeIsNull() throws {
+    let incoming = RuleResource(name: "users/alice/x", bucket: "bkt", size: 1, contentType: "image/png")
+    #expect(incoming.detectedContentType == nil)
+    for (condition, allowed) in [
+      ("request.resource.detectedContentType == null", true),
+      // A method call on null fails, and a failing condition is false: unknown never passes as an image.
+      ("request.resource.detectedContentType.matches('image/.*')", false),
+    ] {
+      let decision = try RuleSet.parse(Self.rules(condition)).evaluate(
+        RuleRequest(
+          operation: .update, bucket: "bkt", objectName: "users/alice/x", auth: Fixtures.alice, time: Fixtures.now,
+          resource: incoming, requestResource: incoming))
+      #expect(decision.allowed == allowed, "\(condition): \(decision.reason)")
+    }
   }
 }

@@ -16,11 +16,13 @@ enum Fixtures {
     ])
 
   static func object(
-    _ name: String, size: Int64 = 1024, contentType: String = "image/png", metadata: [String: String] = [:],
-    sha256: String? = nil
+    _ name: String, size: Int64 = 1024, contentType: String = "image/png", detectedContentType: String? = nil,
+    metadata: [String: String] = [:], sha256: String? = nil
   ) -> RuleResource {
+    // The detected type defaults to the declared one: content that is what it claims.
     RuleResource(
-      name: name, bucket: "bkt", size: size, contentType: contentType, metadata: metadata, md5Hash: "abc",
+      name: name, bucket: "bkt", size: size, contentType: contentType,
+      detectedContentType: detectedContentType ?? contentType, metadata: metadata, md5Hash: "abc",
       sha256: sha256, timeCreated: newYear, updated: newYear, generation: 3, metageneration: 2)
   }
 
@@ -28,15 +30,17 @@ enum Fixtures {
   /// existing object, `request.resource` for writes that carry one.
   static func request(
     _ op: RuleOperation, _ name: String, uid: String? = nil, token: [String: RuleValue] = [:],
-    size: Int64 = 1024, contentType: String = "image/png", stored: RuleResource? = nil,
-    metadata: [String: String] = [:]
+    size: Int64 = 1024, contentType: String = "image/png", detectedContentType: String? = nil,
+    stored: RuleResource? = nil, metadata: [String: String] = [:]
   ) -> RuleRequest {
-    let incoming = object(name, size: size, contentType: contentType, metadata: metadata)
+    let incoming = object(
+      name, size: size, contentType: contentType, detectedContentType: detectedContentType, metadata: metadata)
     return RuleRequest(
       operation: op, bucket: "bkt", objectName: name, auth: uid.map { RuleAuth(uid: $0, token: token) },
       time: now,
       resource: op == .create || op == .list
-        ? nil : (stored ?? object(name, size: size, contentType: contentType)),
+        ? nil
+        : (stored ?? object(name, size: size, contentType: contentType, detectedContentType: detectedContentType)),
       requestResource: op == .create || op == .update ? incoming : nil)
   }
 }

@@ -10,6 +10,8 @@ struct PathCase: Sendable, CustomTestStringConvertible {
   var token: [String: RuleValue] = [:]
   var size: Int64 = 1024
   var contentType: String = "image/png"
+  /// nil: the same as `contentType`.
+  var detectedContentType: String?
   var ownerMetadata: String?
   var allowed: Bool
   var rule: String?

@@ -86,6 +86,17 @@ enum Migrations {
     CREATE TABLE settings(key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
     INSERT INTO settings(key, value) VALUES ('page_token_key', randomblob(32));
     """,
+    // 4: Firebase's metadata. Objects keep `contentEncoding`/`contentLanguage`, and an object's
+    // `content_type` becomes the declared type (or application/octet-stream), as Firebase reports
+    // it; the detected type stays in `files.content_type`. Rows whose type is still the detected
+    // one take their file's declared type; a type set by a PATCH (different) is kept.
+    """
+    ALTER TABLE objects ADD COLUMN content_encoding TEXT;
+    ALTER TABLE objects ADD COLUMN content_language TEXT;
+    UPDATE objects SET content_type = coalesce(
+        (SELECT f.declared_content_type FROM files f WHERE f.id = objects.file_id), 'application/octet-stream')
+      WHERE content_type = (SELECT f.content_type FROM files f WHERE f.id = objects.file_id);
+    """,
   ]
 
   static func run(on db: Database) throws {

@@ -30,7 +30,7 @@ public struct ObjectStore: Sendable {
   ) throws -> StoredObject {
     try ObjectName.validateBucket(bucket)
     try ObjectName.validateName(name)
-    try Self.validateMetadata(options.metadata)
+    try options.validate()
     return try files.commit(staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType) {
       db, file in
       let object = try Self.insert(db: db, bucket: bucket, name: name, file: file, options: options)
@@ -66,24 +66,28 @@ public struct ObjectStore: Sendable {
     let generation = max(micros, (currentGeneration ?? 0) + 1)
     let object = StoredObject(
       bucket: bucket, name: name, file: file, generation: generation, metageneration: 1,
-      contentType: file.contentType, metadata: options.metadata, downloadTokens: [UUID().uuidString.lowercased()],
+      contentType: options.contentType, metadata: options.metadata, downloadTokens: [UUID().uuidString.lowercased()],
       cacheControl: options.cacheControl, contentDisposition: options.contentDisposition,
+      contentEncoding: options.contentEncoding, contentLanguage: options.contentLanguage,
       timeCreated: now, updated: now)
     try db.execute(
       """
       INSERT INTO objects(bucket, name, file_id, generation, metageneration, content_type, metadata,
-                          download_tokens, cache_control, content_disposition, created_at, updated_at)
-      VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
+                          download_tokens, cache_control, content_disposition, content_encoding,
+                          content_language, created_at, updated_at)
+      VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT(bucket, name) DO UPDATE SET
         file_id = excluded.file_id, generation = excluded.generation, metageneration = 1,
         content_type = excluded.content_type, metadata = excluded.metadata,
         download_tokens = excluded.download_tokens, cache_control = excluded.cache_control,
-        content_disposition = excluded.content_disposition, created_at = excluded.created_at,
+        content_disposition = excluded.content_disposition, content_encoding = excluded.content_encoding,
+        content_language = excluded.content_language, created_at = excluded.created_at,
         updated_at = excluded.updated_at
       """,
       [
         bucket, name, file.id, generation, object.contentType, try Self.json(object.metadata),
-        object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition, now, now,
+        object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition,
+        object.contentEncoding, object.contentLanguage, now, now,
       ])
     return object
   }
@@ -122,6 +126,7 @@ public struct ObjectStore: Sendable {
       contentType: row.string("content_type") ?? "application/octet-stream", metadata: metadata,
       downloadTokens: (row.string("download_tokens") ?? "").split(separator: ",").map(String.init),
       cacheControl: row.string("cache_control"), contentDisposition: row.string("content_disposition"),
+      contentEncoding: row.string("content_encoding"), contentLanguage: row.string("content_language"),
       timeCreated: row.date("created_at") ?? Date(timeIntervalSince1970: 0),
       updated: row.date("updated_at") ?? Date(timeIntervalSince1970: 0))
   }
@@ -138,7 +143,10 @@ public struct ObjectStore: Sendable {
       if let expected = patch.ifMetagenerationMatch, expected != object.metageneration {
         throw LarderError.preconditionFailed("metageneration is \(object.metageneration), the update required \(expected)")
       }
-      if let type = patch.contentType {
+      switch patch.contentType {
+      case .none: break
+      case .some(.none): object.contentType = "application/octet-stream"
+      case .some(.some(let type)):
         guard let clean = FileStore.cleanType(type), clean.contains("/") else {
           throw LarderError.invalidArgument("contentType '\(type.prefix(100))' is not a MIME type")
         }
@@ -147,6 +155,12 @@ public struct ObjectStore: Sendable {
       if let value = patch.cacheControl { object.cacheControl = try value.map { try Self.headerValue($0, field: "cacheControl") } }
       if let value = patch.contentDisposition {
         object.contentDisposition = try value.map { try Self.headerValue($0, field: "contentDisposition") }
+      }
+      if let value = patch.contentEncoding {
+        object.contentEncoding = try value.map { try Self.headerValue($0, field: "contentEncoding") }
+      }
+      if let value = patch.contentLanguage {
+        object.contentLanguage = try value.map { try Self.headerValue($0, field: "contentLanguage") }
       }
       if patch.clearMetadata { object.metadata = [:] }
       if let changes = patch.metadata {
@@ -159,13 +173,13 @@ public struct ObjectStore: Sendable {
       try db.execute(
         """
         UPDATE objects SET metageneration = ?, content_type = ?, metadata = ?, download_tokens = ?,
-          cache_control = ?, content_disposition = ?, updated_at = ?
+          cache_control = ?, content_disposition = ?, content_encoding = ?, content_language = ?, updated_at = ?
         WHERE bucket = ? AND name = ?
         """,
         [
           object.metageneration, object.contentType, try Self.json(object.metadata),
-          object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition, object.updated,
-          bucket, name,
+          object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition,
+          object.contentEncoding, object.contentLanguage, object.updated, bucket, name,
         ])
       return object
     }

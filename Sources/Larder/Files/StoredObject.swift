@@ -9,15 +9,26 @@ public struct StoredObject: Sendable, Equatable, Codable {
   public var generation: Int64
   /// Bumped each time the metadata changes; 1 for new content.
   public var metageneration: Int64
+  /// The type the client declared (or `application/octet-stream`), as Firebase reports it; it
+  /// is what downloads are labelled with. The type found in the bytes is ``detectedContentType``.
   public var contentType: String
   public var metadata: [String: String]
   public var downloadTokens: [String]
   public var cacheControl: String?
   public var contentDisposition: String?
+  /// Sent as `Content-Encoding` on download (e.g. `gzip` for content stored compressed).
+  public var contentEncoding: String?
+  /// Sent as `Content-Language` on download.
+  public var contentLanguage: String?
   public var timeCreated: Date
   public var updated: Date
 
-  /// The metadata resource as Firebase Storage's REST API shapes it, plus `sha256`.
+  /// The type libmagic found in the content: what rules that must not trust the client check,
+  /// and (with ``contentType``) what decides whether a download is forced to be an attachment.
+  public var detectedContentType: String { file.contentType }
+
+  /// The metadata resource as Firebase Storage's REST API shapes it, plus `sha256` and
+  /// `detectedContentType`.
   public var firebaseMetadata: FirebaseObjectMetadata { firebaseMetadata(includingTokens: true) }
 
   /// The same without `downloadTokens` (omitted from the JSON), for callers who may not read
@@ -25,11 +36,12 @@ public struct StoredObject: Sendable, Equatable, Codable {
   public func firebaseMetadata(includingTokens: Bool) -> FirebaseObjectMetadata {
     FirebaseObjectMetadata(
       name: name, bucket: bucket, generation: String(generation), metageneration: String(metageneration),
-      contentType: contentType, declaredContentType: file.declaredContentType, size: String(file.size),
+      contentType: contentType, detectedContentType: detectedContentType, size: String(file.size),
       md5Hash: file.md5Base64, sha256: file.sha256, timeCreated: Self.timestamp(timeCreated),
       updated: Self.timestamp(updated), downloadTokens: includingTokens ? downloadTokens.joined(separator: ",") : nil,
       metadata: metadata.isEmpty ? nil : metadata, cacheControl: cacheControl,
-      contentDisposition: contentDisposition, contentEncoding: "identity", storageClass: "STANDARD")
+      contentDisposition: contentDisposition, contentEncoding: contentEncoding ?? "identity",
+      contentLanguage: contentLanguage, storageClass: "STANDARD")
   }
 
   /// RFC 3339 with milliseconds, UTC, as Firebase writes times.
@@ -40,13 +52,17 @@ public struct StoredObject: Sendable, Equatable, Codable {
 }
 
 /// The JSON shape of an object's metadata (field names as Firebase uses them).
+///
+/// `contentType` is the declared type, as in Firebase; `detectedContentType` and `sha256` are
+/// Larder's additions. (Before Firebase's semantics were adopted, `contentType` was the detected
+/// type and the declared one `declaredContentType`; that field is gone.)
 public struct FirebaseObjectMetadata: Codable, Sendable, Equatable {
   public var name: String
   public var bucket: String
   public var generation: String
   public var metageneration: String
   public var contentType: String
-  public var declaredContentType: String?
+  public var detectedContentType: String
   public var size: String
   public var md5Hash: String
   public var sha256: String
@@ -57,38 +73,70 @@ public struct FirebaseObjectMetadata: Codable, Sendable, Equatable {
   public var metadata: [String: String]?
   public var cacheControl: String?
   public var contentDisposition: String?
+  /// `identity` unless one was set, as Firebase reports it.
   public var contentEncoding: String
+  public var contentLanguage: String?
   public var storageClass: String
 }
 
 /// What a write of new content carries besides the bytes.
 public struct ObjectWriteOptions: Sendable {
+  /// The client's type; the object's `contentType` (see ``contentType``).
   public var declaredContentType: String?
   public var filename: String?
   public var metadata: [String: String]
   public var cacheControl: String?
   public var contentDisposition: String?
+  public var contentEncoding: String?
+  public var contentLanguage: String?
   /// Write only if the current generation is this (0: only if the object does not exist).
   public var ifGenerationMatch: Int64?
 
   public init(
     declaredContentType: String? = nil, filename: String? = nil, metadata: [String: String] = [:],
-    cacheControl: String? = nil, contentDisposition: String? = nil, ifGenerationMatch: Int64? = nil
+    cacheControl: String? = nil, contentDisposition: String? = nil, contentEncoding: String? = nil,
+    contentLanguage: String? = nil, ifGenerationMatch: Int64? = nil
   ) {
     self.declaredContentType = declaredContentType
     self.filename = filename
     self.metadata = metadata
     self.cacheControl = cacheControl
     self.contentDisposition = contentDisposition
+    self.contentEncoding = contentEncoding
+    self.contentLanguage = contentLanguage
     self.ifGenerationMatch = ifGenerationMatch
+  }
+
+  /// The `contentType` the object will report: the declared type when it is a printable, short
+  /// value, else `application/octet-stream` (as Firebase answers for an upload that declares none).
+  /// Rules see this as `request.resource.contentType`, before and after the bytes arrive.
+  public var contentType: String {
+    declaredContentType.flatMap(FileStore.cleanType) ?? "application/octet-stream"
+  }
+
+  /// Checks what the write would store as response headers (`cacheControl`, `contentDisposition`,
+  /// `contentEncoding`, `contentLanguage`) and the custom metadata, as a PATCH checks them; call it
+  /// before reading a body so a bad header is refused before any byte is stored.
+  /// - Throws: ``LarderError/invalidArgument(_:)`` naming the field.
+  public func validate() throws(LarderError) {
+    for (field, value) in [
+      ("cacheControl", cacheControl), ("contentDisposition", contentDisposition),
+      ("contentEncoding", contentEncoding), ("contentLanguage", contentLanguage),
+    ] {
+      if let value { _ = try ObjectStore.headerValue(value, field: field) }
+    }
+    try ObjectStore.validateMetadata(metadata)
   }
 }
 
-/// A change to an object's metadata; nil fields are left alone, `.some(nil)` clears.
+/// A change to an object's metadata; nil fields are left alone, `.some(nil)` clears
+/// (`contentType` back to `application/octet-stream`, as Firebase does).
 public struct ObjectPatch: Sendable {
-  public var contentType: String?
+  public var contentType: String??
   public var cacheControl: String??
   public var contentDisposition: String??
+  public var contentEncoding: String??
+  public var contentLanguage: String??
   /// Keys set to nil are removed; others are set.
   public var metadata: [String: String?]?
   /// Remove every custom metadata key first (then apply `metadata`), in the update's transaction.
@@ -98,7 +146,8 @@ public struct ObjectPatch: Sendable {
   public var ifMetagenerationMatch: Int64?
 
   public init(
-    contentType: String? = nil, cacheControl: String?? = nil, contentDisposition: String?? = nil,
+    contentType: String?? = nil, cacheControl: String?? = nil, contentDisposition: String?? = nil,
+    contentEncoding: String?? = nil, contentLanguage: String?? = nil,
     metadata: [String: String?]? = nil, clearMetadata: Bool = false, rotateDownloadToken: Bool = false,
     ifMetagenerationMatch: Int64? = nil
   ) {
@@ -106,6 +155,8 @@ public struct ObjectPatch: Sendable {
     self.contentType = contentType
     self.cacheControl = cacheControl
     self.contentDisposition = contentDisposition
+    self.contentEncoding = contentEncoding
+    self.contentLanguage = contentLanguage
     self.metadata = metadata
     self.rotateDownloadToken = rotateDownloadToken
     self.ifMetagenerationMatch = ifMetagenerationMatch

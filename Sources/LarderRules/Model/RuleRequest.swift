@@ -31,7 +31,12 @@ public struct RuleResource: Sendable, Equatable {
   public var name: String
   public var bucket: String
   public var size: Int64
+  /// The declared type, as in Firebase (`application/octet-stream` when none was declared).
   public var contentType: String
+  /// A Larder extension: the type found in the bytes, for rules that must not trust the client
+  /// (`null` when unknown). Before a body arrives the server passes the declared type here, and
+  /// asks again with the real one before the object becomes visible.
+  public var detectedContentType: String?
   public var metadata: [String: String]
   public var md5Hash: String
   public var sha256: String?
@@ -41,7 +46,7 @@ public struct RuleResource: Sendable, Equatable {
   public var metageneration: Int64
 
   public init(
-    name: String, bucket: String, size: Int64, contentType: String,
+    name: String, bucket: String, size: Int64, contentType: String, detectedContentType: String? = nil,
     metadata: [String: String] = [:], md5Hash: String = "", sha256: String? = nil,
     timeCreated: Date = Date(timeIntervalSince1970: 0), updated: Date = Date(timeIntervalSince1970: 0),
     generation: Int64 = 1, metageneration: Int64 = 1
@@ -50,6 +55,7 @@ public struct RuleResource: Sendable, Equatable {
     self.bucket = bucket
     self.size = size
     self.contentType = contentType
+    self.detectedContentType = detectedContentType
     self.metadata = metadata
     self.md5Hash = md5Hash
     self.sha256 = sha256
@@ -59,13 +65,14 @@ public struct RuleResource: Sendable, Equatable {
     self.metageneration = metageneration
   }
 
-  /// The map the rules see; `sha256` is `null` when unknown.
+  /// The map the rules see; `sha256` and `detectedContentType` are `null` when unknown.
   var ruleValue: RuleValue {
     .map([
       "name": .string(name),
       "bucket": .string(bucket),
       "size": .int(size),
       "contentType": .string(contentType),
+      "detectedContentType": detectedContentType.map { .string($0) } ?? .null,
       "metadata": .map(metadata.mapValues { .string($0) }),
       "md5Hash": .string(md5Hash),
       "sha256": sha256.map { .string($0) } ?? .null,

@@ -66,6 +66,8 @@ public enum RulesTool {
     let object = RuleResource(
       name: objectName, bucket: bucket, size: size ?? 0,
       contentType: contentType ?? "application/octet-stream",
+      // One type to try: the content is assumed to be what it claims.
+      detectedContentType: contentType ?? "application/octet-stream",
       timeCreated: time, updated: time)
     var lines: [String] = []
     var allAllowed = true

@@ -22,7 +22,11 @@ public struct AccessResource: Sendable, Equatable {
   public var bucket: String
   public var name: String
   public var size: Int64
+  /// The declared type (`request.resource.contentType`, as in Firebase).
   public var contentType: String
+  /// The type found in the bytes (`request.resource.detectedContentType`); before a body has
+  /// arrived (or when not given), the declared type, the only one known yet.
+  public var detectedContentType: String
   public var metadata: [String: String]
   public var md5Hash: String
   public var sha256: String?
@@ -32,14 +36,15 @@ public struct AccessResource: Sendable, Equatable {
   public var metageneration: Int64
 
   public init(
-    bucket: String, name: String, size: Int64, contentType: String, metadata: [String: String] = [:],
-    md5Hash: String = "", sha256: String? = nil, timeCreated: Date = Date(), updated: Date = Date(),
-    generation: Int64 = 0, metageneration: Int64 = 0
+    bucket: String, name: String, size: Int64, contentType: String, detectedContentType: String? = nil,
+    metadata: [String: String] = [:], md5Hash: String = "", sha256: String? = nil, timeCreated: Date = Date(),
+    updated: Date = Date(), generation: Int64 = 0, metageneration: Int64 = 0
   ) {
     self.bucket = bucket
     self.name = name
     self.size = size
     self.contentType = contentType
+    self.detectedContentType = detectedContentType ?? contentType
     self.metadata = metadata
     self.md5Hash = md5Hash
     self.sha256 = sha256
@@ -49,10 +54,25 @@ public struct AccessResource: Sendable, Equatable {
     self.metageneration = metageneration
   }
 
+  /// The object a write of new content would create, as the policy sees it: its declared type
+  /// from `options`, and `detectedContentType` once the bytes are known (the declared type before).
+  ///
+  ///     try context.authorizeWrite(.incoming(bucket: b, name: n, size: declaredLength, options: options), identity: id)
+  public static func incoming(
+    bucket: String, name: String, size: Int64, options: ObjectWriteOptions, detectedContentType: String? = nil,
+    md5Hash: String = "", sha256: String? = nil
+  ) -> AccessResource {
+    AccessResource(
+      bucket: bucket, name: name, size: size, contentType: options.contentType,
+      detectedContentType: detectedContentType, metadata: options.metadata, md5Hash: md5Hash,
+      sha256: sha256)
+  }
+
   public init(_ object: StoredObject) {
     self.init(
       bucket: object.bucket, name: object.name, size: object.file.size, contentType: object.contentType,
-      metadata: object.metadata, md5Hash: object.file.md5Base64, sha256: object.file.sha256,
+      detectedContentType: object.detectedContentType, metadata: object.metadata, md5Hash: object.file.md5Base64,
+      sha256: object.file.sha256,
       timeCreated: object.timeCreated, updated: object.updated, generation: object.generation,
       metageneration: object.metageneration)
   }

@@ -60,7 +60,8 @@ public final class RulesPolicy: AccessPolicy {
 
   static func ruleResource(_ r: AccessResource) -> RuleResource {
     RuleResource(
-      name: r.name, bucket: r.bucket, size: r.size, contentType: r.contentType, metadata: r.metadata,
+      name: r.name, bucket: r.bucket, size: r.size, contentType: r.contentType,
+      detectedContentType: r.detectedContentType, metadata: r.metadata,
       md5Hash: r.md5Hash, sha256: r.sha256, timeCreated: r.timeCreated, updated: r.updated,
       generation: r.generation, metageneration: r.metageneration)
   }

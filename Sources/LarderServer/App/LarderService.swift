@@ -26,7 +26,8 @@ public final class LarderService: Sendable {
     public var publicURL: String?
     public var corsOrigins: [String] = ["*"]
     public var uploadExpiry: Duration = .seconds(24 * 3600)
-    /// PEM or JWKS files with RS256/ES256 public keys, besides the data directory's HS256 secret.
+    /// PEM, JWKS or Google x509 JSON (`kid` → certificate, for Firebase Auth ID tokens) files with
+    /// RS256/ES256 public keys, besides the data directory's HS256 secret; ``reload()`` re-reads them.
     public var publicKeyFiles: [URL] = []
     public var jwtIssuer: String?
     public var jwtAudience: String?
@@ -45,6 +46,8 @@ public final class LarderService: Sendable {
   public let rules: RulesPolicy?
   /// The HS256 key of this data directory (`secret`).
   public let secret: [UInt8]
+  /// Verifies bearer tokens; its keys reload with ``reload()``.
+  public let authenticator: JWTAuthenticator
 
   /// Opens the store and builds the server; nothing listens until ``start()``.
   /// - Throws: store, rules (with `file:line:col` diagnostics) or key errors.
@@ -53,13 +56,10 @@ public final class LarderService: Sendable {
     let larder = try larder ?? Larder(at: options.dataDirectory)
     self.larder = larder
     secret = try SecretFile.loadOrCreate(at: larder.directory.appendingPathComponent("secret"))
-    var keys: [VerificationKey] = []
-    for file in options.publicKeyFiles {
-      let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
-      keys += text.contains("-----BEGIN") ? try KeyLoader.pemFile(at: file) : try KeyLoader.jwksFile(at: file)
-    }
     let verifier = JWTVerifier(
-      hmacSecret: secret, publicKeys: keys, issuer: options.jwtIssuer, audience: options.jwtAudience)
+      hmacSecret: secret, publicKeys: try JWTAuthenticator.loadKeys(options.publicKeyFiles), issuer: options.jwtIssuer,
+      audience: options.jwtAudience)
+    authenticator = JWTAuthenticator(verifier: verifier, keyFiles: options.publicKeyFiles)
     let policy: any AccessPolicy
     switch options.policy {
     case .allowAll:
@@ -74,7 +74,7 @@ public final class LarderService: Sendable {
       rules = nil
     }
     context = ServiceContext(
-      larder: larder, policy: policy, authenticator: JWTAuthenticator(verifier: verifier),
+      larder: larder, policy: policy, authenticator: authenticator,
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
       uploadExpiry: options.uploadExpiry)
     let metrics = Metrics()
@@ -96,6 +96,29 @@ public final class LarderService: Sendable {
   }
 
   public func start() throws { try server.start() }
+
+  /// Re-reads the rules file and the public key files (what `larder serve` does on SIGHUP). A
+  /// file that fails to load keeps what was loaded before. One line per thing, for the log.
+  ///
+  ///     for line in service.reload() { print(line) }   // "larder: rules reloaded", …
+  public func reload() -> [String] {
+    var lines: [String] = []
+    if let rules {
+      if let problem = rules.reload() {
+        lines.append("larder: rules reload failed, keeping the previous rules:\n\(problem)")
+      } else {
+        lines.append("larder: rules reloaded")
+      }
+    }
+    if !options.publicKeyFiles.isEmpty {
+      if let problem = authenticator.reloadKeys() {
+        lines.append("larder: public key reload failed, keeping the previous keys: \(problem)")
+      } else {
+        lines.append("larder: public keys reloaded")
+      }
+    }
+    return lines
+  }
 
   public var port: Int { server.boundPort }
 

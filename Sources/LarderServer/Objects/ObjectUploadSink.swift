@@ -34,8 +34,8 @@ final class ObjectUploadSink: HTTPBodySink {
     do {
       let staged = try writer.finish()
       try context.authorizeWrite(
-        AccessResource(
-          bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
+        .incoming(
+          bucket: bucket, name: name, size: staged.size, options: options, detectedContentType: staged.contentType,
           md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
         identity: identity)
       let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)

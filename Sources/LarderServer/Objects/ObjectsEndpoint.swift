@@ -110,13 +110,14 @@ struct ObjectsEndpoint: BucketEndpoint {
       declaredContentType: request.headers["Content-Type"], metadata: metadata,
       cacheControl: request.headers["X-Goog-Cache-Control"] ?? request.queryValue("cacheControl"),
       contentDisposition: request.headers["X-Goog-Content-Disposition"] ?? request.queryValue("contentDisposition"),
+      contentEncoding: request.headers["X-Goog-Content-Encoding"] ?? request.queryValue("contentEncoding"),
+      contentLanguage: request.headers["X-Goog-Content-Language"] ?? request.queryValue("contentLanguage"),
       ifGenerationMatch: try Self.count(request, "ifGenerationMatch"))
+    // These become response headers on download: refused now, before a byte is stored.
+    try options.validate()
     // Ask before reading a byte, on what the client declares; asked again on the real content.
     try context.authorizeWrite(
-      AccessResource(
-        bucket: bucket, name: name, size: request.contentLength ?? 0,
-        contentType: request.headers["Content-Type"] ?? "application/octet-stream", metadata: metadata),
-      identity: identity)
+      .incoming(bucket: bucket, name: name, size: request.contentLength ?? 0, options: options), identity: identity)
     return try ObjectUploadSink(
       context: context, bucket: bucket, name: name, identity: identity, options: options, expectedMD5: expectedMD5)
   }
@@ -192,8 +193,15 @@ struct ObjectsEndpoint: BucketEndpoint {
         // Refused before any content byte: the client learns the size and its limit.
         throw LarderError.downloadSizeExceeded(size: length, maxSize: maxSize)
       }
+      // The declared type, as Firebase serves it. Safe however it was declared: `nosniff` stops a
+      // browser from guessing past it, the CSP sandboxes whatever renders, and content that either
+      // type says a browser would run goes out as an attachment.
       headers.set("Content-Type", object.contentType)
       headers.set("Content-Disposition", Self.contentDisposition(for: object))
+      if let encoding = object.contentEncoding, encoding.lowercased() != "identity" {
+        headers.set("Content-Encoding", encoding)
+      }
+      if let language = object.contentLanguage { headers.set("Content-Language", language) }
       headers.set("Content-Security-Policy", "default-src 'none'; sandbox")
       if request.method == "HEAD" {
         return HTTPResponse(status: status, headers: headers, body: .lengthOnly(length))
@@ -214,9 +222,10 @@ struct ObjectsEndpoint: BucketEndpoint {
     }
   }
 
-  /// Types a browser would render or run are always sent as attachments.
+  /// Types a browser would render or run are always sent as attachments, whether the client
+  /// declared such a type or libmagic found one (text declared as `text/plain` may be HTML).
   static func contentDisposition(for object: StoredObject) -> String {
-    let active = isActiveContent(object.contentType)
+    let active = isActiveContent(object.contentType) || isActiveContent(object.detectedContentType)
     let filename = object.file.filename ?? object.name.split(separator: "/").last.map(String.init) ?? "download"
     if let custom = object.contentDisposition, !active { return custom }
     // RFC 5987 allows a few more characters unescaped; encoding them too is equally valid.
@@ -255,12 +264,12 @@ struct ObjectsEndpoint: BucketEndpoint {
       guard let s = value as? String else { throw LarderError.invalidArgument("\(key) must be a string or null") }
       return .some(s)
     }
-    if let type = try stringOrNull("contentType") {
-      guard let type else { throw LarderError.invalidArgument("contentType cannot be removed") }
-      patch.contentType = type
-    }
+    // null resets a field: `contentType` to application/octet-stream, the others to unset.
+    patch.contentType = try stringOrNull("contentType")
     patch.cacheControl = try stringOrNull("cacheControl")
     patch.contentDisposition = try stringOrNull("contentDisposition")
+    patch.contentEncoding = try stringOrNull("contentEncoding")
+    patch.contentLanguage = try stringOrNull("contentLanguage")
     if let metadata = json["metadata"] {
       if metadata is NSNull {
         // Cleared inside the update's transaction, so keys added meanwhile go too.
@@ -284,14 +293,13 @@ struct ObjectsEndpoint: BucketEndpoint {
       guard let flag = rotate as? Bool else { throw LarderError.invalidArgument("rotateDownloadToken must be a boolean") }
       patch.rotateDownloadToken = flag
     }
-    let known: Set<String> = ["contentType", "cacheControl", "contentDisposition", "metadata", "rotateDownloadToken"]
-    if let unknown = json.keys.first(where: { !known.contains($0) }) {
+    if let unknown = json.keys.first(where: { !Self.writableFields.contains($0) && !Self.readOnlyFields.contains($0) }) {
       throw LarderError.invalidArgument("field '\(unknown.prefix(60))' cannot be changed")
     }
     let current = try context.larder.objects.find(bucket: bucket, name: name)
     let incoming = current.map { object -> AccessResource in
       var next = AccessResource(object)
-      if let t = patch.contentType { next.contentType = t }
+      if let t = patch.contentType { next.contentType = t ?? "application/octet-stream" }
       if patch.clearMetadata { next.metadata = [:] }
       for (k, v) in patch.metadata ?? [:] { next.metadata[k] = v }
       return next
@@ -303,6 +311,21 @@ struct ObjectsEndpoint: BucketEndpoint {
     let updated = try context.larder.objects.update(bucket: bucket, name: name, patch: patch)
     return Self.writeResponse(updated, identity: identity, context: context)
   }
+
+  /// What a PATCH may change (`rotateDownloadToken` is Larder's own).
+  static let writableFields: Set<String> = [
+    "contentType", "cacheControl", "contentDisposition", "contentEncoding", "contentLanguage", "metadata",
+    "rotateDownloadToken",
+  ]
+
+  /// Fields of a metadata resource a PATCH ignores, whatever their value: the SDKs send back what
+  /// `getMetadata` returned (the JS SDK's `updateMetadata` sends `name` and `md5Hash`), and
+  /// Firebase ignores them too. Any other field is refused, so a misspelt one is not lost silently.
+  static let readOnlyFields: Set<String> = [
+    "name", "bucket", "generation", "metageneration", "size", "md5Hash", "crc32c", "etag", "timeCreated", "updated",
+    "timeStorageClassUpdated", "downloadTokens", "sha256", "detectedContentType", "declaredContentType", "fullPath",
+    "storageClass", "kind", "id", "selfLink", "mediaLink", "type",
+  ]
 
   func delete(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
     let current = try context.larder.objects.find(bucket: bucket, name: name)
@@ -337,17 +360,22 @@ struct ObjectsEndpoint: BucketEndpoint {
       decisions[parent] = allowed
       return allowed
     }
+    struct Item: Encodable {
+      var name: String
+      var bucket: String
+    }
     struct Listing: Encodable {
       var prefixes: [String]
-      var items: [FirebaseObjectMetadata]
+      var items: [Item]
       var nextPageToken: String?
     }
-    // Never tokens in a listing: `list` may be allowed where `get` is not (a drop box), and a
-    // token grants the content. Firebase, too, returns tokens only from a metadata `get`.
+    // Items are `{name, bucket}` only, as Firebase lists them: `list` may be allowed where `get`
+    // is not (a drop box), and permission to list does not grant an object's metadata (nor its
+    // download token, which grants the content).
     return .json(
       Listing(
         prefixes: page.prefixes.filter(listable),
-        items: page.items.filter { listable($0.name) }.map { $0.firebaseMetadata(includingTokens: false) },
+        items: page.items.filter { listable($0.name) }.map { Item(name: $0.name, bucket: $0.bucket) },
         nextPageToken: page.nextPageToken))
   }
 

@@ -143,9 +143,7 @@ struct TusEndpoint: BucketEndpoint {
     }
     try ObjectName.validateName(target)
     let options = UploadStore.objectOptions(metadata: metadata)
-    try authorize(
-      bucket: bucket, name: target, identity: identity, size: length ?? 0,
-      contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
+    try authorize(bucket: bucket, name: target, identity: identity, size: length ?? 0, options: options)
     let withBody = request.headers["Content-Type"].map(Self.isOffsetStream) ?? false
     let checksum = withBody ? try TusProtocol.parseChecksum(request.headers["Upload-Checksum"]) : nil
     if let length, withBody, let declared = request.contentLength, declared > length {
@@ -187,9 +185,7 @@ struct TusEndpoint: BucketEndpoint {
         bucket: bucket, name: name, owner: identity?.uid, metadata: metadata, partials: ids,
         sizeLimit: context.maxUploadSize
       ) { total in
-        try authorize(
-          bucket: bucket, name: name, identity: identity, size: total,
-          contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
+        try authorize(bucket: bucket, name: name, identity: identity, size: total, options: options)
       }
     } catch LarderError.sizeLimitExceeded {
       throw tooLarge()
@@ -285,10 +281,10 @@ struct TusEndpoint: BucketEndpoint {
     let options = completed.objectOptions
     do {
       try context.authorizeWrite(
-        AccessResource(
-          bucket: completed.upload.bucket, name: completed.name, size: completed.size,
-          contentType: completed.contentType, metadata: options.metadata,
-          md5Hash: Data(completed.md5).base64EncodedString(), sha256: completed.sha256Hex),
+        .incoming(
+          bucket: completed.upload.bucket, name: completed.name, size: completed.size, options: options,
+          detectedContentType: completed.contentType, md5Hash: Data(completed.md5).base64EncodedString(),
+          sha256: completed.sha256Hex),
         identity: identity)
     } catch let denial as HTTPResponseError where denial.response.status == 403 {
       store.reject(completed)
@@ -320,13 +316,10 @@ struct TusEndpoint: BucketEndpoint {
     return upload
   }
 
-  func authorize(
-    bucket: String, name: String, identity: Identity?, size: Int64, contentType: String,
-    metadata: [String: String]
-  ) throws {
-    try context.authorizeWrite(
-      AccessResource(bucket: bucket, name: name, size: size, contentType: contentType, metadata: metadata),
-      identity: identity)
+  /// Asks before any byte, on the declared length and type; ``publish(_:identity:)`` asks again
+  /// on the real content.
+  func authorize(bucket: String, name: String, identity: Identity?, size: Int64, options: ObjectWriteOptions) throws {
+    try context.authorizeWrite(.incoming(bucket: bucket, name: name, size: size, options: options), identity: identity)
   }
 
   func tooLarge() -> HTTPResponseError {

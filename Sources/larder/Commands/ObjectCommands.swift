@@ -253,7 +253,7 @@ struct StatCommand: Command {
     print("name:          \(m.bucket)/\(m.name)")
     print("size:          \(m.size)")
     print("contentType:   \(m.contentType)")
-    if let declared = m.declaredContentType { print("declaredType:  \(declared)") }
+    print("detectedType:  \(m.detectedContentType)")
     print("sha256:        \(m.sha256)")
     print("md5Hash:       \(m.md5Hash)")
     print("generation:    \(m.generation)")

@@ -141,15 +141,7 @@ struct ServeCommand: Command {
     }
     signal(SIGHUP, SIG_IGN)
     let hup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
-    hup.setEventHandler {
-      if let rules = service.rules {
-        if let problem = rules.reload() {
-          Output.note("larder: rules reload failed, keeping the previous rules:\n\(problem)")
-        } else {
-          Output.note("larder: rules reloaded")
-        }
-      }
-    }
+    hup.setEventHandler { for line in service.reload() { Output.note(line) } }
     hup.resume()
     sources.append(hup)
     done.wait()

@@ -104,7 +104,7 @@ func checksumHeader(_ algorithm: DigestAlgorithm, _ bytes: [UInt8]) -> (String, 
 struct NoPNGPolicy: AccessPolicy {
   func decide(_ request: AccessRequest) -> AccessDecision {
     if request.name.hasPrefix("forbidden") { return .deny("name") }
-    if let incoming = request.incoming, incoming.contentType == "image/png" { return .deny("png") }
+    if let incoming = request.incoming, incoming.detectedContentType == "image/png" { return .deny("png") }
     return .allow("ok")
   }
 }

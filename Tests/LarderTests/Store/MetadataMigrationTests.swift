@@ -1,0 +1,89 @@
+import Foundation
+import Larder
+import Testing
+
+/// Catalog migration 4: an object's `contentType` becomes the declared type, as Firebase reports
+/// it, and objects gain `contentEncoding`/`contentLanguage`.
+@Suite struct MetadataMigrationTests {
+  static let text = Data("plain words, nothing more\n".utf8)
+
+  @Test func aVersion3CatalogTakesTheDeclaredTypesAndKeepsPatchedOnes() throws {
+    let scratch = try StoreScratch()
+    let directory = scratch.url.appendingPathComponent("data")
+    do {
+      let larder = try Larder(at: directory)
+      try larder.objects.put(
+        bucket: "b", name: "declared", data: Self.text, options: .init(declaredContentType: "image/png"))
+      try larder.objects.put(bucket: "b", name: "undeclared", data: Self.text)
+      try larder.objects.put(
+        bucket: "b", name: "patched", data: Self.text, options: .init(declaredContentType: "text/plain"))
+      try larder.objects.update(bucket: "b", name: "patched", patch: ObjectPatch(contentType: "text/csv"))
+    }
+    // Back to what version 3 stored: the detected type in `objects.content_type` (a PATCHed type
+    // stays as set), and no encoding or language columns.
+    do {
+      let db = try Database(path: directory.appendingPathComponent("larder.sqlite").path)
+      try db.executeScript(
+        """
+        UPDATE objects SET content_type = (SELECT content_type FROM files WHERE id = objects.file_id)
+          WHERE name IN ('declared', 'undeclared');
+        ALTER TABLE objects DROP COLUMN content_encoding;
+        ALTER TABLE objects DROP COLUMN content_language;
+        PRAGMA user_version = 3;
+        """)
+      #expect(try db.row("SELECT content_type FROM objects WHERE name = 'declared'")?.string("content_type") == "text/plain")
+    }
+
+    let larder = try Larder(at: directory)
+    let declared = try larder.objects.get(bucket: "b", name: "declared")
+    #expect(declared.contentType == "image/png")
+    #expect(declared.detectedContentType == "text/plain")
+    #expect(declared.contentEncoding == nil)
+    #expect(declared.contentLanguage == nil)
+    #expect(declared.metageneration == 1)
+    let undeclared = try larder.objects.get(bucket: "b", name: "undeclared")
+    #expect(undeclared.contentType == "application/octet-stream")
+    #expect(undeclared.detectedContentType == "text/plain")
+    let patched = try larder.objects.get(bucket: "b", name: "patched")
+    #expect(patched.contentType == "text/csv")
+    #expect(patched.metageneration == 2)
+    // The new columns work.
+    let updated = try larder.objects.update(
+      bucket: "b", name: "declared", patch: ObjectPatch(contentEncoding: "gzip", contentLanguage: "en"))
+    #expect(updated.contentEncoding == "gzip")
+    #expect(updated.firebaseMetadata.contentEncoding == "gzip")
+    #expect(updated.firebaseMetadata.contentLanguage == "en")
+    #expect(try larder.objects.get(bucket: "b", name: "declared").contentLanguage == "en")
+    let version = try larder.catalog.read { try $0.row("PRAGMA user_version")?.int("user_version") }
+    #expect(version == 4)
+  }
+
+  @Test func writeOptionsAreValidatedLikeAPatch() throws {
+    let larder = try Larder.temporary()
+    for (options, field) in [
+      (ObjectWriteOptions(cacheControl: "a\r\nb"), "cacheControl"),
+      (ObjectWriteOptions(contentDisposition: "inline\n"), "contentDisposition"),
+      (ObjectWriteOptions(contentEncoding: "gz\u{0}"), "contentEncoding"),
+      (ObjectWriteOptions(contentLanguage: String(repeating: "e", count: 1025)), "contentLanguage"),
+    ] {
+      #expect(throws: LarderError.invalidArgument("\(field) must be printable and at most 1024 bytes")) {
+        try larder.objects.put(bucket: "b", name: "x", data: Self.text, options: options)
+      }
+    }
+    #expect(try larder.objects.find(bucket: "b", name: "x") == nil)
+    let stored = try larder.objects.put(
+      bucket: "b", name: "x", data: Self.text,
+      options: .init(cacheControl: "no-cache", contentEncoding: "identity", contentLanguage: "fr"))
+    #expect(stored.contentType == "application/octet-stream")
+    #expect(stored.contentEncoding == "identity")
+    #expect(stored.contentLanguage == "fr")
+    // `contentType: nil` in a patch leaves it; `.some(nil)` resets it.
+    let typed = try larder.objects.update(bucket: "b", name: "x", patch: ObjectPatch(contentType: "text/plain"))
+    #expect(typed.contentType == "text/plain")
+    let kept = try larder.objects.update(bucket: "b", name: "x", patch: ObjectPatch(cacheControl: .some(nil)))
+    #expect(kept.contentType == "text/plain")
+    #expect(kept.cacheControl == nil)
+    let reset = try larder.objects.update(bucket: "b", name: "x", patch: ObjectPatch(contentType: .some(nil)))
+    #expect(reset.contentType == "application/octet-stream")
+  }
+}
