@@ -86,7 +86,8 @@ public final class LarderService: Sendable {
       Double((try? catalog.read { try $0.row("SELECT coalesce(sum(size), 0) AS n FROM blobs")?.int("n") }) ?? 0)
     }
     var http = options.http
-    if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize }
+    // The limit is on content: a Firebase multipart body wraps it in up to this much more.
+    if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }
     let app = LarderApp(context: context, uploads: Self.uploadsEndpoint(context), metrics: metrics)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
   }

@@ -59,6 +59,10 @@ struct FirebaseUploads {
     }
   }
 
+  /// What a multipart body may add to its content: the JSON part (64 KiB), two part headers
+  /// and three delimiters. The size limit is on the content, not on the wrapper.
+  static let maxWrapperBytes: Int64 = 64 * 1024 + 2 * Int64(MultipartRelatedParser.headerLimit) + 256
+
   static func badRequest(_ message: String) -> LarderError { .invalidArgument(message) }
 
   func handle(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
@@ -112,8 +116,7 @@ struct FirebaseUploads {
     if request.contentLength == nil && request.headers["Transfer-Encoding"] == nil {
       throw HTTPResponseError(.error(status: 411, message: "Content-Length is required"))
     }
-    // The wrapper adds the JSON part (at most 64 KiB) and a few delimiters to the content.
-    if let length = request.contentLength, length > context.maxUploadSize + 64 * 1024 + 1024 {
+    if let length = request.contentLength, length > context.maxUploadSize + Self.maxWrapperBytes {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
     }
     return .receiveBody(
