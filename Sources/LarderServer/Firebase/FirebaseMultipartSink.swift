@@ -75,11 +75,8 @@ final class FirebaseMultipartSink: HTTPBodySink {
     self.writer = nil
     do {
       let staged = try writer.finish()
-      try context.authorizeWrite(
-        AccessResource(
-          bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
-          md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
-        identity: identity)
+      try FirebaseUploads.authorizeContent(
+        context: context, bucket: bucket, name: name, staged: staged, options: options, identity: identity)
       let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)
       return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
     } catch {

@@ -279,22 +279,22 @@ struct FirebaseUploads {
     case .complete(let completed):
       let resource = FirebaseUploadMetadata.fromUpload(completed.upload.metadata)
       let options = resource.writeOptions(declaredFallback: completed.upload.metadata["contentType"])
-      do {
-        if let md5 = try resource.expectedMD5(), md5 != completed.md5 {
-          throw LarderError.checksumMismatch(
-            algorithm: "md5", expected: Data(md5).base64EncodedString(),
-            actual: Data(completed.md5).base64EncodedString())
-        }
-        try context.authorizeWrite(
-          AccessResource(
-            bucket: completed.upload.bucket, name: completed.name, size: completed.size,
-            contentType: completed.contentType, metadata: options.metadata,
-            md5Hash: Data(completed.md5).base64EncodedString(), sha256: completed.sha256Hex),
-          identity: identity)
-      } catch {
-        // The content is final and refused: the session ends with it.
+      if let md5 = try resource.expectedMD5(), md5 != completed.md5 {
+        // The content is final and is not what its md5Hash says: the session ends with it.
         store.reject(completed)
-        throw error
+        throw LarderError.checksumMismatch(
+          algorithm: "md5", expected: Data(md5).base64EncodedString(),
+          actual: Data(completed.md5).base64EncodedString())
+      }
+      do {
+        try Self.authorizeContent(
+          context: context, bucket: completed.upload.bucket, name: completed.name, staged: completed.staged,
+          options: options, identity: identity)
+      } catch let denial as HTTPResponseError where denial.response.status == 403 {
+        // The rules refuse the real content: the session ends with it. Any other failure drops
+        // `completed` unsettled, which rolls back to the last acknowledged offset (resend).
+        store.reject(completed)
+        throw denial
       }
       let object = try store.publish(completed, options: options)
       var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
@@ -319,6 +319,19 @@ struct FirebaseUploads {
       AccessResource(
         bucket: bucket, name: name, size: size, contentType: contentType ?? "application/octet-stream",
         metadata: metadata),
+      identity: identity)
+  }
+
+  /// Asks the rules about the real content (size, sniffed type, digests) before it becomes
+  /// visible; the one place both protocols describe finished content to the policy.
+  static func authorizeContent(
+    context: ServiceContext, bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions,
+    identity: Identity?
+  ) throws {
+    try context.authorizeWrite(
+      AccessResource(
+        bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
+        md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
       identity: identity)
   }
 
