@@ -223,6 +223,43 @@ import Testing
     }
   }
 
+  @Test func aSecondChunkWhileOneStreamsIsLocked() throws {
+    try withService { s in
+      let url = try s.startSession("k.bin", length: 3000)
+      // The first chunk's head and half its body: it holds the session's lease.
+      let first = try WireConnection(port: s.port)
+      var request = FirebaseWire.command(url, "upload", offset: 0, body: testBytes(2000))
+      try first.send(request.head(closing: true) + Array(testBytes(2000)[..<1000]))
+      usleep(200_000)
+      let second = try s.send(FirebaseWire.command(url, "upload", offset: 0, body: testBytes(2000)))
+      #expect(second.status == 423, "\(second.text)")
+      try first.send(Array(testBytes(2000)[1000...]))
+      let r = try first.readResponse()
+      #expect(r.status == 200, "\(r.text)")
+      #expect(r["X-Goog-Upload-Status"] == "active")
+      request = FirebaseWire.command(url, "upload, finalize", offset: 2000, body: Array(testBytes(3000)[2000...]))
+      #expect(try s.send(request).status == 200)
+      #expect(try s.snapshot("k.bin")?.bytes == testBytes(3000))
+    }
+  }
+
+  @Test func anExpiredSessionIsGone() throws {
+    try withService(configure: { $0.uploadExpiry = .seconds(1) }) { s in
+      let url = try s.startSession("e.bin", length: 10)
+      #expect(try s.send(FirebaseWire.command(url, "upload", offset: 0, body: testBytes(4))).status == 200)
+      usleep(2_100_000)
+      #expect(try s.send(FirebaseWire.command(url, "query", offset: nil)).status == 410)
+      #expect(try s.send(FirebaseWire.command(url, "upload, finalize", offset: 4, body: testBytes(6))).status == 410)
+      #expect(try s.snapshot("e.bin") == nil)
+      // The collector reclaims it like any expired tus upload.
+      let report = try GarbageCollector(larder: s.service.larder).collect(options: .init(grace: .seconds(0)))
+      #expect(report.uploadsExpired == 1)
+      #expect(report.uploadBytesFreed == 4)
+      #expect(s.uploadFiles() == [])
+      #expect(try s.uploadRows() == 0)
+    }
+  }
+
   @Test func aRestartLosesNothingAcknowledged() throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fb-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: directory) }
