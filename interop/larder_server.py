@@ -9,14 +9,16 @@ import requests
 
 
 class LarderServer:
-    """`$LARDER_BIN serve --data DIR --port PORT --allow-all`, parsed from its 'listening on' line."""
+    """`$LARDER_BIN serve --data DIR --port PORT --allow-all`, parsed from its 'listening on' line.
 
-    def __init__(self, data_dir, port=0, extra=()):
+    `allow_all=False` leaves the policy to `extra` (e.g. `--rules FILE`)."""
+
+    def __init__(self, data_dir, port=0, extra=(), allow_all=True):
         binary = os.environ.get("LARDER_BIN")
         assert binary and os.path.exists(binary), "set LARDER_BIN to the built larder binary"
         self.data_dir = str(data_dir)
-        args = [binary, "serve", "--data", self.data_dir, "--port", str(port), "--allow-all",
-                "--access-log", "off", *extra]
+        args = [binary, "serve", "--data", self.data_dir, "--port", str(port),
+                *(["--allow-all"] if allow_all else []), "--access-log", "off", *extra]
         self.proc = None
         # The port of a SIGKILLed server is free at once (SO_REUSEADDR); retry a bind race anyway.
         for attempt in range(20):

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(pkg-config libsqlite3-dev libmagic-dev libmagic-mgc libssl-dev libmicrohttpd-dev libre2-dev
-          openssl curl python3-venv)
+          openssl curl python3-venv
+          nodejs chromium)  # the real Firebase JS SDK runs in node and headless Chromium (interop tests)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -285,7 +285,7 @@ public struct ObjectStore: Sendable {
     return nil
   }
 
-  static func validateMetadata(_ metadata: [String: String]) throws(LarderError) {
+  public static func validateMetadata(_ metadata: [String: String]) throws(LarderError) {
     var total = 0
     for (key, value) in metadata {
       guard !key.isEmpty, key.utf8.count <= 256 else {

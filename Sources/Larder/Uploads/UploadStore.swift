@@ -188,10 +188,16 @@ public final class UploadStore: Sendable {
   /// On failure the upload is rolled back to its last acknowledged offset (the client resends).
   /// - Throws: ``LarderError`` from the write path, ``UploadError/notFound(id:)``.
   public func publish(_ completed: CompletedUpload) throws -> StoredObject {
+    try publish(completed, options: completed.objectOptions)
+  }
+
+  /// ``publish(_:)`` with object options the caller decoded itself from the upload's metadata
+  /// (a protocol whose metadata carries more than tus's `Upload-Metadata`: Firebase's
+  /// `cacheControl`, `contentDisposition`, custom metadata with any key).
+  public func publish(_ completed: CompletedUpload, options: ObjectWriteOptions) throws -> StoredObject {
     precondition(!completed.settled, "publish of a settled upload")
     completed.settled = true
     let upload = completed.upload
-    let options = completed.objectOptions
     do {
       guard let name = upload.name else {
         throw UploadError.invalidConcatenation("a partial upload is never published")

@@ -85,7 +85,8 @@ public final class LarderService: Sendable {
       Double((try? larder.statistics().blobBytes) ?? 0)
     }
     var http = options.http
-    if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize }
+    // The limit is on content: a Firebase multipart body wraps it in up to this much more.
+    if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }
     let app = LarderApp(context: context, uploads: Self.uploadsEndpoint(context), metrics: metrics)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
   }

@@ -14,6 +14,9 @@ public struct ServiceContext: Sendable {
   public var corsOrigins: [String]
   /// How long an unfinished resumable upload lives.
   public var uploadExpiry: Duration
+  /// The one store of resumable uploads, shared by tus and Firebase's resumable protocol, so
+  /// that both take the same per-upload lease.
+  public let uploads: UploadStore
 
   public init(
     larder: Larder, policy: any AccessPolicy, authenticator: any Authenticator, maxUploadSize: Int64 = 5 << 30,
@@ -26,6 +29,7 @@ public struct ServiceContext: Sendable {
     self.publicURL = publicURL
     self.corsOrigins = corsOrigins
     self.uploadExpiry = uploadExpiry
+    uploads = UploadStore(larder: larder, expiry: uploadExpiry)
   }
 
   /// Asks the policy about writing `incoming` at its name: a `create`, or an `update` of the

@@ -45,7 +45,12 @@ struct ObjectsEndpoint: BucketEndpoint {
     switch rest.count {
     case 1:
       switch request.method {
-      case "POST": return .receiveBody(try upload(request, bucket: bucket, identity: identity))
+      case "POST":
+        // Firebase's multipart and resumable protocols (and refusals of any other): never raw bytes.
+        if FirebaseUploads.applies(to: request) {
+          return try FirebaseUploads(context: context).handle(request, bucket: bucket, identity: identity)
+        }
+        return .receiveBody(try upload(request, bucket: bucket, identity: identity))
       case "GET": return .respond(try list(request, bucket: bucket, identity: identity))
       default: return .respond(methodNotAllowed("GET, POST, OPTIONS"))
       }

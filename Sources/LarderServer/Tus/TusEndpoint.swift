@@ -31,7 +31,7 @@ struct TusEndpoint: BucketEndpoint {
 
   init(context: ServiceContext) {
     self.context = context
-    store = UploadStore(larder: context.larder, expiry: context.uploadExpiry)
+    store = context.uploads
   }
 
   func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws

@@ -1,0 +1,91 @@
+import Foundation
+import Larder
+
+/// Streams a Firebase multipart upload (`X-Goog-Upload-Protocol: multipart`) into the blob
+/// write path: the JSON part is parsed and checked (name, rules on the declared size and type)
+/// before the first content byte is written; content bytes go straight to the writer, so memory
+/// stays flat. Nothing becomes visible unless the whole wrapper parsed and the rules allow the
+/// real content.
+final class FirebaseMultipartSink: HTTPBodySink {
+  private let context: ServiceContext
+  private let bucket: String
+  private let queryName: String?
+  private let identity: Identity?
+  private let ifGenerationMatch: Int64?
+  /// The request's Content-Length: less the wrapper, the content's size for the rules' first look.
+  private let declaredLength: Int64?
+  private var parser: MultipartRelatedParser
+  private var writer: BlobWriter?
+  private var name = ""
+  private var options = ObjectWriteOptions()
+
+  init(
+    context: ServiceContext, bucket: String, name: String?, identity: Identity?, ifGenerationMatch: Int64?,
+    boundary: String, requestLength: Int64?
+  ) throws {
+    self.context = context
+    self.bucket = bucket
+    queryName = name
+    self.identity = identity
+    self.ifGenerationMatch = ifGenerationMatch
+    declaredLength = requestLength
+    do {
+      parser = try MultipartRelatedParser(boundary: boundary, metadataLimit: 64 * 1024)
+      closingLength = parser.closingLength
+    } catch let error as MultipartError {
+      throw LarderError.invalidArgument(error.message)
+    }
+  }
+
+  func receive(_ chunk: UnsafeRawBufferPointer) throws {
+    do {
+      try parser.feed(chunk, metadataReady: { try self.begin($0) }) { bytes in
+        guard let writer = self.writer else { throw LarderError.cancelled }
+        try writer.write(bytes)
+      }
+    } catch let error as MultipartError {
+      throw LarderError.invalidArgument("multipart upload: \(error.message)")
+    }
+  }
+
+  /// The JSON part is complete: decide on it, then open the writer for the content.
+  private var closingLength: Int64 = 0
+
+  private func begin(_ part: MultipartMetadataPart) throws {
+    let resource = try FirebaseUploadMetadata.parse(part.json)
+    name = try resource.objectName(query: queryName, bucket: bucket)
+    try ObjectName.validateName(name)
+    options = resource.writeOptions(declaredFallback: part.contentPartType, ifGenerationMatch: ifGenerationMatch)
+    try ObjectStore.validateMetadata(options.metadata)
+    try FirebaseUploads.authorize(
+      context: context, bucket: bucket, name: name, size: max(0, (declaredLength ?? 0) - part.contentOffset - closingLength),
+      contentType: options.declaredContentType, metadata: options.metadata, identity: identity)
+    writer = try context.larder.files.makeWriter(
+      options: .init(sizeLimit: context.maxUploadSize, expectedMD5: try resource.expectedMD5()))
+  }
+
+  func finish() throws -> HTTPResponse {
+    do {
+      try parser.finish()
+    } catch let error as MultipartError {
+      cancel()
+      return APIError.response(for: LarderError.invalidArgument("multipart upload: \(error.message)"))
+    }
+    guard let writer else { return APIError.response(for: LarderError.cancelled) }
+    self.writer = nil
+    do {
+      let staged = try writer.finish()
+      try FirebaseUploads.authorizeContent(
+        context: context, bucket: bucket, name: name, staged: staged, options: options, identity: identity)
+      let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)
+      return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+    } catch {
+      return APIError.response(for: error)
+    }
+  }
+
+  func cancel() {
+    writer?.cancel()
+    writer = nil
+  }
+}

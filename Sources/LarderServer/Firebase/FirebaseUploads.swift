@@ -1,0 +1,384 @@
+import Foundation
+import Larder
+
+/// Firebase Storage's upload protocols on `POST /v0/b/{bucket}/o`, as the Firebase SDKs speak them.
+///
+/// ```
+/// X-Goog-Upload-Protocol: multipart     multipart/related body (JSON part, content part) → 200 metadata
+/// X-Goog-Upload-Protocol: resumable
+///   X-Goog-Upload-Command: start        JSON body → 200, X-Goog-Upload-Status: active, X-Goog-Upload-URL
+/// POST <X-Goog-Upload-URL>  (…/o?name=N&upload_id=ID&upload_protocol=resumable)
+///   X-Goog-Upload-Command: upload            + X-Goog-Upload-Offset, raw chunk → 200 active
+///   X-Goog-Upload-Command: upload, finalize  the last chunk                   → 200 final + metadata
+///   X-Goog-Upload-Command: finalize          no body (a deferred length)      → 200 final + metadata
+///   X-Goog-Upload-Command: query             → 200, active|final, X-Goog-Upload-Size-Received
+///   X-Goog-Upload-Command: cancel            → 200, the session and its bytes are deleted
+/// ```
+/// Anything else that names these headers (another protocol, an unknown command, an upload id
+/// without a command) is a 400 that changes nothing: a request Larder does not understand must
+/// never be stored as an object's bytes.
+///
+/// Resumable sessions are uploads of the shared ``UploadStore`` (the tus endpoint's): the same
+/// durability (every acknowledged chunk fsync'ed and its offset committed before the 200), the
+/// same per-upload lease, expiry and collection, and the same owner binding: a session belongs to
+/// the uid that started it, since the SDK fetches a fresh token for each request. Choices:
+/// - A chunk must start at the committed offset; any other is refused (409) before a byte is read.
+/// - A chunk whose connection breaks is dropped whole: the SDK resends the same chunk at the same
+///   offset, so keeping part of it would make the resend a mismatch.
+/// - `upload` must not reach the declared length (the last chunk says `upload, finalize`), and
+///   `upload, finalize` must end exactly there: the SDK counts a 200 chunk as wholly kept.
+/// - The rules are asked at `start` (declared size, type, metadata) and on the real bytes when the
+///   last one arrives, before the object becomes visible; a denial then deletes the session (403).
+struct FirebaseUploads {
+  let context: ServiceContext
+  var store: UploadStore { context.uploads }
+
+  /// Whether a `POST …/o` is one of these protocols (or claims to be): any `X-Goog-Upload-*`
+  /// protocol or command header, or the `upload_id` of a resumable session's URL.
+  static func applies(to request: HTTPRequest) -> Bool {
+    request.headers["X-Goog-Upload-Protocol"] != nil || request.headers["X-Goog-Upload-Command"] != nil
+      || request.queryValue("upload_id") != nil || request.queryValue("upload_protocol") != nil
+  }
+
+  /// The commands a resumable session takes.
+  enum Command: Equatable {
+    case start, upload, uploadFinalize, finalize, query, cancel
+
+    /// Parses `X-Goog-Upload-Command` (comma-separated, case-insensitive).
+    init?(_ header: String) {
+      let words = header.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+      switch words {
+      case ["start"]: self = .start
+      case ["upload"]: self = .upload
+      case ["upload", "finalize"]: self = .uploadFinalize
+      case ["finalize"]: self = .finalize
+      case ["query"]: self = .query
+      case ["cancel"]: self = .cancel
+      default: return nil
+      }
+    }
+  }
+
+  /// What a multipart body may add to its content: the JSON part (64 KiB), two part headers
+  /// and three delimiters. The size limit is on the content, not on the wrapper.
+  static let maxWrapperBytes: Int64 = 64 * 1024 + 2 * Int64(MultipartRelatedParser.headerLimit) + 256
+
+  static func badRequest(_ message: String) -> LarderError { .invalidArgument(message) }
+
+  func handle(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
+    let proto = request.headers["X-Goog-Upload-Protocol"]?.trimmingCharacters(in: .whitespaces).lowercased()
+    let commandHeader = request.headers["X-Goog-Upload-Command"]
+    let id = request.queryValue("upload_id")
+    if let p = request.queryValue("upload_protocol"), p != "resumable" {
+      throw Self.badRequest("upload_protocol '\(p.prefix(40))' is not supported")
+    }
+    if request.queryValue("uploadType") != nil {
+      throw Self.badRequest("uploadType and X-Goog-Upload-Protocol exclude each other")
+    }
+    switch proto {
+    case "multipart":
+      guard commandHeader == nil, id == nil else {
+        throw Self.badRequest("a multipart upload takes no X-Goog-Upload-Command and no upload_id")
+      }
+      return try multipart(request, bucket: bucket, identity: identity)
+    case "resumable", nil:
+      guard let commandHeader else {
+        throw Self.badRequest("X-Goog-Upload-Command is required (start, upload, finalize, query or cancel)")
+      }
+      guard let command = Command(commandHeader) else {
+        throw Self.badRequest(
+          "X-Goog-Upload-Command '\(commandHeader.prefix(60))' is not supported; "
+            + "Larder takes start, upload, 'upload, finalize', finalize, query and cancel")
+      }
+      if command == .start {
+        guard id == nil else { throw Self.badRequest("start takes no upload_id: it creates the session") }
+        return try start(request, bucket: bucket, identity: identity)
+      }
+      guard let id else { throw Self.badRequest("\(commandHeader.prefix(40)) needs the session's upload_id") }
+      return try session(request, command: command, id: id, bucket: bucket, identity: identity)
+    case let other?:
+      throw Self.badRequest(
+        "X-Goog-Upload-Protocol '\(other.prefix(40))' is not supported; Larder takes multipart and resumable")
+    }
+  }
+
+  // MARK: - multipart
+
+  func multipart(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
+    let name = request.queryValue("name")
+    if let name { try ObjectName.validateName(name) }
+    let boundary: String
+    do {
+      boundary = try MultipartRelatedParser.boundary(fromContentType: request.headers["Content-Type"])
+    } catch let error as MultipartError {
+      throw Self.badRequest(error.message)
+    }
+    if request.contentLength == nil && request.headers["Transfer-Encoding"] == nil {
+      throw HTTPResponseError(.error(status: 411, message: "Content-Length is required"))
+    }
+    if let length = request.contentLength, length > context.maxUploadSize + Self.maxWrapperBytes {
+      throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
+    }
+    return .receiveBody(
+      try FirebaseMultipartSink(
+        context: context, bucket: bucket, name: name, identity: identity,
+        ifGenerationMatch: try ObjectsEndpoint.count(request, "ifGenerationMatch"), boundary: boundary,
+        requestLength: request.contentLength))
+  }
+
+  // MARK: - resumable: start
+
+  func start(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
+    let queryName = request.queryValue("name")
+    if let queryName { try ObjectName.validateName(queryName) }
+    var length: Int64?
+    if let text = request.headers["X-Goog-Upload-Header-Content-Length"] {
+      guard let n = Self.parseCount(text) else {
+        throw Self.badRequest("X-Goog-Upload-Header-Content-Length must be a non-negative integer")
+      }
+      guard n <= context.maxUploadSize else { throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize) }
+      length = n
+    }
+    let headerType = request.headers["X-Goog-Upload-Header-Content-Type"]
+    // Checked before anything is created: the session's URL must be one the client can use.
+    let base = try uploadBase(request)
+    return .receiveBody(
+      BufferedBodySink(limit: 64 * 1024) { body in
+        let resource = try FirebaseUploadMetadata.parse(body)
+        let name = try resource.objectName(query: queryName, bucket: bucket)
+        try ObjectName.validateName(name)
+        let options = resource.writeOptions(declaredFallback: headerType)
+        try ObjectStore.validateMetadata(options.metadata)
+        _ = try resource.expectedMD5()
+        try Self.authorize(
+          context: context, bucket: bucket, name: name, size: length ?? 0, contentType: options.declaredContentType,
+          metadata: options.metadata, identity: identity)
+        let upload = try store.create(
+          bucket: bucket, name: name, owner: identity?.uid, length: length,
+          metadata: try resource.uploadMetadata(name: name, declaredType: options.declaredContentType))
+        var r = HTTPResponse(status: 200)
+        r.headers.set("X-Goog-Upload-Status", "active")
+        r.headers.set("X-Goog-Upload-URL", Self.sessionURL(base: base, upload: upload))
+        r.headers.set("X-GUploader-UploadID", upload.id)
+        r.headers.set("X-Goog-Upload-Chunk-Granularity", "262144")
+        return r
+      })
+  }
+
+  /// `--public-url`, else `http://` + the request's `Host`, which must be a plain host[:port].
+  func uploadBase(_ request: HTTPRequest) throws -> String {
+    if var base = context.publicURL, !base.isEmpty {
+      while base.hasSuffix("/") { base.removeLast() }
+      return base
+    }
+    guard let host = request.headers["Host"], Self.isPlainHost(host) else {
+      throw Self.badRequest(
+        "a resumable upload needs a valid Host header to build its absolute upload URL (or start the server with --public-url)")
+    }
+    return "http://\(host)"
+  }
+
+  /// `name`, `name:port`, `1.2.3.4:port`, `[::1]:port`: letters, digits, `.-:[]`, at most 255 bytes.
+  static func isPlainHost(_ host: String) -> Bool {
+    !host.isEmpty && host.utf8.count <= 255
+      && host.utf8.allSatisfy {
+        ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A)
+          || $0 == 0x2E || $0 == 0x2D || $0 == 0x3A || $0 == 0x5B || $0 == 0x5D
+      }
+  }
+
+  static func sessionURL(base: String, upload: Upload) -> String {
+    let name = PercentEncoding.encodeComponent(upload.name ?? "")
+    return "\(base)/v0/b/\(PercentEncoding.encodeComponent(upload.bucket))/o?name=\(name)"
+      + "&upload_id=\(upload.id)&upload_protocol=resumable"
+  }
+
+  // MARK: - resumable: the session's URL
+
+  func session(_ request: HTTPRequest, command: Command, id: String, bucket: String, identity: Identity?) throws
+    -> HTTPHeadDecision.Action
+  {
+    let upload = try store.upload(id: id, owner: identity?.uid)
+    guard upload.bucket == bucket, upload.concat == nil, let name = upload.name else {
+      throw UploadError.notFound(id: id)
+    }
+    if let queryName = request.queryValue("name"), queryName != name {
+      throw Self.badRequest("this upload session is for another object name")
+    }
+    switch command {
+    case .start: throw Self.badRequest("start takes no upload_id")
+    case .query:
+      return .respond(Self.status(upload.completedAt == nil ? "active" : "final", received: upload.offset))
+    case .cancel:
+      try store.terminate(id: id, owner: identity?.uid)
+      return .respond(Self.status("cancelled", received: nil))
+    case .upload, .uploadFinalize, .finalize:
+      return try append(request, command: command, upload: upload, identity: identity)
+    }
+  }
+
+  func append(_ request: HTTPRequest, command: Command, upload: Upload, identity: Identity?) throws
+    -> HTTPHeadDecision.Action
+  {
+    guard let offset = request.headers["X-Goog-Upload-Offset"].flatMap(Self.parseCount) else {
+      throw Self.badRequest("X-Goog-Upload-Offset must be a non-negative integer")
+    }
+    let bodyLength: Int64
+    if let length = request.contentLength {
+      bodyLength = length
+    } else if request.headers["Transfer-Encoding"] == nil {
+      bodyLength = 0
+    } else {
+      throw HTTPResponseError(.error(status: 411, message: "a chunk needs a Content-Length"))
+    }
+    if upload.completedAt != nil {
+      // A finalize whose answer was lost, resent: it is done.
+      guard command != .upload, offset + bodyLength == upload.length ?? upload.offset else {
+        throw UploadError.offsetMismatch(expected: upload.offset, actual: offset)
+      }
+      guard let object = try context.larder.objects.find(bucket: upload.bucket, name: upload.name ?? "") else {
+        throw UploadError.notFound(id: upload.id)
+      }
+      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+      r.headers.set("X-Goog-Upload-Status", "final")
+      return .respond(r)
+    }
+    guard offset == upload.offset else { throw UploadError.offsetMismatch(expected: upload.offset, actual: offset) }
+    let end = offset + bodyLength
+    if end > context.maxUploadSize { throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize) }
+    var declare: Int64?
+    switch (command, upload.length) {
+    case (.upload, let length?):
+      if end > length { throw UploadError.exceedsLength(length: length) }
+      if end == length { throw Self.badRequest("the last chunk must say 'upload, finalize'") }
+    case (.upload, nil):
+      break
+    case (.uploadFinalize, let length?), (.finalize, let length?):
+      if end > length { throw UploadError.exceedsLength(length: length) }
+      if end < length {
+        throw Self.badRequest("finalize at \(end) bytes, but the session was started for \(length)")
+      }
+    case (.uploadFinalize, nil), (.finalize, nil):
+      declare = end
+    default:
+      throw Self.badRequest("not a chunk command")
+    }
+    if command == .finalize && bodyLength != 0 {
+      throw Self.badRequest("finalize takes no bytes; send them with 'upload, finalize'")
+    }
+    let append = try store.beginAppend(
+      id: upload.id, owner: identity?.uid, offset: offset, length: declare, sizeLimit: context.maxUploadSize)
+    return .receiveBody(FirebaseChunkSink(uploads: self, append: append, identity: identity))
+  }
+
+  /// Ends a chunk: an acknowledged offset, or the last byte: rules, then publish.
+  func complete(_ append: UploadAppend, identity: Identity?) throws -> HTTPResponse {
+    switch try append.finish() {
+    case .progress(let upload):
+      return Self.status("active", received: upload.offset)
+    case .complete(let completed):
+      let resource = FirebaseUploadMetadata.fromUpload(completed.upload.metadata)
+      let options = resource.writeOptions(declaredFallback: completed.upload.metadata["contentType"])
+      if let md5 = try resource.expectedMD5(), md5 != completed.md5 {
+        // The content is final and is not what its md5Hash says: the session ends with it.
+        store.reject(completed)
+        throw LarderError.checksumMismatch(
+          algorithm: "md5", expected: Data(md5).base64EncodedString(),
+          actual: Data(completed.md5).base64EncodedString())
+      }
+      do {
+        try Self.authorizeContent(
+          context: context, bucket: completed.upload.bucket, name: completed.name, staged: completed.staged,
+          options: options, identity: identity)
+      } catch let denial as HTTPResponseError where denial.response.status == 403 {
+        // The rules refuse the real content: the session ends with it. Any other failure drops
+        // `completed` unsettled, which rolls back to the last acknowledged offset (resend).
+        store.reject(completed)
+        throw denial
+      }
+      let object = try store.publish(completed, options: options)
+      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+      r.headers.set("X-Goog-Upload-Status", "final")
+      return r
+    }
+  }
+
+  static func status(_ status: String, received: Int64?) -> HTTPResponse {
+    var r = HTTPResponse(status: 200)
+    r.headers.set("X-Goog-Upload-Status", status)
+    if let received { r.headers.set("X-Goog-Upload-Size-Received", String(received)) }
+    return r
+  }
+
+  /// Asks the rules about writing `name` with what the client declares (before any byte).
+  static func authorize(
+    context: ServiceContext, bucket: String, name: String, size: Int64, contentType: String?,
+    metadata: [String: String], identity: Identity?
+  ) throws {
+    try context.authorizeWrite(
+      AccessResource(
+        bucket: bucket, name: name, size: size, contentType: contentType ?? "application/octet-stream",
+        metadata: metadata),
+      identity: identity)
+  }
+
+  /// Asks the rules about the real content (size, sniffed type, digests) before it becomes
+  /// visible; the one place both protocols describe finished content to the policy.
+  static func authorizeContent(
+    context: ServiceContext, bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions,
+    identity: Identity?
+  ) throws {
+    try context.authorizeWrite(
+      AccessResource(
+        bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
+        md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
+      identity: identity)
+  }
+
+  /// Decimal digits only, within 64 bits.
+  static func parseCount(_ text: String) -> Int64? {
+    let t = text.trimmingCharacters(in: .whitespaces)
+    guard !t.isEmpty, t.utf8.count <= 19, t.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+    return Int64(t)
+  }
+}
+
+/// Streams one resumable chunk into the session's ``UploadAppend``: the answer comes only after
+/// the bytes are fsync'ed and the offset committed (or the object published).
+final class FirebaseChunkSink: HTTPBodySink {
+  private let uploads: FirebaseUploads
+  private let identity: Identity?
+  private var append: UploadAppend?
+
+  init(uploads: FirebaseUploads, append: UploadAppend, identity: Identity?) {
+    self.uploads = uploads
+    self.append = append
+    self.identity = identity
+  }
+
+  func receive(_ chunk: UnsafeRawBufferPointer) throws {
+    guard let append else { throw LarderError.cancelled }
+    do {
+      try append.write(chunk)
+    } catch {
+      self.append = nil
+      throw error
+    }
+  }
+
+  func finish() throws -> HTTPResponse {
+    guard let append else { return APIError.response(for: LarderError.cancelled) }
+    self.append = nil
+    do {
+      return try uploads.complete(append, identity: identity)
+    } catch {
+      return APIError.response(for: error)
+    }
+  }
+
+  func cancel() {
+    // The SDK resends a broken chunk whole at the same offset: keep none of it.
+    append?.abort(keepReceived: false)
+    append = nil
+  }
+}
