@@ -26,7 +26,28 @@ from larder_server import LarderServer
 MiB = 1 << 20
 TUS = {"Tus-Resumable": "1.0.0"}
 REPO = Path(__file__).resolve().parent.parent
-CLIENTS = Path(os.environ.get("LARDER_CLIENTS") or REPO.parent / "shared" / "clients")
+
+
+def clients_dir():
+    """$LARDER_CLIENTS, else ../shared/clients beside the repository, or beside the main checkout
+    when this one is a git worktree (the bundles are not part of the repository)."""
+    if os.environ.get("LARDER_CLIENTS"):
+        return Path(os.environ["LARDER_CLIENTS"])
+    beside = REPO.parent / "shared" / "clients"
+    if not beside.is_dir():
+        try:
+            common = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--git-common-dir"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            common = ""
+        if common:
+            main_checkout = (REPO / common).resolve().parent
+            if (main_checkout.parent / "shared" / "clients").is_dir():
+                return main_checkout.parent / "shared" / "clients"
+    return beside
+
+
+CLIENTS = clients_dir()
 BUNDLE = CLIENTS / "tus-js-client" / "tus.node.cjs"
 DRIVER = Path(__file__).resolve().parent / "tusjs" / "upload.cjs"
 NODE = shutil.which("node")
@@ -39,7 +60,7 @@ def tus_js_client():
     live outside the repository (next to it by default), and a checkout without them still tests."""
     if not BUNDLE.is_file():
         pytest.skip(f"tus-js-client bundle not found at {BUNDLE}: set LARDER_CLIENTS to the directory "
-                    "holding tus-js-client/tus.node.cjs (default: ../shared/clients from the repository)")
+                    "holding tus-js-client/tus.node.cjs (default: ../shared/clients beside the repository)")
     if NODE is None:
         pytest.skip("node is not installed (apt-get install nodejs): tus-js-client cannot run")
 
