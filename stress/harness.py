@@ -76,8 +76,24 @@ def verify(data_dir, timeout=300):
     return acceptable, code, kinds, err
 
 
-def start_server(data_dir, port=0, extra=()):
+def start_server(data_dir, port=0, extra=(), rules=None):
+    """`larder serve --allow-all`, or with `rules` enforced (the fuzzers need refusals too)."""
+    if rules:
+        return RulesServer(data_dir, rules, port=port, extra=extra)
     return LarderServer(data_dir, port=port, extra=extra)
+
+
+class RulesServer(LarderServer):
+    """LarderServer with `--rules FILE` in place of `--allow-all` (the two exclude each other)."""
+
+    def __init__(self, data_dir, rules, port=0, extra=()):
+        self.data_dir = str(data_dir)
+        args = [larder_bin(), "serve", "--data", self.data_dir, "--port", str(port), "--rules", str(rules),
+                "--access-log", "off", *extra]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.port = self._read_port()
+        assert self.port, "larder serve did not print 'listening on http://HOST:PORT'"
+        self.url = f"http://127.0.0.1:{self.port}"
 
 
 def pid_status(pid, field):
@@ -221,16 +237,25 @@ def exchange(port, data, timeout=3.0, linger=2.0, host="127.0.0.1", source=None)
     finally:
         sock.close()
     status = None
-    if raw.startswith(b"HTTP/1."):
+    final = _skip_interim(raw)
+    if final.startswith(b"HTTP/1."):
         try:
-            status = int(raw.split(b" ", 2)[1])
+            status = int(final.split(b" ", 2)[1])
         except (ValueError, IndexError):
             pass
     return Exchange(status, raw, closed, hung, time.monotonic() - started)
 
 
+def _skip_interim(raw):
+    """The answer after any `100 Continue` interim responses."""
+    while raw.startswith(b"HTTP/1.1 100") and b"\r\n\r\n" in raw:
+        raw = raw.split(b"\r\n\r\n", 1)[1]
+    return raw
+
+
 def _complete(raw):
-    """True when `raw` holds at least one whole response (head + Content-Length body)."""
+    """True when `raw` holds at least one whole final response (head + Content-Length body)."""
+    raw = _skip_interim(raw)
     head, sep, body = raw.partition(b"\r\n\r\n")
     if not sep:
         return False
@@ -292,10 +317,12 @@ class Result:
     figures: dict
     failures: list
     notes: list = dataclasses.field(default_factory=list)
+    known: dict = dataclasses.field(default_factory=dict)   # named known failure -> examples (not in `passed`)
 
     def summary(self):
         lines = [f"{self.name}: {'PASS' if self.passed else 'FAIL'}"]
         lines += [f"  {k}: {v}" for k, v in self.figures.items()]
         lines += [f"  failure: {f}" for f in self.failures]
+        lines += [f"  known failure {k}: {v[0]} (×{len(v)})" for k, v in self.known.items()]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)

