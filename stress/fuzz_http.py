@@ -334,6 +334,7 @@ def run_known(case, data_dir):
         return passed, detail
     finally:
         target.server.kill()
+        target.server.stop()  # closes its pipe
 
 
 # MARK: the fuzz loop
@@ -454,6 +455,7 @@ def fuzz(data_dir, seconds=10.0, seed=1, threads=8):
             findings.items.append({"oracle": "in-flight gauge leak", "known": [], "request": "",
                                    "detail": f"{in_flight:.0f} requests in flight after the run ended"})
         target.server.kill()
+        target.server.stop()  # closes its pipe
     return figures, findings.items
 
 

@@ -169,6 +169,7 @@ def fuzz(data_dir, seconds=10.0, seed=1, threads=4):
         findings.append({"oracle": "server died", "known": [], "detail": f"exit {target.server.proc.returncode}",
                          "request": ""})
     target.server.kill()
+    target.server.stop()  # closes its pipe
     figures = {"seconds": seconds, "seeds": len(texts), "self-signed seed token answered": accepted,
                "requests": stats["requests"],
                "statuses": {str(k): v for k, v in sorted(stats["statuses"].items(), key=lambda kv: str(kv[0]))},

@@ -3,6 +3,7 @@ server gets SIGTERM. Those in-flight requests must finish with their exact answe
 exit 0 within its 30 s grace, and every acknowledged upload must be there after a restart.
 """
 import http.client
+import json
 import random
 import signal
 import threading
@@ -29,13 +30,12 @@ def slow_upload(port, name, body, pieces, pause, out):
             time.sleep(pause)
         r = conn.getresponse()
         answer = r.read()
-        import json
         out[name] = (r.status, json.loads(answer).get("sha256") if r.status == 200 else answer[:200])
     except Exception as e:  # noqa: BLE001 (the failure is the finding)
         out[name] = (None, repr(e))
 
 
-def slow_download(port, name, expected, chunk, pause, out):
+def slow_download(port, name, expected, chunk, pause, out, key):
     try:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         conn.request("GET", f"/v0/b/{BUCKET}/o/{quote(name)}?alt=media")
@@ -47,9 +47,9 @@ def slow_download(port, name, expected, chunk, pause, out):
                 break
             got += piece
             time.sleep(pause)
-        out[f"download {name} {id(out)}-{threading.get_ident()}"] = (r.status, got == expected, len(got))
+        out[key] = (r.status, got == expected, len(got))
     except Exception as e:  # noqa: BLE001
-        out[f"download {name} {threading.get_ident()}"] = (None, repr(e), 0)
+        out[key] = (None, repr(e), 0)
 
 
 def uploader(index, url, acked, stop, rng):
@@ -87,7 +87,7 @@ def run(data_dir, uploaders=8, slow_uploads=4, slow_downloads=4, load_seconds=2.
                                                                slow_seconds / 20, in_flight)))
     for k in range(slow_downloads):
         slow.append(threading.Thread(target=slow_download, args=(server.port, "big", big, 256 * 1024,
-                                                                 slow_seconds / 32, in_flight)))
+                                                                 slow_seconds / 32, in_flight, f"download {k}")))
     for t in slow:
         t.start()
     time.sleep(0.5)  # every slow request is now past its headers and mid-body

@@ -90,6 +90,7 @@ def run(data_dir, slow=300, seconds=8, deadline=2.0, interval=1.0, connection_li
     kinds_after = fd_kinds(pid)
     alive = server.proc.poll() is None
     server.kill()  # a stuck drain must not cost the suite 30 s; SIGTERM is the SIGTERM scenario's job
+    server.stop()  # closes its pipe
 
     failures = []
     if served < probes:
