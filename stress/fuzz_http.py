@@ -439,7 +439,10 @@ def fuzz(data_dir, seconds=10.0, seed=1, threads=8):
         size1, values = metrics(target.server.url)
         rss1 = pid_status(pid, "VmRSS")
         in_flight = values.get("larder_http_requests_in_flight")
-        figures.update({"/metrics bytes start/end": f"{size0}/{size1}",
+        quarters = [samples[min(len(samples) - 1, len(samples) * q // 4)] for q in (1, 2, 3)] if samples else []
+        figures.update({"/metrics bytes and RSS MB at each quarter": " → ".join(
+                            f"{m} B, {r / 1e6:.1f} MB" for m, r in [(size0, rss0), *quarters, (size1, rss1)]),
+                        "/metrics bytes start/end": f"{size0}/{size1}",
                         "RSS MB start/end": f"{rss0 / 1e6:.1f}/{rss1 / 1e6:.1f}",
                         "in-flight gauge at end": in_flight})
         # /metrics may grow by the fixed set of route×status series the run met, not with traffic.

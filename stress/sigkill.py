@@ -242,3 +242,23 @@ def _gc_summary(report):
     keys = ["filesReleased", "blobsRemoved", "strayFilesRemoved", "tempFilesRemoved", "uploadsExpired",
             "trashRemoved", "trashRestored"]
     return ", ".join(f"{k} {report.get(k)}" for k in keys)
+
+
+def main(argv=None):
+    """`python -m stress.sigkill --kills 10 --simple 1 --tus 6` reproduces KNOWN_410 in most runs."""
+    import argparse
+    import tempfile
+    parser = argparse.ArgumentParser(description="SIGKILL torture")
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--simple", type=int, default=3)
+    parser.add_argument("--tus", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="larder-sigkill-") as tmp:
+        result = run(f"{tmp}/data", kills=args.kills, simple_clients=args.simple, tus_clients=args.tus, seed=args.seed)
+    print(result.summary())
+    return 0 if result.passed and not result.known else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
