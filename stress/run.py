@@ -2,8 +2,8 @@
 
     LARDER_BIN=.build/debug/larder .venv/bin/python -m stress.run [--only NAME ...] [--out FILE]
 
-Exit 0 when every scenario passed, 1 otherwise (the report is written either way). The slow-clients
-scenario is expected to fail until per-IP limits and a header deadline land (issue 12).
+Exit 0 when every scenario passed or failed as EXPECTED (slow clients, until per-IP limits and a header
+deadline land: issue 12), 1 otherwise; the report is written either way.
 """
 import argparse
 import os
@@ -28,20 +28,34 @@ FULL = {
 }
 
 
+# Scenarios that fail today for a reason issue 12 names; they do not fail `make stress`.
+EXPECTED = {"Slow clients": "issue 12: no per-IP connection limit and no header deadline yet"}
+
+
+def verdict(result):
+    if result.passed:
+        return "PASS" + (" (with known failures)" if result.known else "")
+    return "FAIL (expected: " + EXPECTED[result.name] + ")" if result.name in EXPECTED else "FAIL"
+
+
 def report_markdown(results, known, info, seconds):
+    binary = os.environ.get("LARDER_BIN", "?")
     lines = ["# Stress results", "",
-             f"`make stress` (stress/run.py), {info['date']} on {info['host']}: {info['cores']} cores, "
-             f"load average {info['load']} at the end, Linux {info['kernel']}, binary "
-             f"`{os.path.relpath(os.environ.get('LARDER_BIN', '?'), ROOT) if os.environ.get('LARDER_BIN', '').startswith(ROOT) else os.environ.get('LARDER_BIN', '?')}`; "
-             f"{seconds:.0f} s in all. The machine is shared, so latencies are upper bounds.", "",
+             f"`make stress` (stress/run.py) on {info['date']}, host {info['host']}: {info['cores']} cores, "
+             f"load average {info['load']} at the end (the machine is shared: latencies are upper bounds), "
+             f"Linux {info['kernel']}, binary `{os.path.relpath(binary, ROOT) if binary.startswith(ROOT) else binary}`; "
+             f"{seconds:.0f} s in all. Scenarios and oracles: [stress/README.md](../README.md).", "",
              "| scenario | result |", "|---|---|"]
-    lines += [f"| {r.name} | {'PASS' if r.passed else 'FAIL'} |" for r in results]
+    lines += [f"| {r.name} | {verdict(r)} |" for r in results]
     for r in results:
-        lines += ["", f"## {r.name}: {'PASS' if r.passed else 'FAIL'}", ""]
+        lines += ["", f"## {r.name}: {verdict(r)}", ""]
         for key, value in r.figures.items():
             if isinstance(value, dict):
                 lines.append(f"- {key}:")
                 lines += [f"  - {k}: {v}" for k, v in value.items()]
+            elif isinstance(value, list):
+                lines.append(f"- {key}:")
+                lines += [f"  - `{v}`" for v in value]
             else:
                 lines.append(f"- {key}: {value}")
         lines += [f"- **failure**: {f}" for f in r.failures]
@@ -80,7 +94,7 @@ def main(argv=None):
     with open(args.out, "w") as f:
         f.write(text)
     print(f"stress: wrote {args.out}")
-    return 0 if all(r.passed for r in results) else 1
+    return 0 if all(r.passed or r.name in EXPECTED for r in results) else 1
 
 
 if __name__ == "__main__":
