@@ -1,8 +1,9 @@
 """The short version of every stress scenario (stress/; the full ones run with `make stress`).
 
 Each test runs one scenario against the real `larder` binary and asserts that it passed, with the
-scenario's figures in the failure message. Issue 12's known failures are each their own test, marked
-xfail(strict=False): they pass as plain checks the day they are fixed, and the suite stays green today.
+scenario's figures in the failure message. Known failures (issue 12's, and those this harness found)
+are each their own test, marked xfail(strict=False): they pass as plain checks the day they are fixed,
+and the suite stays green today.
 """
 import os
 import sys
@@ -65,7 +66,7 @@ def test_jwt_fuzzer_never_gets_a_500():
     check(run_fuzzer("fuzz_jwt", 5, name="JWT fuzzer"))
 
 
-@pytest.mark.parametrize("case", [pytest.param(k, id=k.name, marks=pytest.mark.xfail(strict=False, reason=f"issue 12: {k.issue}"))
+@pytest.mark.parametrize("case", [pytest.param(k, id=k.name, marks=pytest.mark.xfail(strict=False, reason=f"{k.source}: {k.issue}"))
                                   for k in KNOWN])
 def test_known_failure_is_fixed(case, tmp_path):
     passed, detail = run_known(case, tmp_path / "data")

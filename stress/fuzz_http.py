@@ -145,7 +145,7 @@ def mutate(seed, headers, paths, target, rng):
     reqs = [dataclasses.replace(r, headers=list(r.headers)) for r in seed]
     for _ in range(rng.randint(1, 4)):
         r = rng.choice(reqs)
-        op = rng.randrange(11)
+        op = rng.randrange(12)
         if op == 0:
             r.method = rng.choice(METHODS)
         elif op in (1, 2):
@@ -171,6 +171,13 @@ def mutate(seed, headers, paths, target, rng):
                                      [("X-Ctrl\x01", "v")], [("X-Long", "v" * rng.choice([4000, 9000]))]])
         elif op == 10:
             reqs.append(dataclasses.replace(rng.choice(seed), headers=list(rng.choice(seed).headers)))
+        elif op == 11 and r.headers:
+            # The same header twice (Content-Length, Host, Transfer-Encoding, Upload-Offset, ...),
+            # with the same value or another: smuggling and "first or last wins" confusion.
+            name, value = rng.choice(r.headers)
+            twin = value if rng.random() < 0.3 else rng.choice(["0", "1", "5", "chunked", "x", value + "0"])
+            r.headers.insert(rng.randrange(len(r.headers) + 1), (name, twin))
+            r.keep_length = r.keep_length or name.lower() == "content-length"
     data = b"".join(r.encode() for r in reqs)
     if rng.random() < 0.15:
         data = damage(data, rng)
@@ -240,6 +247,7 @@ class Known:
     issue: str
     check: object
     matches: object
+    source: str = "issue 12"
 
 
 def _check_chunk_extension(t):
@@ -287,7 +295,7 @@ def _check_method_override(t):
 def _check_expect_pipelined(t):
     data = (b"GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n"
             b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    got = exchange(t.port, data, timeout=5)
+    got = exchange(t.port, data, timeout=5, settle=2.0)
     return got.raw.count(b"HTTP/1.1 200") == 2, f"{got.raw.count(b'HTTP/1.1 ')} answers, closed {got.closed}"
 
 
@@ -298,6 +306,16 @@ def _check_obs_fold(t):
             + b"\r\nX-Folded: a\r\n b\r\nContent-Length: 100000\r\n\r\n" + b"h" * 100000)
     got = exchange(t.port, data, timeout=5)
     return got.status is not None and got.status < 500, f"status {got.status}, closed {got.closed}"
+
+
+def _check_length_and_chunked(t):
+    # RFC 9112 §6.1: with both Content-Length and Transfer-Encoding the server MUST close the
+    # connection after answering; keeping it open is how a request gets smuggled past a proxy.
+    data = (b"POST /v0/b/app/o?name=open%2Fsmuggle HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = exchange(t.port, data, timeout=3, linger=0.5, settle=2.0)
+    answers = got.raw.count(b"HTTP/1.1 ")
+    return answers == 1 and got.closed, f"{answers} answers (the pipelined GET was served: {answers > 1})"
 
 
 KNOWN = [
@@ -317,6 +335,11 @@ KNOWN = [
           _check_expect_pipelined, lambda d: bool(_header_values(d, b"expect"))),
     Known("obs-fold-refused", "obs-fold in a ~400-byte head of a request refused before its body: no answer",
           _check_obs_fold, lambda d: re.search(rb"\r\n[ \t]", _head(d)) is not None),
+    Known("length-and-chunked-kept-open", "Content-Length with Transfer-Encoding: chunked is read as chunked and "
+          "the connection stays open for a pipelined request (RFC 9112 §6.1: MUST close)",
+          _check_length_and_chunked,
+          lambda d: bool(_header_values(d, b"content-length")) and bool(_header_values(d, b"transfer-encoding")),
+          source="found by the stress harness"),
 ]
 
 

@@ -189,10 +189,11 @@ class Exchange:
     seconds: float
 
 
-def exchange(port, data, timeout=3.0, linger=2.0, host="127.0.0.1", source=None):
+def exchange(port, data, timeout=3.0, linger=2.0, host="127.0.0.1", source=None, settle=0.05):
     """Sends raw bytes and reads until the server closes or the deadline. When nothing came back
     within `timeout`, half-closes (so a server waiting for a declared body sees the end) and waits
-    `linger` more: a server that still neither answers nor closes has hung."""
+    `linger` more: a server that still neither answers nor closes has hung. After a whole answer it
+    reads `settle` seconds more, for pipelined answers or the server's close."""
     started = time.monotonic()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     if source:
@@ -237,7 +238,7 @@ def exchange(port, data, timeout=3.0, linger=2.0, host="127.0.0.1", source=None)
             raw += chunk
             if _complete(raw):
                 # Pipelined requests may have more answers coming: read a little longer.
-                deadline = min(deadline, time.monotonic() + 0.05)
+                deadline = min(deadline, time.monotonic() + settle)
     finally:
         sock.close()
     status = None

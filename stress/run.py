@@ -61,10 +61,10 @@ def report_markdown(results, known, info, seconds):
         lines += [f"- **failure**: {f}" for f in r.failures]
         lines += [f"- **known failure {k}** (×{len(v)}): {v[0]}" for k, v in r.known.items()]
         lines += [f"- note: {n}" for n in r.notes[:10]]
-    lines += ["", "## Known failures (issue 12), each checked by its reproducer", "",
-              "| case | issue | today |", "|---|---|---|"]
-    lines += [f"| {name} | {issue} | {'fixed' if passed else 'still fails'}: {detail} |"
-              for name, issue, passed, detail in known]
+    lines += ["", "## Known failures, each checked by its reproducer (fuzz_http.KNOWN)", "",
+              "| case | source | what | today |", "|---|---|---|---|"]
+    lines += [f"| {name} | {source} | {issue} | {'fixed' if passed else 'still fails'}: {detail} |"
+              for name, source, issue, passed, detail in known]
     return "\n".join(lines) + "\n"
 
 
@@ -88,7 +88,7 @@ def main(argv=None):
     for case in KNOWN:
         with tempfile.TemporaryDirectory(prefix="larder-known-") as tmp:
             passed, detail = run_known(case, os.path.join(tmp, "data"))
-        known.append((case.name, case.issue, passed, detail.replace("|", "\\|")))
+        known.append((case.name, case.source, case.issue, passed, detail.replace("|", "\\|")))
     text = report_markdown(results, known, machine(), time.monotonic() - started)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
