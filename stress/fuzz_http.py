@@ -318,6 +318,20 @@ def _check_length_and_chunked(t):
     return answers == 1 and got.closed, f"{answers} answers (the pipelined GET was served: {answers > 1})"
 
 
+def _check_resumable_start(t):
+    # A Firebase resumable "start" carries no content: it must open a session (or be refused), never
+    # replace the object. Today X-Goog-Upload-Protocol is ignored and the empty body is stored.
+    url = f"{t.server.url}/v0/b/{BUCKET}/o?name=open%2Fprecious.txt"
+    requests.post(url, data=b"precious bytes", timeout=10)
+    r = requests.post(url, timeout=10, headers={"X-Goog-Upload-Protocol": "resumable",
+                                                 "X-Goog-Upload-Command": "start",
+                                                 "X-Goog-Upload-Header-Content-Length": "10"})
+    after = requests.get(f"{t.server.url}/v0/b/{BUCKET}/o/open%2Fprecious.txt?alt=media", timeout=10).content
+    ok = after == b"precious bytes" and (r.status_code == 400 or "X-Goog-Upload-URL" in r.headers)
+    return ok, f"start answered {r.status_code} without X-Goog-Upload-URL: {'X-Goog-Upload-URL' in r.headers}; " \
+               f"the object now holds {after[:20]!r}"
+
+
 KNOWN = [
     Known("chunk-extension-70000", "a 70 000-byte chunk extension gets libmicrohttpd's HTML 500",
           _check_chunk_extension, lambda d: re.search(rb"\r\n[0-9a-fA-F]+;[^\r\n]{4000,}", d) is not None),
@@ -340,6 +354,9 @@ KNOWN = [
           _check_length_and_chunked,
           lambda d: bool(_header_values(d, b"content-length")) and bool(_header_values(d, b"transfer-encoding")),
           source="found by the stress harness"),
+    Known("resumable-start-overwrites", "X-Goog-Upload-Protocol is ignored: a Firebase resumable 'start' "
+          "replaces an existing object with its empty body (and multipart stores the raw multipart body)",
+          _check_resumable_start, lambda d: False, source="issue 11 (found by the stress harness)"),
 ]
 
 
