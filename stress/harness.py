@@ -143,6 +143,18 @@ def fd_kinds(pid):
     return kinds
 
 
+def settled_fd_kinds(pid, before, seconds=5.0):
+    """fd_kinds once sockets and data files are back to `before` (closed connections are noticed a
+    moment later on a loaded machine), or after `seconds`, whichever comes first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        kinds = fd_kinds(pid)
+        if kinds is None or before is None or time.monotonic() > deadline or \
+                all(kinds[k] <= before[k] for k in ("socket", "data", "other")):
+            return kinds
+        time.sleep(0.2)
+
+
 def metrics(url, timeout=10):
     """(size in bytes, {series: value}) of GET /metrics."""
     import requests

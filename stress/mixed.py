@@ -11,8 +11,8 @@ import time
 
 import requests
 
-from .harness import (BUCKET, Result, Tally, fd_count, fd_kinds, gc, pid_status, quote, sha256, start_server,
-                      verify)
+from .harness import (BUCKET, Result, Tally, fd_count, fd_kinds, gc, pid_status, quote, settled_fd_kinds, sha256,
+                      start_server, verify)
 
 KiB = 1024
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -209,8 +209,8 @@ def run(data_dir, clients=20, seconds=8, seed=2):
     for t in threads:
         t.join(timeout=120)
     elapsed = time.monotonic() - started
-    time.sleep(1.0)  # let the server notice the closed keep-alive connections
-    fds_after, kinds_after, peak_rss = fd_count(pid), fd_kinds(pid), pid_status(pid, "VmHWM")
+    kinds_after = settled_fd_kinds(pid, kinds_before)
+    fds_after, peak_rss = fd_count(pid), pid_status(pid, "VmHWM")
 
     # Nothing lost: the bucket holds exactly shared/ plus what each client holds, with those bytes.
     expected = dict(SHARED)

@@ -9,7 +9,7 @@ import time
 import requests
 
 from .harness import (BUCKET, Result, exchange, fd_kinds, pid_status, quote, raise_fd_limit,
-                      start_server)
+                      settled_fd_kinds, start_server)
 
 ATTACKER, VICTIM = "127.0.0.3", "127.0.0.2"
 
@@ -86,8 +86,7 @@ def run(data_dir, slow=300, seconds=8, deadline=2.0, interval=1.0, connection_li
     trickler.join()
     for sock, _ in sockets:
         sock.close()
-    time.sleep(1.5)
-    kinds_after = fd_kinds(pid)
+    kinds_after = settled_fd_kinds(pid, kinds_before)
     alive = server.proc.poll() is None
     server.kill()  # a stuck drain must not cost the suite 30 s; SIGTERM is the SIGTERM scenario's job
     server.stop()  # closes its pipe
