@@ -5,7 +5,7 @@ DATA ?= data
 PORT ?= 8080
 CONFIG ?= release
 
-.PHONY: deps build release serve test test-swift test-interop bench gc-scale clean
+.PHONY: deps build release serve test test-swift test-interop stress bench gc-scale clean
 
 deps:
 	@scripts/deps.sh
@@ -30,6 +30,11 @@ test-swift:
 
 test-interop:
 	LARDER_BIN=$$($(SWIFT) build --show-bin-path)/larder .venv/bin/python -m pytest -q -rs interop
+
+# The full stress scenarios (a few minutes); writes stress/results/latest.md. Short forms run in `make test`.
+stress: deps
+	$(SWIFT) build --product larder
+	LARDER_BIN=$$($(SWIFT) build --show-bin-path)/larder .venv/bin/python -m stress.run
 
 bench: deps
 	$(SWIFT) build -c release --product larder
