@@ -4,9 +4,6 @@ in node (interop/firebase/sdk_checks.cjs) and in headless Chromium (interop/fire
 The bundles are found through LARDER_CLIENTS, else ../shared/clients beside the repository (or
 beside the main checkout of a git worktree). Without them, or without `node`/`chromium`
 (`scripts/deps.sh` installs both), these tests are skipped with the reason printed (-rs).
-
-Checks labelled "[part3]" in the node scripts need issue 11 part 3 (contentType = the declared
-type); they are asserted separately and expected to fail until it lands.
 """
 import functools
 import html
@@ -83,10 +80,6 @@ def _report(stdout, stderr=""):
     return report
 
 
-def failures(report, part3=False):
-    return [f for f in report["failures"] if f["label"].startswith("[part3]") == part3]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     if CLIENTS is None or NODE is None:
@@ -107,19 +100,12 @@ def scenario(server, name):
     return _cached(server.port, name)
 
 
-def test_upload_bytes_and_strings(server):
+def test_upload_bytes_and_strings_with_declared_content_types(server):
     report = scenario(server, "uploads")
-    assert failures(report) == [], report
+    assert report["failures"] == [], report
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue 11 part 3: contentType must be the declared type (today libmagic's)")
-def test_upload_reports_declared_content_type_part3(server):
-    report = scenario(server, "uploads")
-    assert failures(report, part3=True) == [], report
-
-
-@pytest.mark.xfail(strict=True, reason="needs issue 11 part 3: PATCH of every writable field, read-only fields ignored")
-def test_update_metadata_each_field_set_and_null_part3(server):
+def test_update_metadata_each_field_set_and_null(server):
     report = scenario(server, "updateMetadata")
     assert report["failures"] == [], report
 

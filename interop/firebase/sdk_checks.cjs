@@ -2,8 +2,6 @@
 // `larder serve`. Usage: node sdk_checks.cjs SCENARIO  (env: LARDER_PORT, LARDER_SDK, LARDER_TOKEN_*)
 // Every check compares exact bytes or fields; the last stdout line is a JSON report
 // {"scenario", "checks", "failures": [...]}, which interop/test_firebase_sdk.py asserts on.
-// Checks whose expectation needs issue 11 part 3 (declared contentType, PATCH of every field)
-// are labelled "[part3]" so the test can tell them apart.
 "use strict";
 const assert = require("node:assert");
 const crypto = require("node:crypto");
@@ -98,7 +96,7 @@ const scenarios = {
     check("uploadBytes: customMetadata keeps case", up.metadata.customMetadata, meta.customMetadata);
     check("uploadBytes: cacheControl", up.metadata.cacheControl, meta.cacheControl);
     check("uploadBytes: contentDisposition", up.metadata.contentDisposition, meta.contentDisposition);
-    check("[part3] uploadBytes: contentType is the declared one", up.metadata.contentType, meta.contentType);
+    check("uploadBytes: contentType is the declared one", up.metadata.contentType, meta.contentType);
     check("uploadBytes: bytes", Buffer.from(await fb.getBytes(r)).equals(bytes), true);
     const got = await fb.getMetadata(r);
     for (const k of ["size", "md5Hash", "fullPath", "name", "bucket", "customMetadata", "cacheControl", "contentDisposition", "generation", "metageneration", "timeCreated", "updated"]) {
@@ -304,20 +302,20 @@ const scenarios = {
     };
     const after = await fb.updateMetadata(r, set);
     for (const k of ["contentType", "cacheControl", "contentDisposition", "contentEncoding", "contentLanguage"]) {
-      check(`[part3] updateMetadata sets ${k}`, after[k], set[k]);
+      check(`updateMetadata sets ${k}`, after[k], set[k]);
     }
-    check("[part3] updateMetadata: customMetadata merged, null removes", after.customMetadata, { Keep: "1", Added: "3" });
-    check("[part3] updateMetadata: metageneration", after.metageneration, "2");
+    check("updateMetadata: customMetadata merged, null removes", after.customMetadata, { Keep: "1", Added: "3" });
+    check("updateMetadata: metageneration", after.metageneration, "2");
     const cleared = await fb.updateMetadata(r, {
       contentType: null, cacheControl: null, contentDisposition: null, contentLanguage: null, customMetadata: null,
     });
-    check("[part3] updateMetadata: contentType null resets", cleared.contentType, "application/octet-stream");
+    check("updateMetadata: contentType null resets", cleared.contentType, "application/octet-stream");
     for (const k of ["cacheControl", "contentDisposition", "contentLanguage"]) {
-      check(`[part3] updateMetadata: ${k} null clears`, cleared[k], undefined);
+      check(`updateMetadata: ${k} null clears`, cleared[k], undefined);
     }
-    check("[part3] updateMetadata: customMetadata null clears", cleared.customMetadata, undefined);
-    check("[part3] getMetadata agrees", (await fb.getMetadata(r)).metageneration, cleared.metageneration);
-    check("[part3] bytes unchanged", Buffer.from(await fb.getBytes(r)).toString(), "update me");
+    check("updateMetadata: customMetadata null clears", cleared.customMetadata, undefined);
+    check("getMetadata agrees", (await fb.getMetadata(r)).metageneration, cleared.metageneration);
+    check("bytes unchanged", Buffer.from(await fb.getBytes(r)).toString(), "update me");
   },
 
   async auth() {

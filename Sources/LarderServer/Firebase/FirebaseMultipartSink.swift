@@ -56,10 +56,10 @@ final class FirebaseMultipartSink: HTTPBodySink {
     name = try resource.objectName(query: queryName, bucket: bucket)
     try ObjectName.validateName(name)
     options = resource.writeOptions(declaredFallback: part.contentPartType, ifGenerationMatch: ifGenerationMatch)
-    try ObjectStore.validateMetadata(options.metadata)
+    try options.validate()
     try FirebaseUploads.authorize(
       context: context, bucket: bucket, name: name, size: max(0, (declaredLength ?? 0) - part.contentOffset - closingLength),
-      contentType: options.declaredContentType, metadata: options.metadata, identity: identity)
+      options: options, identity: identity)
     writer = try context.larder.files.makeWriter(
       options: .init(sizeLimit: context.maxUploadSize, expectedMD5: try resource.expectedMD5()))
   }

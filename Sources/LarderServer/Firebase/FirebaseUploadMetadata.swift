@@ -76,15 +76,14 @@ struct FirebaseUploadMetadata: Codable, Equatable, Sendable {
     (contentType ?? fallback).flatMap { $0.isEmpty ? nil : $0 }
   }
 
-  /// The write options this resource asks for.
-  ///
-  /// `contentEncoding` and `contentLanguage` have no place in the store's options yet: they are
-  /// accepted (the SDK sends them when the app sets them) and not stored.
+  /// The write options this resource asks for (check them with `ObjectWriteOptions.validate()`).
   func writeOptions(declaredFallback: String? = nil, ifGenerationMatch: Int64? = nil) -> ObjectWriteOptions {
     ObjectWriteOptions(
       declaredContentType: declaredType(fallback: declaredFallback), metadata: metadata ?? [:],
       cacheControl: cacheControl.flatMap { $0.isEmpty ? nil : $0 },
-      contentDisposition: contentDisposition.flatMap { $0.isEmpty ? nil : $0 }, ifGenerationMatch: ifGenerationMatch)
+      contentDisposition: contentDisposition.flatMap { $0.isEmpty ? nil : $0 },
+      contentEncoding: contentEncoding.flatMap { $0.isEmpty ? nil : $0 },
+      contentLanguage: contentLanguage.flatMap { $0.isEmpty ? nil : $0 }, ifGenerationMatch: ifGenerationMatch)
   }
 
   /// The 16 bytes `md5Hash` names, nil when absent.

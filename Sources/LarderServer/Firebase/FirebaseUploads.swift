@@ -148,11 +148,9 @@ struct FirebaseUploads {
         let name = try resource.objectName(query: queryName, bucket: bucket)
         try ObjectName.validateName(name)
         let options = resource.writeOptions(declaredFallback: headerType)
-        try ObjectStore.validateMetadata(options.metadata)
+        try options.validate()
         _ = try resource.expectedMD5()
-        try Self.authorize(
-          context: context, bucket: bucket, name: name, size: length ?? 0, contentType: options.declaredContentType,
-          metadata: options.metadata, identity: identity)
+        try Self.authorize(context: context, bucket: bucket, name: name, size: length ?? 0, options: options, identity: identity)
         let upload = try store.create(
           bucket: bucket, name: name, owner: identity?.uid, length: length,
           metadata: try resource.uploadMetadata(name: name, declaredType: options.declaredContentType))
@@ -312,25 +310,22 @@ struct FirebaseUploads {
 
   /// Asks the rules about writing `name` with what the client declares (before any byte).
   static func authorize(
-    context: ServiceContext, bucket: String, name: String, size: Int64, contentType: String?,
-    metadata: [String: String], identity: Identity?
+    context: ServiceContext, bucket: String, name: String, size: Int64, options: ObjectWriteOptions,
+    identity: Identity?
   ) throws {
     try context.authorizeWrite(
-      AccessResource(
-        bucket: bucket, name: name, size: size, contentType: contentType ?? "application/octet-stream",
-        metadata: metadata),
-      identity: identity)
+      .incoming(bucket: bucket, name: name, size: size, options: options), identity: identity)
   }
 
-  /// Asks the rules about the real content (size, sniffed type, digests) before it becomes
-  /// visible; the one place both protocols describe finished content to the policy.
+  /// Asks the rules about the real content (size, declared and detected type, digests) before it
+  /// becomes visible; the one place both protocols describe finished content to the policy.
   static func authorizeContent(
     context: ServiceContext, bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions,
     identity: Identity?
   ) throws {
     try context.authorizeWrite(
-      AccessResource(
-        bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
+      .incoming(
+        bucket: bucket, name: name, size: staged.size, options: options, detectedContentType: staged.contentType,
         md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
       identity: identity)
   }
