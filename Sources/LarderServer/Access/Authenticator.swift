@@ -1,5 +1,6 @@
 import Foundation
 import LarderAuth
+import LarderHTTP
 
 /// Turns a request's credentials into an ``Identity``.
 public protocol Authenticator: Sendable {

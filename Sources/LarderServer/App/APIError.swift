@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderAuth
+import LarderHTTP
 
 /// The one place where errors become HTTP statuses.
 ///

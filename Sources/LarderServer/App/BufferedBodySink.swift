@@ -1,4 +1,5 @@
 import Foundation
+import LarderHTTP
 
 /// Collects a small body (JSON) in memory, up to a limit, then hands it to a closure.
 final class BufferedBodySink: HTTPBodySink {

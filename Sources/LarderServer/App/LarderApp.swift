@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// The HTTP application: routes requests to the object and upload endpoints.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderAuth
+import LarderHTTP
 
 /// A running Larder HTTP service: the store, the policy, the endpoints and the server.
 ///

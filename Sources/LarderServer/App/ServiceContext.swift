@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// What every endpoint shares: the store, who may do what, and the service's limits.
 public struct ServiceContext: Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// Streams a simple upload's body into the blob write path, then publishes the object.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderCrypto
+import LarderHTTP
 
 /// Firebase Storage's object REST API.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// Streams a `PATCH` (or a creation-with-upload `POST`) body into an ``UploadAppend``.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// tus 1.0.0 resumable uploads on `/v0/b/{bucket}/uploads`.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderCrypto
+import LarderHTTP
 
 /// The tus 1.0.0 vocabulary: versions, extensions and request-header parsing. Upload errors
 /// become statuses in ``APIError``.

@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderCrypto
+import LarderHTTP
 import LarderServer
 
 /// A live Larder service on 127.0.0.1 with tus mounted, in a temporary data directory.
