@@ -2,6 +2,7 @@ import Foundation
 import Larder
 import LarderAuth
 import LarderHTTP
+import LarderLogging
 
 /// A running Larder HTTP service: the store, the policy, the endpoints and the server.
 ///
@@ -31,6 +32,8 @@ public final class LarderService: Sendable {
     public var publicKeyFiles: [URL] = []
     public var jwtIssuer: String?
     public var jwtAudience: String?
+    /// Where refusals and internal errors are logged (standard error unless replaced).
+    public var logger = Logger(label: "larder.server")
 
     public init(dataDirectory: URL, policy: Policy) {
       self.dataDirectory = dataDirectory
@@ -77,7 +80,7 @@ public final class LarderService: Sendable {
     context = ServiceContext(
       larder: larder, policy: policy, authenticator: JWTAuthenticator(verifier: verifier),
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
-      uploadExpiry: options.uploadExpiry)
+      uploadExpiry: options.uploadExpiry, logger: options.logger)
     let metrics = Metrics()
     let catalog = larder.catalog
     metrics.registerGauge("larder_objects", help: "Objects stored.") {
@@ -88,13 +91,8 @@ public final class LarderService: Sendable {
     }
     var http = options.http
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize }
-    let app = LarderApp(context: context, uploads: Self.uploadsEndpoint(context), metrics: metrics)
+    let app = LarderApp(context: context, metrics: metrics)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
-  }
-
-  /// The resumable-upload endpoint mounted at `/v0/b/{bucket}/uploads`.
-  static func uploadsEndpoint(_ context: ServiceContext) -> (any BucketEndpoint)? {
-    TusEndpoint(context: context)
   }
 
   public func start() throws { try server.start() }

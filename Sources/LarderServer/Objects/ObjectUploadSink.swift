@@ -32,18 +32,14 @@ final class ObjectUploadSink: HTTPBodySink {
   func finish() throws -> HTTPResponse {
     guard let writer else { throw LarderError.cancelled }
     self.writer = nil
-    do {
-      let staged = try writer.finish()
-      try context.authorizeWrite(
-        AccessResource(
-          bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
-          md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
-        identity: identity)
-      let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)
-      return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
-    } catch {
-      return APIError.response(for: error)
-    }
+    let staged = try writer.finish()
+    try context.authorizeWrite(
+      AccessResource(
+        bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
+        md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
+      identity: identity)
+    let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)
+    return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
   }
 
   func cancel() {

@@ -14,66 +14,71 @@ import LarderHTTP
 /// DELETE /v0/b/{bucket}/o/{name}                                          → 204
 /// GET    /v0/b/{bucket}/o?prefix=&delimiter=&maxResults=&pageToken=       list
 /// ```
-struct ObjectsEndpoint: BucketEndpoint {
+struct ObjectsEndpoint {
   let context: ServiceContext
 
-  func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision {
-    // Errors are answered here so that metrics and the access log keep the route's label
-    // (a 404 of `objects.get`), instead of LarderApp's catch-all "error".
-    let route = Self.routeLabel(request, rest: rest)
-    do {
-      return HTTPHeadDecision(try dispatch(request, bucket: bucket, rest: rest, identity: identity), routeLabel: route)
-    } catch {
-      return .respond(APIError.response(for: error), route: route)
-    }
-  }
+  /// Response headers a browser script may read: object answers, and Firebase's resumable
+  /// upload protocol (`X-Goog-Upload-*`).
+  static let exposedHeaders = [
+    "ETag", "Content-Range", "Content-Length", "Location", "X-Goog-Upload-URL", "X-Goog-Upload-Status",
+    "X-Goog-Upload-Size-Received", "X-Goog-Upload-Chunk-Granularity", "X-Goog-Upload-Control-URL",
+  ]
+  /// Request headers a preflight offers: ours, and the Firebase Storage SDKs'.
+  static let requestHeaders = [
+    "Authorization", "Content-Type", "Range", "If-None-Match", "If-Match", "X-Goog-Meta-*",
+    "X-Goog-Upload-Protocol", "X-Goog-Upload-Command", "X-Goog-Upload-Offset",
+    "X-Goog-Upload-Header-Content-Length", "X-Goog-Upload-Header-Content-Type", "X-Firebase-Storage-Version",
+    "X-Firebase-GMPID", "X-Firebase-AppCheck",
+  ]
+  static let methods = "GET, HEAD, POST, PATCH, DELETE, OPTIONS"
 
-  static func routeLabel(_ request: HTTPRequest, rest: [Substring]) -> String {
-    switch (rest.count, request.method) {
-    case (1, "POST"): "objects.upload"
-    case (1, "GET"): "objects.list"
-    case (2, "GET"), (2, "HEAD"): request.queryValue("alt") == "media" ? "objects.download" : "objects.get"
-    case (2, "PATCH"): "objects.patch"
-    case (2, "DELETE"): "objects.delete"
-    case (1, _), (2, _): "objects"
-    default: "unmatched"
+  /// Declares the object routes. Order matters where a path is shared: `alt=media` selects
+  /// `objects.download` before `objects.get`, and the order gives `Allow`.
+  func register(in router: inout Router, cors: CORS) {
+    let collection = "/v0/b/{bucket}/o"
+    let item = "/v0/b/{bucket}/o/{name}"
+    router.add("GET", collection, route: "objects.list", options: .noHeadFallback) { request, params in
+      let bucket = try context.bucket(params)
+      return .respond(try list(request, bucket: bucket, identity: try context.identity(request)))
     }
-  }
-
-  func dispatch(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws
-    -> HTTPHeadDecision.Action
-  {
-    switch rest.count {
-    case 1:
-      switch request.method {
-      case "POST": return .receiveBody(try upload(request, bucket: bucket, identity: identity))
-      case "GET": return .respond(try list(request, bucket: bucket, identity: identity))
-      default: return .respond(methodNotAllowed("GET, POST, OPTIONS"))
+    router.add("POST", collection, route: "objects.upload") { request, params in
+      let bucket = try context.bucket(params)
+      return .receiveBody(try upload(request, bucket: bucket, identity: try context.identity(request)))
+    }
+    let preflight: Router.Handler = { request, params in
+      _ = try context.bucket(params)
+      var r = HTTPResponse(status: 204)
+      cors.preflight(&r, request: request, methods: Self.methods)
+      return .respond(r)
+    }
+    router.add("OPTIONS", collection, route: "objects.preflight", preflight)
+    for method in ["GET", "HEAD"] {
+      for (query, label) in [(["alt": "media"], "objects.download"), ([:], "objects.get")] {
+        router.add(method, item, query: query, route: label) { request, params in
+          let (bucket, identity, name) = try target(request, params)
+          return .respond(try read(request, bucket: bucket, name: name, identity: identity, media: label == "objects.download"))
+        }
       }
-    case 2:
-      let name = try PercentEncoding.decode(rest[1])
-      try ObjectName.validateName(name)
-      switch request.method {
-      case "GET", "HEAD":
-        return .respond(
-          try read(request, bucket: bucket, name: name, identity: identity, media: request.queryValue("alt") == "media"))
-      case "PATCH":
-        return .receiveBody(
-          BufferedBodySink { body in try self.patch(body, bucket: bucket, name: name, identity: identity) })
-      case "DELETE":
-        return .respond(try delete(request, bucket: bucket, name: name, identity: identity))
-      default:
-        return .respond(methodNotAllowed("GET, HEAD, PATCH, DELETE, OPTIONS"))
-      }
-    default:
-      return .respond(.error(status: 404, message: "no such endpoint"))
     }
+    router.add("PATCH", item, route: "objects.patch") { request, params in
+      let (bucket, identity, name) = try target(request, params)
+      return .receiveBody(
+        BufferedBodySink { body in try self.patch(body, bucket: bucket, name: name, identity: identity) })
+    }
+    router.add("DELETE", item, route: "objects.delete") { request, params in
+      let (bucket, identity, name) = try target(request, params)
+      return .respond(try delete(request, bucket: bucket, name: name, identity: identity))
+    }
+    router.add("OPTIONS", item, route: "objects.preflight", preflight)
   }
 
-  func methodNotAllowed(_ allow: String) -> HTTPResponse {
-    var r = HTTPResponse.error(status: 405, message: "method not allowed; allowed: \(allow)")
-    r.headers.set("Allow", allow)
-    return r
+  /// The bucket, caller and object name of an item route, checked in that order.
+  private func target(_ request: HTTPRequest, _ params: RouteParameters) throws -> (String, Identity?, String) {
+    let bucket = try context.bucket(params)
+    let identity = try context.identity(request)
+    let name = try params.decoded("name")
+    try ObjectName.validateName(name)
+    return (bucket, identity, name)
   }
 
   // MARK: upload
@@ -91,7 +96,7 @@ struct ObjectsEndpoint: BucketEndpoint {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
     }
     if request.contentLength == nil && request.headers["Transfer-Encoding"] == nil {
-      throw HTTPResponseError(.error(status: 411, message: "Content-Length is required"))
+      throw RequestError.lengthRequired
     }
     var metadata: [String: String] = [:]
     for field in request.headers {
