@@ -135,6 +135,9 @@ public struct ObjectStore: Sendable {
       guard var object = try Self.fetch(db: db, bucket: bucket, name: name) else {
         throw LarderError.notFound(bucket: bucket, name: name)
       }
+      if let expected = patch.ifGenerationMatch, expected != object.generation {
+        throw LarderError.preconditionFailed("generation is \(object.generation), the update required \(expected)")
+      }
       if let expected = patch.ifMetagenerationMatch, expected != object.metageneration {
         throw LarderError.preconditionFailed("metageneration is \(object.metageneration), the update required \(expected)")
       }

@@ -186,12 +186,15 @@ public final class UploadStore: Sendable {
   /// Publishes a completed upload as its object and marks the upload completed, in one transaction.
   ///
   /// On failure the upload is rolled back to its last acknowledged offset (the client resends).
-  /// - Throws: ``LarderError`` from the write path, ``UploadError/notFound(id:)``.
-  public func publish(_ completed: CompletedUpload) throws -> StoredObject {
+  /// `ifGenerationMatch` pins the write to the object the policy judged (0: none may exist).
+  /// - Throws: ``LarderError`` from the write path (``LarderError/preconditionFailed(_:)`` when
+  ///   the object changed since), ``UploadError/notFound(id:)``.
+  public func publish(_ completed: CompletedUpload, ifGenerationMatch: Int64? = nil) throws -> StoredObject {
     precondition(!completed.settled, "publish of a settled upload")
     completed.settled = true
     let upload = completed.upload
-    let options = completed.objectOptions
+    var options = completed.objectOptions
+    options.ifGenerationMatch = ifGenerationMatch
     do {
       guard let name = upload.name else {
         throw UploadError.invalidConcatenation("a partial upload is never published")

@@ -35,14 +35,28 @@ public struct ServiceContext: Sendable {
   }
 
   /// Asks the policy about writing `incoming` at its name: a `create`, or an `update` of the
-  /// object stored there now.
+  /// object stored there now. Returns the generation it judged (0: none), for the write to pin
+  /// with `ifGenerationMatch`: an object replaced meanwhile is never overwritten on the strength
+  /// of a decision about another.
   /// - Throws: ``AccessError/denied(reason:)``, or the store's error reading the row.
-  func authorizeWrite(_ incoming: AccessResource, identity: Identity?) throws {
+  @discardableResult
+  func authorizeWrite(_ incoming: AccessResource, identity: Identity?) throws -> Int64 {
     let existing = try larder.objects.find(bucket: incoming.bucket, name: incoming.name)
     try authorize(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,
         identity: identity, resource: existing.map(AccessResource.init), incoming: incoming))
+    return existing?.generation ?? 0
+  }
+
+  /// The generation a write must find: the one the policy judged (`seen`), which must also be
+  /// the one the client asked for, if it asked.
+  /// - Throws: ``LarderError/preconditionFailed(_:)`` when they differ.
+  static func pin(asked: Int64?, seen: Int64, operation: String) throws -> Int64 {
+    if let asked, asked != seen {
+      throw LarderError.preconditionFailed("generation is \(seen), the \(operation) required \(asked)")
+    }
+    return seen
   }
 
   /// Asks the policy.

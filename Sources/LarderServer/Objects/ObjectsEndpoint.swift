@@ -306,6 +306,9 @@ struct ObjectsEndpoint {
       AccessRequest(
         operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init),
         incoming: incoming))
+    // Applied only to the row that was judged (same generation and metageneration), else 412.
+    patch.ifGenerationMatch = current?.generation
+    patch.ifMetagenerationMatch = current?.metageneration
     let updated = try context.larder.objects.update(bucket: bucket, name: name, patch: patch)
     return Self.writeResponse(updated, identity: identity, context: context)
   }
@@ -315,8 +318,12 @@ struct ObjectsEndpoint {
     try context.authorize(
       AccessRequest(
         operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init)))
+    guard let current else { throw LarderError.notFound(bucket: bucket, name: name) }
+    // Deletes only the row that was judged: if it was replaced meanwhile, 412.
     try context.larder.objects.delete(
-      bucket: bucket, name: name, ifGenerationMatch: try Self.count(request, "ifGenerationMatch"))
+      bucket: bucket, name: name,
+      ifGenerationMatch: try ServiceContext.pin(
+        asked: try Self.count(request, "ifGenerationMatch"), seen: current.generation, operation: "delete"))
     return HTTPResponse(status: 204)
   }
 

@@ -291,8 +291,9 @@ struct TusEndpoint {
   /// which rolls the upload back to its last acknowledged offset: the client resends.
   func publish(_ completed: CompletedUpload, identity: Identity?) throws {
     let options = completed.objectOptions
+    let seen: Int64
     do {
-      try context.authorizeWrite(
+      seen = try context.authorizeWrite(
         AccessResource(
           bucket: completed.upload.bucket, name: completed.name, size: completed.size,
           contentType: completed.contentType, metadata: options.metadata,
@@ -302,7 +303,9 @@ struct TusEndpoint {
       store.reject(completed)
       throw denial
     }
-    _ = try store.publish(completed)
+    // Published only over the row that was judged: if it moved meanwhile, 412 (the upload rolls
+    // back to its last acknowledged offset and the client's retry is decided afresh).
+    _ = try store.publish(completed, ifGenerationMatch: seen)
   }
 
   func progressResponse(_ upload: Upload) -> HTTPResponse {
