@@ -15,25 +15,30 @@ public struct ObjectStore: Sendable {
   public static let maxMetadataBytes = 8 * 1024
 
   /// Publishes staged content under `bucket/name`, replacing any previous content.
-  /// - Throws: ``LarderError/invalidName(_:reason:)``, ``LarderError/preconditionFailed(_:)``, I/O errors.
-  public func put(bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions = .init()) throws
-    -> StoredObject
-  {
-    try put(bucket: bucket, name: name, staged: staged, options: options, alsoIn: { _ in })
+  ///
+  /// `admission`, when given, is asked inside the write, about the row being replaced.
+  /// - Throws: ``LarderError/invalidName(_:reason:)``, ``LarderError/preconditionFailed(_:)``,
+  ///   what `admission` throws, I/O errors.
+  public func put(
+    bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions = .init(),
+    admission: (any ObjectAdmission)? = nil
+  ) throws -> StoredObject {
+    try put(bucket: bucket, name: name, staged: staged, options: options, admission: admission, alsoIn: { _ in })
   }
 
-  /// ``put(bucket:name:staged:options:)`` that also runs `alsoIn` in the same write transaction
-  /// (a resumable upload marks itself completed with the object it became).
+  /// ``put(bucket:name:staged:options:admission:)`` that also runs `alsoIn` in the same write
+  /// transaction (a resumable upload marks itself completed with the object it became).
   func put(
     bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions,
-    alsoIn: (Database) throws -> Void
+    admission: (any ObjectAdmission)? = nil, alsoIn: (Database) throws -> Void
   ) throws -> StoredObject {
     try ObjectName.validateBucket(bucket)
     try ObjectName.validateName(name)
     try Self.validateMetadata(options.metadata)
     return try files.commit(staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType) {
       db, file in
-      let object = try Self.insert(db: db, bucket: bucket, name: name, file: file, options: options)
+      let object = try Self.insert(
+        db: db, bucket: bucket, name: name, file: file, options: options, admission: admission)
       try alsoIn(db)
       return object
     }
@@ -51,14 +56,21 @@ public struct ObjectStore: Sendable {
   }
 
   /// Writes the object row for a freshly committed file; runs inside ``FileStore/commit``.
-  static func insert(db: Database, bucket: String, name: String, file: File, options: ObjectWriteOptions) throws
-    -> StoredObject
-  {
+  static func insert(
+    db: Database, bucket: String, name: String, file: File, options: ObjectWriteOptions,
+    admission: (any ObjectAdmission)? = nil
+  ) throws -> StoredObject {
     let existing = try db.row("SELECT generation, created_at FROM objects WHERE bucket = ? AND name = ?", [bucket, name])
     let currentGeneration = existing?.int("generation")
     if let expected = options.ifGenerationMatch, expected != (currentGeneration ?? 0) {
       throw LarderError.preconditionFailed(
         "generation is \(currentGeneration ?? 0), the write required \(expected)")
+    }
+    if let admission {
+      // Judged on the row this transaction replaces: nothing can change it in between.
+      let current = existing == nil ? nil : try Self.fetch(db: db, bucket: bucket, name: name)
+      try admission.admit(
+        IncomingObject(bucket: bucket, name: name, file: file, metadata: options.metadata), replacing: current)
     }
     let now = file.createdAt
     // Generations grow with time (as Firebase's do) and strictly per name.

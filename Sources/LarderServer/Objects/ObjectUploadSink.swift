@@ -33,15 +33,10 @@ final class ObjectUploadSink: HTTPBodySink {
     guard let writer else { throw LarderError.cancelled }
     self.writer = nil
     let staged = try writer.finish()
-    let seen = try context.authorizeWrite(
-      AccessResource(
-        bucket: bucket, name: name, size: staged.size, contentType: staged.contentType, metadata: options.metadata,
-        md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
-      identity: identity)
-    // Written only over the row that was judged; if it moved meanwhile, 412.
-    var pinned = options
-    pinned.ifGenerationMatch = try ServiceContext.pin(asked: options.ifGenerationMatch, seen: seen, operation: "write")
-    let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: pinned)
+    // The policy is asked again on the real size and sniffed type, inside the write, about the
+    // row it replaces.
+    let object = try context.larder.objects.put(
+      bucket: bucket, name: name, staged: staged, options: options, admission: context.admission(for: identity))
     return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
   }
 

@@ -285,27 +285,11 @@ struct TusEndpoint {
     }
   }
 
-  /// Asks the policy with the real content, then publishes (or deletes the upload: 403).
-  ///
-  /// Only a denial deletes it; any other failure (a busy catalog…) drops `completed` unsettled,
-  /// which rolls the upload back to its last acknowledged offset: the client resends.
+  /// Publishes, asking the policy inside the write on the real content and the row it
+  /// replaces. A denial deletes the upload (403); any other failure (a busy catalog…) rolls it
+  /// back to its last acknowledged offset: the client resends.
   func publish(_ completed: CompletedUpload, identity: Identity?) throws {
-    let options = completed.objectOptions
-    let seen: Int64
-    do {
-      seen = try context.authorizeWrite(
-        AccessResource(
-          bucket: completed.upload.bucket, name: completed.name, size: completed.size,
-          contentType: completed.contentType, metadata: options.metadata,
-          md5Hash: Data(completed.md5).base64EncodedString(), sha256: completed.sha256Hex),
-        identity: identity)
-    } catch let denial as AccessError {
-      store.reject(completed)
-      throw denial
-    }
-    // Published only over the row that was judged: if it moved meanwhile, 412 (the upload rolls
-    // back to its last acknowledged offset and the client's retry is decided afresh).
-    _ = try store.publish(completed, ifGenerationMatch: seen)
+    _ = try store.publish(completed, admission: context.admission(for: identity))
   }
 
   func progressResponse(_ upload: Upload) -> HTTPResponse {
