@@ -23,17 +23,24 @@ public struct ObjectStore: Sendable {
     bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions = .init(),
     admission: (any ObjectAdmission)? = nil
   ) throws -> StoredObject {
-    try put(bucket: bucket, name: name, staged: staged, options: options, admission: admission, alsoIn: { _ in })
+    try put(ObjectPath(bucket: bucket, name: name), staged: staged, options: options, admission: admission)
+  }
+
+  /// ``put(bucket:name:staged:options:admission:)`` at a path validated already.
+  public func put(
+    _ path: ObjectPath, staged: StagedBlob, options: ObjectWriteOptions = .init(),
+    admission: (any ObjectAdmission)? = nil
+  ) throws -> StoredObject {
+    try put(path, staged: staged, options: options, admission: admission, alsoIn: { _ in })
   }
 
   /// ``put(bucket:name:staged:options:admission:)`` that also runs `alsoIn` in the same write
   /// transaction (a resumable upload marks itself completed with the object it became).
   func put(
-    bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions,
+    _ path: ObjectPath, staged: StagedBlob, options: ObjectWriteOptions,
     admission: (any ObjectAdmission)? = nil, alsoIn: (Database) throws -> Void
   ) throws -> StoredObject {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
+    let (bucket, name) = (path.bucket, path.name)
     try Self.validateMetadata(options.metadata)
     return try files.commit(staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType) {
       db, file in
@@ -48,11 +55,10 @@ public struct ObjectStore: Sendable {
   public func put(bucket: String, name: String, data: Data, options: ObjectWriteOptions = .init(), sizeLimit: Int64? = nil)
     throws -> StoredObject
   {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
+    let path = try ObjectPath(bucket: bucket, name: name)
     let writer = try files.makeWriter(options: .init(sizeLimit: sizeLimit))
     try writer.write(data)
-    return try put(bucket: bucket, name: name, staged: try writer.finish(), options: options)
+    return try put(path, staged: try writer.finish(), options: options)
   }
 
   /// Writes the object row for a freshly committed file; runs inside ``FileStore/commit``.
@@ -112,9 +118,12 @@ public struct ObjectStore: Sendable {
   /// The object at `bucket/name`, or nil when there is none; any other failure (an invalid
   /// name, a busy or broken catalog) throws rather than passing for absence.
   public func find(bucket: String, name: String) throws -> StoredObject? {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
-    return try catalog.read(snapshot: false) { db in try Self.fetch(db: db, bucket: bucket, name: name) }
+    try find(ObjectPath(bucket: bucket, name: name))
+  }
+
+  /// ``find(bucket:name:)`` at a path validated already.
+  public func find(_ path: ObjectPath) throws -> StoredObject? {
+    try catalog.read(snapshot: false) { db in try Self.fetch(db: db, bucket: path.bucket, name: path.name) }
   }
 
   static func fetch(db: Database, bucket: String, name: String) throws -> StoredObject? {
@@ -141,8 +150,12 @@ public struct ObjectStore: Sendable {
   /// Changes an object's metadata and bumps its metageneration.
   /// - Throws: ``LarderError/notFound(bucket:name:)``, ``LarderError/preconditionFailed(_:)``.
   public func update(bucket: String, name: String, patch: ObjectPatch) throws -> StoredObject {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
+    try update(ObjectPath(bucket: bucket, name: name), patch: patch)
+  }
+
+  /// ``update(bucket:name:patch:)`` at a path validated already.
+  public func update(_ path: ObjectPath, patch: ObjectPatch) throws -> StoredObject {
+    let (bucket, name) = (path.bucket, path.name)
     return try catalog.write { db in
       guard var object = try Self.fetch(db: db, bucket: bucket, name: name) else {
         throw LarderError.notFound(bucket: bucket, name: name)
@@ -189,8 +202,12 @@ public struct ObjectStore: Sendable {
   /// Removes the name; the file stays until the collector finds nothing else refers to it.
   /// - Throws: ``LarderError/notFound(bucket:name:)``, ``LarderError/preconditionFailed(_:)``.
   public func delete(bucket: String, name: String, ifGenerationMatch: Int64? = nil) throws {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
+    try delete(ObjectPath(bucket: bucket, name: name), ifGenerationMatch: ifGenerationMatch)
+  }
+
+  /// ``delete(bucket:name:ifGenerationMatch:)`` at a path validated already.
+  public func delete(_ path: ObjectPath, ifGenerationMatch: Int64? = nil) throws {
+    let (bucket, name) = (path.bucket, path.name)
     try catalog.write { db in
       guard let row = try db.row("SELECT generation FROM objects WHERE bucket = ? AND name = ?", [bucket, name]) else {
         throw LarderError.notFound(bucket: bucket, name: name)

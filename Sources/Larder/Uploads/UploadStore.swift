@@ -203,7 +203,7 @@ public final class UploadStore: Sendable {
         throw UploadError.invalidConcatenation("a partial upload is never published")
       }
       let object = try larder.objects.put(
-        bucket: upload.bucket, name: name, staged: completed.staged, options: options,
+        ObjectPath(bucket: upload.bucket, name: name), staged: completed.staged, options: options,
         admission: admission == nil ? nil : refusal
       ) { db in
         if completed.session == nil {

@@ -40,8 +40,8 @@ public struct ServiceContext: Sendable {
   /// of a decision about another.
   /// - Throws: ``AccessError/denied(reason:)``, or the store's error reading the row.
   @discardableResult
-  func authorizeWrite(_ incoming: AccessResource, identity: Identity?) throws -> Int64 {
-    let existing = try larder.objects.find(bucket: incoming.bucket, name: incoming.name)
+  func authorizeWrite(_ incoming: AccessResource, at path: ObjectPath, identity: Identity?) throws -> Int64 {
+    let existing = try larder.objects.find(path)
     try authorize(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,

@@ -8,16 +8,16 @@ import LarderHTTP
 /// policy runs again on the real size and sniffed type before anything becomes visible.
 final class ObjectUploadSink: HTTPBodySink {
   private let context: ServiceContext
-  private let bucket: String
-  private let name: String
+  private let path: ObjectPath
   private let identity: Identity?
   private let options: ObjectWriteOptions
   private var writer: BlobWriter?
 
-  init(context: ServiceContext, bucket: String, name: String, identity: Identity?, options: ObjectWriteOptions, expectedMD5: [UInt8]?) throws {
+  init(
+    context: ServiceContext, path: ObjectPath, identity: Identity?, options: ObjectWriteOptions, expectedMD5: [UInt8]?
+  ) throws {
     self.context = context
-    self.bucket = bucket
-    self.name = name
+    self.path = path
     self.identity = identity
     self.options = options
     writer = try context.larder.files.makeWriter(
@@ -36,7 +36,7 @@ final class ObjectUploadSink: HTTPBodySink {
     // The policy is asked again on the real size and sniffed type, inside the write, about the
     // row it replaces.
     let object = try context.larder.objects.put(
-      bucket: bucket, name: name, staged: staged, options: options, admission: context.admission(for: identity))
+      path, staged: staged, options: options, admission: context.admission(for: identity))
     return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
   }
 

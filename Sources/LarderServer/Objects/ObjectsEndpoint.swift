@@ -55,30 +55,28 @@ struct ObjectsEndpoint {
     for method in ["GET", "HEAD"] {
       for (query, label) in [(["alt": "media"], "objects.download"), ([:], "objects.get")] {
         router.add(method, item, query: query, route: label) { request, params in
-          let (bucket, identity, name) = try target(request, params)
-          return .respond(try read(request, bucket: bucket, name: name, identity: identity, media: label == "objects.download"))
+          let (path, identity) = try target(request, params)
+          return .respond(try read(request, path: path, identity: identity, media: label == "objects.download"))
         }
       }
     }
     router.add("PATCH", item, route: "objects.patch") { request, params in
-      let (bucket, identity, name) = try target(request, params)
-      return .receiveBody(
-        BufferedBodySink { body in try self.patch(body, bucket: bucket, name: name, identity: identity) })
+      let (path, identity) = try target(request, params)
+      return .receiveBody(BufferedBodySink { body in try self.patch(body, path: path, identity: identity) })
     }
     router.add("DELETE", item, route: "objects.delete") { request, params in
-      let (bucket, identity, name) = try target(request, params)
-      return .respond(try delete(request, bucket: bucket, name: name, identity: identity))
+      let (path, identity) = try target(request, params)
+      return .respond(try delete(request, path: path, identity: identity))
     }
     router.add("OPTIONS", item, route: "objects.preflight", preflight)
   }
 
-  /// The bucket, caller and object name of an item route, checked in that order.
-  private func target(_ request: HTTPRequest, _ params: RouteParameters) throws -> (String, Identity?, String) {
+  /// The bucket, caller and object name of an item route, checked in that order: the name is
+  /// validated here, once, into the ``ObjectPath`` the store takes as it is.
+  private func target(_ request: HTTPRequest, _ params: RouteParameters) throws -> (ObjectPath, Identity?) {
     let bucket = try context.bucket(params)
     let identity = try context.identity(request)
-    let name = try params.decoded("name")
-    try ObjectName.validateName(name)
-    return (bucket, identity, name)
+    return (try ObjectPath(bucket: bucket, name: try params.decoded("name")), identity)
   }
 
   // MARK: upload
@@ -91,7 +89,7 @@ struct ObjectsEndpoint {
     guard let name = request.queryValue("name") else {
       throw LarderError.invalidArgument("the object name is required: POST /v0/b/\(bucket)/o?name=NAME")
     }
-    try ObjectName.validateName(name)
+    let path = try ObjectPath(bucket: bucket, name: name)
     if let length = request.contentLength, length > context.maxUploadSize {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
     }
@@ -122,17 +120,16 @@ struct ObjectsEndpoint {
       AccessResource(
         bucket: bucket, name: name, size: request.contentLength ?? 0,
         contentType: request.headers["Content-Type"] ?? "application/octet-stream", metadata: metadata),
-      identity: identity)
+      at: path, identity: identity)
     return try ObjectUploadSink(
-      context: context, bucket: bucket, name: name, identity: identity, options: options, expectedMD5: expectedMD5)
+      context: context, path: path, identity: identity, options: options, expectedMD5: expectedMD5)
   }
 
   // MARK: read
 
-  func read(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?, media: Bool) throws
-    -> HTTPResponse
-  {
-    let object = try context.larder.objects.find(bucket: bucket, name: name)
+  func read(_ request: HTTPRequest, path: ObjectPath, identity: Identity?, media: Bool) throws -> HTTPResponse {
+    let (bucket, name) = (path.bucket, path.name)
+    let object = try context.larder.objects.find(path)
     let token = request.queryValue("token").map { Array($0.utf8) }
     let tokenGrants =
       media && token != nil
@@ -250,7 +247,8 @@ struct ObjectsEndpoint {
 
   // MARK: patch, delete, list
 
-  func patch(_ body: [UInt8], bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
+  func patch(_ body: [UInt8], path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
+    let (bucket, name) = (path.bucket, path.name)
     guard let json = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
       throw LarderError.invalidArgument("the body must be a JSON object")
     }
@@ -294,7 +292,7 @@ struct ObjectsEndpoint {
     if let unknown = json.keys.first(where: { !known.contains($0) }) {
       throw LarderError.invalidArgument("field '\(unknown.prefix(60))' cannot be changed")
     }
-    let current = try context.larder.objects.find(bucket: bucket, name: name)
+    let current = try context.larder.objects.find(path)
     let incoming = current.map { object -> AccessResource in
       var next = AccessResource(object)
       if let t = patch.contentType { next.contentType = t }
@@ -309,19 +307,20 @@ struct ObjectsEndpoint {
     // Applied only to the row that was judged (same generation and metageneration), else 412.
     patch.ifGenerationMatch = current?.generation
     patch.ifMetagenerationMatch = current?.metageneration
-    let updated = try context.larder.objects.update(bucket: bucket, name: name, patch: patch)
+    let updated = try context.larder.objects.update(path, patch: patch)
     return Self.writeResponse(updated, identity: identity, context: context)
   }
 
-  func delete(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
-    let current = try context.larder.objects.find(bucket: bucket, name: name)
+  func delete(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
+    let (bucket, name) = (path.bucket, path.name)
+    let current = try context.larder.objects.find(path)
     try context.authorize(
       AccessRequest(
         operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init)))
     guard let current else { throw LarderError.notFound(bucket: bucket, name: name) }
     // Deletes only the row that was judged: if it was replaced meanwhile, 412.
     try context.larder.objects.delete(
-      bucket: bucket, name: name,
+      path,
       ifGenerationMatch: try ServiceContext.pin(
         asked: try Self.count(request, "ifGenerationMatch"), seen: current.generation, operation: "delete"))
     return HTTPResponse(status: 204)

@@ -150,10 +150,10 @@ struct TusEndpoint {
       }
       target = name
     }
-    try ObjectName.validateName(target)
+    let path = try ObjectPath(bucket: bucket, name: target)
     let options = UploadStore.objectOptions(metadata: metadata)
     try authorize(
-      bucket: bucket, name: target, identity: identity, size: length ?? 0,
+      path, identity: identity, size: length ?? 0,
       contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
     let withBody = request.headers["Content-Type"].map(Self.isOffsetStream) ?? false
     let checksum = withBody ? try TusProtocol.parseChecksum(request.headers["Upload-Checksum"]) : nil
@@ -188,7 +188,7 @@ struct TusEndpoint {
     guard let name = metadata["name"], !name.isEmpty else {
       throw TusProtocol.badRequest("Upload-Metadata must carry the object's name under the key 'name'")
     }
-    try ObjectName.validateName(name)
+    let path = try ObjectPath(bucket: bucket, name: name)
     let options = UploadStore.objectOptions(metadata: metadata)
     let completed: CompletedUpload
     do {
@@ -197,7 +197,7 @@ struct TusEndpoint {
         sizeLimit: context.maxUploadSize
       ) { total in
         try authorize(
-          bucket: bucket, name: name, identity: identity, size: total,
+          path, identity: identity, size: total,
           contentType: options.declaredContentType ?? "application/octet-stream", metadata: options.metadata)
       }
     } catch LarderError.sizeLimitExceeded {
@@ -315,13 +315,15 @@ struct TusEndpoint {
     return upload
   }
 
+  /// Asks on what the client declares (before any byte); the admission step asks again on the
+  /// real content when the upload is published.
   func authorize(
-    bucket: String, name: String, identity: Identity?, size: Int64, contentType: String,
-    metadata: [String: String]
+    _ path: ObjectPath, identity: Identity?, size: Int64, contentType: String, metadata: [String: String]
   ) throws {
     try context.authorizeWrite(
-      AccessResource(bucket: bucket, name: name, size: size, contentType: contentType, metadata: metadata),
-      identity: identity)
+      AccessResource(
+        bucket: path.bucket, name: path.name, size: size, contentType: contentType, metadata: metadata),
+      at: path, identity: identity)
   }
 
   func tooLarge() -> RequestError {
