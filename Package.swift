@@ -46,8 +46,9 @@ let package = Package(
     .executableTarget(
       name: "larder", dependencies: ["Larder", "LarderServer", "LarderRules", "LarderAuth"]),
 
-    // Test support shared by test targets (process spawning, openssl fixtures); Foundation only.
-    .target(name: "LarderTestSupport"),
+    // Test support shared by test targets (process spawning, openssl fixtures),
+    // and an in-process driver for HTTP handlers (no socket).
+    .target(name: "LarderTestSupport", dependencies: ["LarderHTTP"]),
 
     // The Swift client: Foundation only, it stands alone.
     .target(name: "LarderClient"),

@@ -44,6 +44,8 @@ public final class LarderService: Sendable {
   public let options: Options
   public let larder: Larder
   public let server: HTTPServer
+  /// The application the server runs (drive it in process with `HTTPTestDriver`).
+  public let app: LarderApp
   public let context: ServiceContext
   /// The rules policy when serving a rules file (for reload on SIGHUP).
   public let rules: RulesPolicy?
@@ -91,7 +93,7 @@ public final class LarderService: Sendable {
     }
     var http = options.http
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize }
-    let app = LarderApp(context: context, metrics: metrics)
+    app = LarderApp(context: context, metrics: metrics)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
   }
 

@@ -3,6 +3,7 @@ import Larder
 import LarderHTTP
 import LarderLogging
 import LarderServer
+import LarderTestSupport
 import Testing
 
 /// The one route table: fixed labels, trailing slashes on collections, one CORS wrapper, one
@@ -175,6 +176,46 @@ import Testing
       let records = log.records.filter { $0.metadata["request_id"] == "req-offset-1" }
       #expect(records.map(\.message) == ["upload refused"])
       #expect(records.first?.metadata["code"] == "offset-mismatch")
+    }
+  }
+
+  @Test func everyRequestGetsOneOfTheDeclaredLabels() throws {
+    try withInProcessService { s in
+      let tus = ("Tus-Resumable", "1.0.0")
+      let cases: [(WireRequest, Int, String)] = [
+        (.get("/healthz"), 200, "healthz"),
+        (.head("/healthz"), 200, "healthz"),
+        (.get("/metrics"), 200, "metrics"),
+        (.init("POST", "/v0/b/app/o?name=a", body: [1]), 200, "objects.upload"),
+        (.init("POST", "/v0/b/app/o/?name=b", body: [2]), 200, "objects.upload"),
+        (.get("/v0/b/app/o"), 200, "objects.list"),
+        (.get("/v0/b/app/o/"), 200, "objects.list"),
+        (.get("/v0/b/app/o/a"), 200, "objects.get"),
+        (.head("/v0/b/app/o/a"), 200, "objects.get"),
+        (.get("/v0/b/app/o/a?alt=media"), 200, "objects.download"),
+        (.head("/v0/b/app/o/a?alt=media"), 200, "objects.download"),
+        (.get("/v0/b/app/o/missing"), 404, "objects.get"),
+        (.init("PATCH", "/v0/b/app/o/a", body: Array(#"{"metadata":{"k":"v"}}"#.utf8)), 200, "objects.patch"),
+        (.init("DELETE", "/v0/b/app/o/b"), 204, "objects.delete"),
+        (.init("OPTIONS", "/v0/b/app/o/a"), 204, "objects.preflight"),
+        (.init("OPTIONS", "/v0/b/app/uploads"), 200, "tus.options"),
+        (.init("POST", "/v0/b/app/uploads/", headers: [tus, ("Upload-Length", "1"), ("Upload-Metadata", "name Yw==")]), 201, "tus.create"),
+        (.init("HEAD", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef", headers: [tus]), 404, "tus.head"),
+        (.init("PATCH", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef", headers: [tus]), 415, "tus.patch"),
+        (.init("DELETE", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef", headers: [tus]), 404, "tus.delete"),
+        (.init("POST", "/v0/b/app/uploads", headers: [("X-HTTP-Method-Override", "BREW")]), 405, "unmatched"),
+        (.init("BREW", "/v0/b/app/o"), 405, "unmatched"),
+        (.get("/v0/b/app/elsewhere"), 404, "unmatched"),
+        (.get("/v0/b/BAD/o"), 400, "objects.list"),
+      ]
+      for (request, status, label) in cases {
+        let r = try s.send(request)
+        #expect(r.status == status, "\(request.method) \(request.target): \(r.text)")
+        #expect(r.route == label, "\(request.method) \(request.target)")
+        #expect(s.service.app.router.labels.contains(r.route))
+      }
+      #expect(try s.send(.head("/v0/b/app/o/a?alt=media")).body.isEmpty)
+      #expect(try s.send(.get("/v0/b/app/o/a?alt=media")).body == [1])
     }
   }
 }
