@@ -33,7 +33,8 @@ public struct CORS: Sendable {
   /// Adds `Access-Control-Allow-Origin` (with `Vary: Origin` unless `*`) and the expose list;
   /// a response that already has an allowed origin is left alone, so applying twice is harmless.
   public func apply(to response: inout HTTPResponse, request: HTTPRequest) {
-    guard let origin = allowedOrigin(request), !response.headers.contains("Access-Control-Allow-Origin") else {
+    guard let origin = allowedOrigin(request), !response.headers.contains("Access-Control-Allow-Origin")
+    else {
       return
     }
     response.headers.set("Access-Control-Allow-Origin", origin)

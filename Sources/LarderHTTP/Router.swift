@@ -124,7 +124,8 @@ public struct Router: HTTPHandler {
     case .respond(let response):
       return .respond(decorated(response, route: route, request: request, sink: nil), route: route.label)
     case .receiveBody(let sink):
-      return .receiveBody(RoutedBodySink(sink, route: route, request: request, router: self), route: route.label)
+      return .receiveBody(
+        RoutedBodySink(sink, route: route, request: request, router: self), route: route.label)
     }
   }
 
@@ -135,7 +136,9 @@ public struct Router: HTTPHandler {
     decorated(errorMapper(error, request), route: route, request: request, sink: sink)
   }
 
-  fileprivate func decorated(_ response: HTTPResponse, route: Route, request: HTTPRequest, sink: (any HTTPBodySink)?)
+  fileprivate func decorated(
+    _ response: HTTPResponse, route: Route, request: HTTPRequest, sink: (any HTTPBodySink)?
+  )
     -> HTTPResponse
   {
     var r = response
@@ -163,7 +166,9 @@ public struct Router: HTTPHandler {
     }
     if i == path.count { return RouteParameters(raw: values) }
     // A collection (pattern ending in a literal) also answers with a trailing slash.
-    if case .literal? = pattern.last, i == path.count - 1, path[i].isEmpty { return RouteParameters(raw: values) }
+    if case .literal? = pattern.last, i == path.count - 1, path[i].isEmpty {
+      return RouteParameters(raw: values)
+    }
     return nil
   }
 

@@ -26,7 +26,8 @@ public struct Logger: Sendable {
 
   /// A logger writing to `handler`, by default the process-wide ``Logger/defaultHandler``.
   public init(
-    label: String, handler: (any LogHandler)? = nil, metadata: [String: String] = [:], minimumLevel: Level = .info
+    label: String, handler: (any LogHandler)? = nil, metadata: [String: String] = [:],
+    minimumLevel: Level = .info
   ) {
     self.label = label
     self.handler = handler ?? Logger.defaultHandler
@@ -46,7 +47,9 @@ public struct Logger: Sendable {
     return copy
   }
 
-  public func log(_ level: Level, _ message: @autoclosure () -> String, metadata extra: [String: String] = [:]) {
+  public func log(
+    _ level: Level, _ message: @autoclosure () -> String, metadata extra: [String: String] = [:]
+  ) {
     guard level >= minimumLevel else { return }
     handler.log(
       LogRecord(

@@ -28,7 +28,9 @@ public struct HTTPTestDriver {
   ) throws -> HTTPTestResponse {
     var fields = HTTPHeaders()
     for (name, value) in headers { fields.add(name, value) }
-    if !body.isEmpty && !fields.contains("Content-Length") { fields.add("Content-Length", String(body.count)) }
+    if !body.isEmpty && !fields.contains("Content-Length") {
+      fields.add("Content-Length", String(body.count))
+    }
     let request: HTTPRequest
     var response: HTTPResponse
     var route = "unmatched"
@@ -36,7 +38,8 @@ public struct HTTPTestDriver {
       request = try HTTPRequest(method: method, target: target, headers: fields, remoteAddress: "127.0.0.1")
     } catch {
       let fallback = try HTTPRequest(method: method, target: "/", headers: fields, remoteAddress: "127.0.0.1")
-      return try Self.materialize(handler.errorResponse(for: error, request: fallback), request: fallback, route: route)
+      return try Self.materialize(
+        handler.errorResponse(for: error, request: fallback), request: fallback, route: route)
     }
     let decision = handler.head(request)
     route = decision.routeLabel ?? "unmatched"
@@ -69,7 +72,9 @@ public struct HTTPTestDriver {
     }
   }
 
-  static func materialize(_ response: HTTPResponse, request: HTTPRequest, route: String) throws -> HTTPTestResponse {
+  static func materialize(_ response: HTTPResponse, request: HTTPRequest, route: String) throws
+    -> HTTPTestResponse
+  {
     var headers = response.headers
     headers.set("X-Request-Id", request.id)
     var bytes: [UInt8] = []

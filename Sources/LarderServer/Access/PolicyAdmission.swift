@@ -11,7 +11,8 @@ struct PolicyAdmission: ObjectAdmission {
   let identity: Identity?
   func admit(_ incoming: IncomingObject, replacing current: StoredObject?) throws {
     let resource = AccessResource(
-      bucket: incoming.bucket, name: incoming.name, size: incoming.file.size, contentType: incoming.file.contentType,
+      bucket: incoming.bucket, name: incoming.name, size: incoming.file.size,
+      contentType: incoming.file.contentType,
       metadata: incoming.metadata, md5Hash: incoming.file.md5Base64, sha256: incoming.file.sha256)
     let decision = policy.decide(
       AccessRequest(

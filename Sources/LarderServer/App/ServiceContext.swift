@@ -34,19 +34,16 @@ public struct ServiceContext: Sendable {
     self.logger = logger
   }
 
-  /// Asks the policy about writing `incoming` at its name: a `create`, or an `update` of the
-  /// object stored there now. Returns the generation it judged (0: none), for the write to pin
-  /// with `ifGenerationMatch`: an object replaced meanwhile is never overwritten on the strength
-  /// of a decision about another.
+  /// Asks the policy about writing `incoming` at `path`: a `create`, or an `update` of the object
+  /// stored there now. This is the early ask, on what the client declares; the store's
+  /// admission step (``PolicyAdmission``) decides again inside the write.
   /// - Throws: ``AccessError/denied(reason:)``, or the store's error reading the row.
-  @discardableResult
-  func authorizeWrite(_ incoming: AccessResource, at path: ObjectPath, identity: Identity?) throws -> Int64 {
+  func authorizeWrite(_ incoming: AccessResource, at path: ObjectPath, identity: Identity?) throws {
     let existing = try larder.objects.find(path)
     try authorize(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,
         identity: identity, resource: existing.map(AccessResource.init), incoming: incoming))
-    return existing?.generation ?? 0
   }
 
   /// The generation a write must find: the one the policy judged (`seen`), which must also be

@@ -36,7 +36,9 @@ import Testing
         let r = try s.send(
           .init(
             "POST", "/v0/b/app/uploads",
-            headers: [("Tus-Resumable", "1.0.0"), ("X-HTTP-Method-Override", "CRAFTED-\(i)"), ("Upload-Length", "1")]))
+            headers: [
+              ("Tus-Resumable", "1.0.0"), ("X-HTTP-Method-Override", "CRAFTED-\(i)"), ("Upload-Length", "1"),
+            ]))
         #expect(r.status == 405)
         #expect(r.error?["code"] as? Int == 405)
         #expect(r["Allow"] == "POST, OPTIONS")
@@ -61,7 +63,9 @@ import Testing
     #expect(head["Upload-Offset"] == "0")
     let patch = try h.request(
       "POST", path,
-      headers: [TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0"), ("X-HTTP-Method-Override", "patch")],
+      headers: [
+        TusHarness.tus, TusHarness.stream, ("Upload-Offset", "0"), ("X-HTTP-Method-Override", "patch"),
+      ],
       body: [7, 8])
     #expect(patch.status == 204)
     #expect(patch["Upload-Offset"] == "2")
@@ -72,7 +76,10 @@ import Testing
     let h = try TusHarness()
     let r = try h.request(
       "POST", "/v0/b/app/uploads/",
-      headers: [TusHarness.tus, ("Upload-Length", "3"), ("Upload-Metadata", TusHarness.metadata([("name", "slash.bin")]))])
+      headers: [
+        TusHarness.tus, ("Upload-Length", "3"),
+        ("Upload-Metadata", TusHarness.metadata([("name", "slash.bin")])),
+      ])
     #expect(r.status == 201)
     let location = try #require(r["Location"])
     #expect(location.hasPrefix("/v0/b/app/uploads/") && location.count == "/v0/b/app/uploads/".count + 32)
@@ -104,7 +111,8 @@ import Testing
   @Test func corsPreflightListsFirebaseUploadHeaders() throws {
     try withService(configure: { $0.corsOrigins = ["https://app.example"] }) { s in
       let origin = ("Origin", "https://app.example")
-      let p = try s.send(.init("OPTIONS", "/v0/b/app/o", headers: [origin, ("Access-Control-Request-Method", "POST")]))
+      let p = try s.send(
+        .init("OPTIONS", "/v0/b/app/o", headers: [origin, ("Access-Control-Request-Method", "POST")]))
       #expect(p.status == 204)
       #expect(p["Access-Control-Allow-Origin"] == "https://app.example")
       #expect(p["Access-Control-Allow-Methods"] == "GET, HEAD, POST, PATCH, DELETE, OPTIONS")
@@ -118,7 +126,9 @@ import Testing
       let echo = try s.send(
         .init(
           "OPTIONS", "/v0/b/app/o/a",
-          headers: [origin, ("Access-Control-Request-Headers", "x-goog-upload-protocol, x-goog-upload-command")]))
+          headers: [
+            origin, ("Access-Control-Request-Headers", "x-goog-upload-protocol, x-goog-upload-command"),
+          ]))
       #expect(echo["Access-Control-Allow-Headers"] == "x-goog-upload-protocol, x-goog-upload-command")
       // Every answer exposes the same list, success, error or unmatched.
       try s.upload("a", [1])
@@ -133,7 +143,8 @@ import Testing
 
   struct DenyWithReason: AccessPolicy {
     func decide(_ request: AccessRequest) -> AccessDecision {
-      request.operation == .get ? .deny("rule at storage.rules:7 said no-secret-\(request.name)") : .allow("ok")
+      request.operation == .get
+        ? .deny("rule at storage.rules:7 said no-secret-\(request.name)") : .allow("ok")
     }
   }
 
@@ -169,7 +180,8 @@ import Testing
         .init(
           "PATCH", location,
           headers: [
-            ("Tus-Resumable", "1.0.0"), ("Content-Type", "application/offset+octet-stream"), ("Upload-Offset", "3"),
+            ("Tus-Resumable", "1.0.0"), ("Content-Type", "application/offset+octet-stream"),
+            ("Upload-Offset", "3"),
             ("X-Request-Id", "req-offset-1"),
           ], body: [1]))
       #expect(r.status == 409)
@@ -199,10 +211,22 @@ import Testing
         (.init("DELETE", "/v0/b/app/o/b"), 204, "objects.delete"),
         (.init("OPTIONS", "/v0/b/app/o/a"), 204, "objects.preflight"),
         (.init("OPTIONS", "/v0/b/app/uploads"), 200, "tus.options"),
-        (.init("POST", "/v0/b/app/uploads/", headers: [tus, ("Upload-Length", "1"), ("Upload-Metadata", "name Yw==")]), 201, "tus.create"),
-        (.init("HEAD", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef", headers: [tus]), 404, "tus.head"),
-        (.init("PATCH", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef", headers: [tus]), 415, "tus.patch"),
-        (.init("DELETE", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef", headers: [tus]), 404, "tus.delete"),
+        (
+          .init(
+            "POST", "/v0/b/app/uploads/",
+            headers: [tus, ("Upload-Length", "1"), ("Upload-Metadata", "name Yw==")]), 201, "tus.create"
+        ),
+        (
+          .init("HEAD", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef", headers: [tus]), 404, "tus.head"
+        ),
+        (
+          .init("PATCH", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef", headers: [tus]), 415,
+          "tus.patch"
+        ),
+        (
+          .init("DELETE", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef", headers: [tus]), 404,
+          "tus.delete"
+        ),
         (.init("POST", "/v0/b/app/uploads", headers: [("X-HTTP-Method-Override", "BREW")]), 405, "unmatched"),
         (.init("BREW", "/v0/b/app/o"), 405, "unmatched"),
         (.get("/v0/b/app/elsewhere"), 404, "unmatched"),

@@ -31,7 +31,8 @@ import Testing
         return (s.larder, s.replacements)
       }
       if let larder {
-        _ = try? larder.objects.put(bucket: request.bucket, name: request.name, data: Data("replaced-\(n)".utf8))
+        _ = try? larder.objects.put(
+          bucket: request.bucket, name: request.name, data: Data("replaced-\(n)".utf8))
       }
       return .allow("ok")
     }
@@ -44,7 +45,9 @@ import Testing
       try s.upload("judged", Array("original".utf8))
       func stored() throws -> (String, [String: String]) {
         let object = try s.service.larder.objects.get(bucket: "app", name: "judged")
-        return (String(decoding: try s.service.larder.files.data(of: object.file), as: UTF8.self), object.metadata)
+        return (
+          String(decoding: try s.service.larder.files.data(of: object.file), as: UTF8.self), object.metadata
+        )
       }
 
       policy.arm()
@@ -53,12 +56,15 @@ import Testing
       #expect(try stored().0 == "replaced-1")
 
       policy.arm()
-      let patch = try s.send(.init("PATCH", "/v0/b/app/o/judged", body: Array(#"{"metadata":{"k":"v"}}"#.utf8)))
+      let patch = try s.send(
+        .init("PATCH", "/v0/b/app/o/judged", body: Array(#"{"metadata":{"k":"v"}}"#.utf8)))
       #expect(patch.status == 412)
       #expect(try stored() == ("replaced-2", [:]))
 
       // Unraced, the same requests go through.
-      #expect(try s.send(.init("PATCH", "/v0/b/app/o/judged", body: Array(#"{"metadata":{"k":"v"}}"#.utf8))).status == 200)
+      #expect(
+        try s.send(.init("PATCH", "/v0/b/app/o/judged", body: Array(#"{"metadata":{"k":"v"}}"#.utf8))).status
+          == 200)
       #expect(try stored() == ("replaced-2", ["k": "v"]))
       #expect(try s.send(.init("POST", "/v0/b/app/o?name=judged", body: Array("mine".utf8))).status == 200)
       #expect(try stored().0 == "mine")

@@ -16,10 +16,14 @@ final class InProcessService {
   let service: LarderService
   let driver: HTTPTestDriver
 
-  init(policy: LarderService.Options.Policy = .allowAll, configure: (inout LarderService.Options) -> Void = { _ in })
+  init(
+    policy: LarderService.Options.Policy = .allowAll,
+    configure: (inout LarderService.Options) -> Void = { _ in }
+  )
     throws
   {
-    directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-inproc-\(UUID().uuidString)")
+    directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "larder-inproc-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     var options = LarderService.Options(dataDirectory: directory, policy: policy)
     configure(&options)
@@ -46,7 +50,9 @@ final class InProcessService {
   @discardableResult
   func upload(_ name: String, _ body: [UInt8], bucket: String = "app") throws -> [String: Any] {
     let r = try send(.init("POST", "/v0/b/\(bucket)/o?name=\(enc(name))", body: body))
-    guard r.status == 200, let json = r.json else { throw WireFailure.unexpected("upload \(name): \(r.status) \(r.text)") }
+    guard r.status == 200, let json = r.json else {
+      throw WireFailure.unexpected("upload \(name): \(r.status) \(r.text)")
+    }
     return json
   }
 
@@ -63,7 +69,8 @@ final class InProcessService {
 
 /// Runs `body` against a fresh in-process service and always cleans up.
 func withInProcessService<T>(
-  policy: LarderService.Options.Policy = .allowAll, configure: (inout LarderService.Options) -> Void = { _ in },
+  policy: LarderService.Options.Policy = .allowAll,
+  configure: (inout LarderService.Options) -> Void = { _ in },
   _ body: (InProcessService) throws -> T
 ) throws -> T {
   let s = try InProcessService(policy: policy, configure: configure)

@@ -20,12 +20,17 @@ import Testing
     try writer.write(Data("one".utf8))
     let put = try larder.objects.put(path, staged: try writer.finish())
     #expect(try larder.objects.find(path)?.generation == put.generation)
-    let updated = try larder.objects.update(path, patch: ObjectPatch(metadata: ["k": "v"], ifGenerationMatch: put.generation))
+    let updated = try larder.objects.update(
+      path, patch: ObjectPatch(metadata: ["k": "v"], ifGenerationMatch: put.generation))
     #expect(updated.metadata == ["k": "v"] && updated.metageneration == 2)
     let replaced = try larder.objects.put(bucket: "app", name: "doc.txt", data: Data("two".utf8))
     // An update judged on the first generation does not apply to its replacement.
-    #expect(throws: LarderError.preconditionFailed("generation is \(replaced.generation), the update required \(put.generation)")) {
-      try larder.objects.update(path, patch: ObjectPatch(metadata: ["k": "w"], ifGenerationMatch: put.generation))
+    #expect(
+      throws: LarderError.preconditionFailed(
+        "generation is \(replaced.generation), the update required \(put.generation)")
+    ) {
+      try larder.objects.update(
+        path, patch: ObjectPatch(metadata: ["k": "w"], ifGenerationMatch: put.generation))
     }
     #expect(try larder.objects.find(path)?.metadata == [:])
     try larder.objects.delete(path, ifGenerationMatch: replaced.generation)
