@@ -276,8 +276,6 @@ def test_browser_upload_bytes_across_origins(tmp_path):
     assert report["checks"] > 0 and report["failures"] == [], report
 
 
-@pytest.mark.xfail(strict=True, reason="needs the CORS change of issue 11 part 3: Access-Control-Expose-Headers "
-                                       "must list X-Goog-Upload-URL and X-Goog-Upload-Status")
 def test_browser_upload_bytes_resumable_across_origins(tmp_path):
     report = _browser_run(tmp_path, "resumable")
     assert report["checks"] > 0 and report["failures"] == [], report

@@ -191,12 +191,7 @@ def assert_patches_contiguous(patches, start, end):
 
 # MARK: - endpoint spellings, chunked and single PATCH
 
-TRAILING_SLASH_405 = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="POST /v0/b/B/uploads/ (trailing slash) answers 405 today; fixed on another branch")
-
-
-@pytest.mark.parametrize("slash", ["", pytest.param("/", marks=TRAILING_SLASH_405)], ids=["no-slash", "slash"])
+@pytest.mark.parametrize("slash", ["", "/"], ids=["no-slash", "slash"])
 @pytest.mark.parametrize("chunk_size", [None, MiB], ids=["single-patch", "1mib-chunks"])
 def test_upload_in_one_patch_or_in_chunks(tmp_path, servers, slash, chunk_size):
     server = start(servers, tmp_path / "data")

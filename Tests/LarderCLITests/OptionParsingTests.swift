@@ -71,9 +71,9 @@ import Testing
     let put = try box.larder("put", src, "b/n", "--content-type=--json", "--metadata=--k=-v", "--json")
     #expect(put.status == 0, "\(put)")
     let json = try put.jsonObject()
-    #expect(json["declaredContentType"] as? String == "--json")
+    #expect(json["contentType"] as? String == "--json")
     #expect(json["metadata"] as? [String: String] == ["--k": "-v"])
-    #expect(json["contentType"] as? String == "text/plain")
+    #expect(json["detectedContentType"] as? String == "text/plain")
   }
 
   @Test func equalsFormWorksForEveryKindOfOption() throws {
@@ -81,7 +81,7 @@ import Testing
     let src = try box.write("f", Array("twelve bytes".utf8))
     let put = try CLI.larder(["put", "--data=\(box.dataPath)", src, "b/n", "--max-size=12", "--metadata=a=1"])
     #expect(put.status == 0, "\(put)")
-    #expect(put.stdout.hasPrefix("b/n  12 bytes  text/plain  sha256:"))
+    #expect(put.stdout.hasPrefix("b/n  12 bytes  application/octet-stream  sha256:"), "\(put)")
     let tooBig = try box.larder("put", src, "b/m", "--max-size=11")
     #expect(tooBig.status == 1, "\(tooBig)")
     let get = try box.larder("get", "b/n", "-o=\(box.path("short"))")

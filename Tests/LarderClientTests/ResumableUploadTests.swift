@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderHTTP
 import Testing
 
 #if canImport(FoundationNetworking)

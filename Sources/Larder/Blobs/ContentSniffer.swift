@@ -1,5 +1,6 @@
 internal import CMagic
 import Foundation
+import LarderLogging
 
 /// Finds the real MIME type of content from its first bytes, with libmagic.
 ///
@@ -54,8 +55,8 @@ final class MagicHandle {
     cookie = magic_open(MAGIC_MIME_TYPE | MAGIC_ERROR | MAGIC_NO_CHECK_COMPRESS)
     if let cookie, magic_load(cookie, nil) != 0 {
       // Without a database every answer is "unknown"; that is safe (octet-stream) if not useful.
-      FileHandle.standardError.write(
-        Data("larder: libmagic could not load its database: \(String(cString: magic_error(cookie)))\n".utf8))
+      Logger(label: "larder.store").error(
+        "libmagic could not load its database: \(String(cString: magic_error(cookie)))")
     }
   }
 

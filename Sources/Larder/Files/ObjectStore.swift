@@ -15,25 +15,37 @@ public struct ObjectStore: Sendable {
   public static let maxMetadataBytes = 8 * 1024
 
   /// Publishes staged content under `bucket/name`, replacing any previous content.
-  /// - Throws: ``LarderError/invalidName(_:reason:)``, ``LarderError/preconditionFailed(_:)``, I/O errors.
-  public func put(bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions = .init()) throws
-    -> StoredObject
-  {
-    try put(bucket: bucket, name: name, staged: staged, options: options, alsoIn: { _ in })
+  ///
+  /// `admission`, when given, is asked inside the write, about the row being replaced.
+  /// - Throws: ``LarderError/invalidName(_:reason:)``, ``LarderError/preconditionFailed(_:)``,
+  ///   what `admission` throws, I/O errors.
+  public func put(
+    bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions = .init(),
+    admission: (any ObjectAdmission)? = nil
+  ) throws -> StoredObject {
+    try put(ObjectPath(bucket: bucket, name: name), staged: staged, options: options, admission: admission)
   }
 
-  /// ``put(bucket:name:staged:options:)`` that also runs `alsoIn` in the same write transaction
-  /// (a resumable upload marks itself completed with the object it became).
-  func put(
-    bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions,
-    alsoIn: (Database) throws -> Void
+  /// ``put(bucket:name:staged:options:admission:)`` at a path validated already.
+  public func put(
+    _ path: ObjectPath, staged: StagedBlob, options: ObjectWriteOptions = .init(),
+    admission: (any ObjectAdmission)? = nil
   ) throws -> StoredObject {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
+    try put(path, staged: staged, options: options, admission: admission, alsoIn: { _ in })
+  }
+
+  /// ``put(bucket:name:staged:options:admission:)`` that also runs `alsoIn` in the same write
+  /// transaction (a resumable upload marks itself completed with the object it became).
+  func put(
+    _ path: ObjectPath, staged: StagedBlob, options: ObjectWriteOptions,
+    admission: (any ObjectAdmission)? = nil, alsoIn: (Database) throws -> Void
+  ) throws -> StoredObject {
+    let (bucket, name) = (path.bucket, path.name)
     try options.validate()
     return try files.commit(staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType) {
       db, file in
-      let object = try Self.insert(db: db, bucket: bucket, name: name, file: file, options: options)
+      let object = try Self.insert(
+        db: db, bucket: bucket, name: name, file: file, options: options, admission: admission)
       try alsoIn(db)
       return object
     }
@@ -43,22 +55,30 @@ public struct ObjectStore: Sendable {
   public func put(bucket: String, name: String, data: Data, options: ObjectWriteOptions = .init(), sizeLimit: Int64? = nil)
     throws -> StoredObject
   {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
+    let path = try ObjectPath(bucket: bucket, name: name)
     let writer = try files.makeWriter(options: .init(sizeLimit: sizeLimit))
     try writer.write(data)
-    return try put(bucket: bucket, name: name, staged: try writer.finish(), options: options)
+    return try put(path, staged: try writer.finish(), options: options)
   }
 
   /// Writes the object row for a freshly committed file; runs inside ``FileStore/commit``.
-  static func insert(db: Database, bucket: String, name: String, file: File, options: ObjectWriteOptions) throws
-    -> StoredObject
-  {
+  static func insert(
+    db: Database, bucket: String, name: String, file: File, options: ObjectWriteOptions,
+    admission: (any ObjectAdmission)? = nil
+  ) throws -> StoredObject {
     let existing = try db.row("SELECT generation, created_at FROM objects WHERE bucket = ? AND name = ?", [bucket, name])
     let currentGeneration = existing?.int("generation")
     if let expected = options.ifGenerationMatch, expected != (currentGeneration ?? 0) {
       throw LarderError.preconditionFailed(
         "generation is \(currentGeneration ?? 0), the write required \(expected)")
+    }
+    if let admission {
+      // Judged on the row this transaction replaces: nothing can change it in between.
+      let current = existing == nil ? nil : try Self.fetch(db: db, bucket: bucket, name: name)
+      try admission.admit(
+        IncomingObject(
+          bucket: bucket, name: name, contentType: options.contentType, file: file, metadata: options.metadata),
+        replacing: current)
     }
     let now = file.createdAt
     // Generations grow with time (as Firebase's do) and strictly per name.
@@ -104,9 +124,12 @@ public struct ObjectStore: Sendable {
   /// The object at `bucket/name`, or nil when there is none; any other failure (an invalid
   /// name, a busy or broken catalog) throws rather than passing for absence.
   public func find(bucket: String, name: String) throws -> StoredObject? {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
-    return try catalog.read(snapshot: false) { db in try Self.fetch(db: db, bucket: bucket, name: name) }
+    try find(ObjectPath(bucket: bucket, name: name))
+  }
+
+  /// ``find(bucket:name:)`` at a path validated already.
+  public func find(_ path: ObjectPath) throws -> StoredObject? {
+    try catalog.read(snapshot: false) { db in try Self.fetch(db: db, bucket: path.bucket, name: path.name) }
   }
 
   static func fetch(db: Database, bucket: String, name: String) throws -> StoredObject? {
@@ -134,11 +157,18 @@ public struct ObjectStore: Sendable {
   /// Changes an object's metadata and bumps its metageneration.
   /// - Throws: ``LarderError/notFound(bucket:name:)``, ``LarderError/preconditionFailed(_:)``.
   public func update(bucket: String, name: String, patch: ObjectPatch) throws -> StoredObject {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
+    try update(ObjectPath(bucket: bucket, name: name), patch: patch)
+  }
+
+  /// ``update(bucket:name:patch:)`` at a path validated already.
+  public func update(_ path: ObjectPath, patch: ObjectPatch) throws -> StoredObject {
+    let (bucket, name) = (path.bucket, path.name)
     return try catalog.write { db in
       guard var object = try Self.fetch(db: db, bucket: bucket, name: name) else {
         throw LarderError.notFound(bucket: bucket, name: name)
+      }
+      if let expected = patch.ifGenerationMatch, expected != object.generation {
+        throw LarderError.preconditionFailed("generation is \(object.generation), the update required \(expected)")
       }
       if let expected = patch.ifMetagenerationMatch, expected != object.metageneration {
         throw LarderError.preconditionFailed("metageneration is \(object.metageneration), the update required \(expected)")
@@ -188,8 +218,12 @@ public struct ObjectStore: Sendable {
   /// Removes the name; the file stays until the collector finds nothing else refers to it.
   /// - Throws: ``LarderError/notFound(bucket:name:)``, ``LarderError/preconditionFailed(_:)``.
   public func delete(bucket: String, name: String, ifGenerationMatch: Int64? = nil) throws {
-    try ObjectName.validateBucket(bucket)
-    try ObjectName.validateName(name)
+    try delete(ObjectPath(bucket: bucket, name: name), ifGenerationMatch: ifGenerationMatch)
+  }
+
+  /// ``delete(bucket:name:ifGenerationMatch:)`` at a path validated already.
+  public func delete(_ path: ObjectPath, ifGenerationMatch: Int64? = nil) throws {
+    let (bucket, name) = (path.bucket, path.name)
     try catalog.write { db in
       guard let row = try db.row("SELECT generation FROM objects WHERE bucket = ? AND name = ?", [bucket, name]) else {
         throw LarderError.notFound(bucket: bucket, name: name)

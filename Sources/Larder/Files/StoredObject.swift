@@ -144,12 +144,15 @@ public struct ObjectPatch: Sendable {
   /// Replace the download tokens with one fresh token.
   public var rotateDownloadToken: Bool
   public var ifMetagenerationMatch: Int64?
+  /// The update applies only to this generation: metadata updates of a replaced object (whose
+  /// metageneration restarts at 1) must not pass for updates of the one that was judged.
+  public var ifGenerationMatch: Int64?
 
   public init(
     contentType: String?? = nil, cacheControl: String?? = nil, contentDisposition: String?? = nil,
     contentEncoding: String?? = nil, contentLanguage: String?? = nil,
     metadata: [String: String?]? = nil, clearMetadata: Bool = false, rotateDownloadToken: Bool = false,
-    ifMetagenerationMatch: Int64? = nil
+    ifMetagenerationMatch: Int64? = nil, ifGenerationMatch: Int64? = nil
   ) {
     self.clearMetadata = clearMetadata
     self.contentType = contentType
@@ -160,6 +163,7 @@ public struct ObjectPatch: Sendable {
     self.metadata = metadata
     self.rotateDownloadToken = rotateDownloadToken
     self.ifMetagenerationMatch = ifMetagenerationMatch
+    self.ifGenerationMatch = ifGenerationMatch
   }
 }
 

@@ -186,24 +186,27 @@ public final class UploadStore: Sendable {
   /// Publishes a completed upload as its object and marks the upload completed, in one transaction.
   ///
   /// On failure the upload is rolled back to its last acknowledged offset (the client resends).
-  /// - Throws: ``LarderError`` from the write path, ``UploadError/notFound(id:)``.
-  public func publish(_ completed: CompletedUpload) throws -> StoredObject {
-    try publish(completed, options: completed.objectOptions)
-  }
-
-  /// ``publish(_:)`` with object options the caller decoded itself from the upload's metadata
-  /// (a protocol whose metadata carries more than tus's `Upload-Metadata`: Firebase's
-  /// `cacheControl`, `contentDisposition`, custom metadata with any key).
-  public func publish(_ completed: CompletedUpload, options: ObjectWriteOptions) throws -> StoredObject {
+  /// `admission` is asked inside the write (see ``ObjectAdmission``); when it refuses, the upload
+  /// and its bytes are deleted (``reject(_:)``) and its error is rethrown. `options` default to
+  /// what the upload's metadata says (tus's `Upload-Metadata`); a protocol whose metadata carries
+  /// more (Firebase's `cacheControl`, `contentEncoding`, custom metadata with any key) passes its own.
+  /// - Throws: ``LarderError`` from the write path, ``UploadError/notFound(id:)``, what
+  ///   `admission` throws.
+  public func publish(
+    _ completed: CompletedUpload, options: ObjectWriteOptions? = nil, admission: (any ObjectAdmission)? = nil
+  ) throws -> StoredObject {
     precondition(!completed.settled, "publish of a settled upload")
     completed.settled = true
     let upload = completed.upload
+    let options = options ?? completed.objectOptions
+    let refusal = Refusal(admission)
     do {
       guard let name = upload.name else {
         throw UploadError.invalidConcatenation("a partial upload is never published")
       }
       let object = try larder.objects.put(
-        bucket: upload.bucket, name: name, staged: completed.staged, options: options
+        ObjectPath(bucket: upload.bucket, name: name), staged: completed.staged, options: options,
+        admission: admission == nil ? nil : refusal
       ) { db in
         if completed.session == nil {
           try db.execute(
@@ -234,8 +237,29 @@ public final class UploadStore: Sendable {
       return object
     } catch {
       completed.settled = false
-      rollback(completed)
+      if refusal.refused {
+        reject(completed)
+      } else {
+        rollback(completed)
+      }
       throw error
+    }
+  }
+
+  /// Remembers whether the admission step refused, which deletes the upload rather than
+  /// rolling it back for a resend.
+  private final class Refusal: ObjectAdmission, @unchecked Sendable {
+    let inner: (any ObjectAdmission)?
+    /// Set on the publishing thread only, read after the write returns.
+    var refused = false
+    init(_ inner: (any ObjectAdmission)?) { self.inner = inner }
+    func admit(_ incoming: IncomingObject, replacing current: StoredObject?) throws {
+      do {
+        try inner?.admit(incoming, replacing: current)
+      } catch {
+        refused = true
+        throw error
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 import Foundation
 import LarderAuth
 import Synchronization
+import LarderHTTP
 
 /// Turns a request's credentials into an ``Identity``.
 public protocol Authenticator: Sendable {

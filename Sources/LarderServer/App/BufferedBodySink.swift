@@ -1,4 +1,5 @@
 import Foundation
+import LarderHTTP
 
 /// Collects a small body (JSON) in memory, up to a limit, then hands it to a closure.
 final class BufferedBodySink: HTTPBodySink {
@@ -13,17 +14,13 @@ final class BufferedBodySink: HTTPBodySink {
 
   func receive(_ chunk: UnsafeRawBufferPointer) throws {
     guard buffer.count + chunk.count <= limit else {
-      throw HTTPResponseError(.error(status: 413, message: "request body exceeds \(limit) bytes"))
+      throw HTTPRequestError.bodyTooLarge(limit: Int64(limit))
     }
     buffer.append(contentsOf: chunk)
   }
 
   func finish() throws -> HTTPResponse {
-    do {
-      return try complete(buffer)
-    } catch {
-      return APIError.response(for: error)
-    }
+    try complete(buffer)
   }
 
   func cancel() { buffer = [] }

@@ -1,6 +1,8 @@
 import Foundation
 import Larder
 import LarderAuth
+import LarderHTTP
+import LarderLogging
 
 /// A running Larder HTTP service: the store, the policy, the endpoints and the server.
 ///
@@ -31,6 +33,8 @@ public final class LarderService: Sendable {
     public var publicKeyFiles: [URL] = []
     public var jwtIssuer: String?
     public var jwtAudience: String?
+    /// Where refusals and internal errors are logged (standard error unless replaced).
+    public var logger = Logger(label: "larder.server")
 
     public init(dataDirectory: URL, policy: Policy) {
       self.dataDirectory = dataDirectory
@@ -41,6 +45,8 @@ public final class LarderService: Sendable {
   public let options: Options
   public let larder: Larder
   public let server: HTTPServer
+  /// The application the server runs (drive it in process with `HTTPTestDriver`).
+  public let app: LarderApp
   public let context: ServiceContext
   /// The rules policy when serving a rules file (for reload on SIGHUP).
   public let rules: RulesPolicy?
@@ -76,7 +82,7 @@ public final class LarderService: Sendable {
     context = ServiceContext(
       larder: larder, policy: policy, authenticator: authenticator,
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
-      uploadExpiry: options.uploadExpiry)
+      uploadExpiry: options.uploadExpiry, logger: options.logger)
     let metrics = Metrics()
     metrics.registerGauge("larder_objects", help: "Objects stored.") {
       Double((try? larder.statistics().objectCount) ?? 0)
@@ -87,13 +93,8 @@ public final class LarderService: Sendable {
     var http = options.http
     // The limit is on content: a Firebase multipart body wraps it in up to this much more.
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }
-    let app = LarderApp(context: context, uploads: Self.uploadsEndpoint(context), metrics: metrics)
+    app = LarderApp(context: context, metrics: metrics)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
-  }
-
-  /// The resumable-upload endpoint mounted at `/v0/b/{bucket}/uploads`.
-  static func uploadsEndpoint(_ context: ServiceContext) -> (any BucketEndpoint)? {
-    TusEndpoint(context: context)
   }
 
   public func start() throws { try server.start() }

@@ -1,5 +1,7 @@
 import Foundation
 import Larder
+import LarderHTTP
+import LarderLogging
 
 /// What every endpoint shares: the store, who may do what, and the service's limits.
 public struct ServiceContext: Sendable {
@@ -17,10 +19,13 @@ public struct ServiceContext: Sendable {
   /// The one store of resumable uploads, shared by tus and Firebase's resumable protocol, so
   /// that both take the same per-upload lease.
   public let uploads: UploadStore
+  /// Where refusals and internal errors are logged, with each request's id as metadata.
+  public var logger: Logger
 
   public init(
     larder: Larder, policy: any AccessPolicy, authenticator: any Authenticator, maxUploadSize: Int64 = 5 << 30,
-    publicURL: String? = nil, corsOrigins: [String] = ["*"], uploadExpiry: Duration = .seconds(24 * 3600)
+    publicURL: String? = nil, corsOrigins: [String] = ["*"], uploadExpiry: Duration = .seconds(24 * 3600),
+    logger: Logger = Logger(label: "larder.server")
   ) {
     self.larder = larder
     self.policy = policy
@@ -30,27 +35,47 @@ public struct ServiceContext: Sendable {
     self.corsOrigins = corsOrigins
     self.uploadExpiry = uploadExpiry
     uploads = UploadStore(larder: larder, expiry: uploadExpiry)
+    self.logger = logger
   }
 
-  /// Asks the policy about writing `incoming` at its name: a `create`, or an `update` of the
-  /// object stored there now. Throws the 403 response when denied.
-  func authorizeWrite(_ incoming: AccessResource, identity: Identity?) throws {
-    let existing = try larder.objects.find(bucket: incoming.bucket, name: incoming.name)
+  /// Asks the policy about writing `incoming` at `path`: a `create`, or an `update` of the object
+  /// stored there now. This is the early ask, on what the client declares; the store's
+  /// admission step (``PolicyAdmission``) decides again inside the write.
+  /// - Throws: ``AccessError/denied(reason:)``, or the store's error reading the row.
+  func authorizeWrite(_ incoming: AccessResource, at path: ObjectPath, identity: Identity?) throws {
+    let existing = try larder.objects.find(path)
     try authorize(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,
         identity: identity, resource: existing.map(AccessResource.init), incoming: incoming))
   }
 
-  /// Asks the policy; throws the 403 response when denied.
-  func authorize(_ request: AccessRequest) throws {
-    let decision = policy.decide(request)
-    guard decision.allowed else { throw HTTPResponseError(APIError.forbidden()) }
+  /// The generation a write must find: the one the policy judged (`seen`), which must also be
+  /// the one the client asked for, if it asked.
+  /// - Throws: ``LarderError/preconditionFailed(_:)`` when they differ.
+  static func pin(asked: Int64?, seen: Int64, operation: String) throws -> Int64 {
+    if let asked, asked != seen {
+      throw LarderError.preconditionFailed("generation is \(seen), the \(operation) required \(asked)")
+    }
+    return seen
   }
-}
 
-/// An endpoint family mounted under `/v0/b/{bucket}/…` (objects, uploads).
-public protocol BucketEndpoint: Sendable {
-  /// `rest` is the raw path after `/v0/b/{bucket}/`, split on `/` (e.g. `["o", "a%2Fb"]`).
-  func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision
+  /// Asks the policy.
+  /// - Throws: ``AccessError/denied(reason:)`` carrying the policy's reason, for the log only.
+  func authorize(_ request: AccessRequest) throws(AccessError) {
+    let decision = policy.decide(request)
+    guard decision.allowed else { throw .denied(reason: decision.reason) }
+  }
+
+  /// The bucket of a route's `{bucket}`, decoded and validated.
+  func bucket(_ params: RouteParameters) throws -> String {
+    let bucket = try params.decoded("bucket")
+    try ObjectName.validateBucket(bucket)
+    return bucket
+  }
+
+  /// The caller; a present but invalid credential is a 401 whatever the route.
+  func identity(_ request: HTTPRequest) throws -> Identity? {
+    try authenticator.authenticate(request.headers)
+  }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// Streams a Firebase multipart upload (`X-Goog-Upload-Protocol: multipart`) into the blob
 /// write path: the JSON part is parsed and checked (name, rules on the declared size and type)
@@ -16,7 +17,7 @@ final class FirebaseMultipartSink: HTTPBodySink {
   private let declaredLength: Int64?
   private var parser: MultipartRelatedParser
   private var writer: BlobWriter?
-  private var name = ""
+  private var path: ObjectPath?
   private var options = ObjectWriteOptions()
 
   init(
@@ -53,12 +54,11 @@ final class FirebaseMultipartSink: HTTPBodySink {
 
   private func begin(_ part: MultipartMetadataPart) throws {
     let resource = try FirebaseUploadMetadata.parse(part.json)
-    name = try resource.objectName(query: queryName, bucket: bucket)
-    try ObjectName.validateName(name)
+    path = try ObjectPath(bucket: bucket, name: try resource.objectName(query: queryName, bucket: bucket))
     options = resource.writeOptions(declaredFallback: part.contentPartType, ifGenerationMatch: ifGenerationMatch)
     try options.validate()
     try FirebaseUploads.authorize(
-      context: context, bucket: bucket, name: name, size: max(0, (declaredLength ?? 0) - part.contentOffset - closingLength),
+      context: context, path: path!, size: max(0, (declaredLength ?? 0) - part.contentOffset - closingLength),
       options: options, identity: identity)
     writer = try context.larder.files.makeWriter(
       options: .init(sizeLimit: context.maxUploadSize, expectedMD5: try resource.expectedMD5()))
@@ -69,19 +69,15 @@ final class FirebaseMultipartSink: HTTPBodySink {
       try parser.finish()
     } catch let error as MultipartError {
       cancel()
-      return APIError.response(for: LarderError.invalidArgument("multipart upload: \(error.message)"))
+      throw LarderError.invalidArgument("multipart upload: \(error.message)")
     }
-    guard let writer else { return APIError.response(for: LarderError.cancelled) }
+    guard let writer, let path else { throw LarderError.cancelled }
     self.writer = nil
-    do {
-      let staged = try writer.finish()
-      try FirebaseUploads.authorizeContent(
-        context: context, bucket: bucket, name: name, staged: staged, options: options, identity: identity)
-      let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)
-      return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
-    } catch {
-      return APIError.response(for: error)
-    }
+    let staged = try writer.finish()
+    // The rules judge the real content inside the write that publishes it (the admission step).
+    let object = try context.larder.objects.put(
+      path, staged: staged, options: options, admission: context.admission(for: identity))
+    return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
   }
 
   func cancel() {

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// Firebase Storage's upload protocols on `POST /v0/b/{bucket}/o`, as the Firebase SDKs speak them.
 ///
@@ -114,7 +115,7 @@ struct FirebaseUploads {
       throw Self.badRequest(error.message)
     }
     if request.contentLength == nil && request.headers["Transfer-Encoding"] == nil {
-      throw HTTPResponseError(.error(status: 411, message: "Content-Length is required"))
+      throw RequestError.lengthRequired
     }
     if let length = request.contentLength, length > context.maxUploadSize + Self.maxWrapperBytes {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
@@ -145,12 +146,12 @@ struct FirebaseUploads {
     return .receiveBody(
       BufferedBodySink(limit: 64 * 1024) { body in
         let resource = try FirebaseUploadMetadata.parse(body)
-        let name = try resource.objectName(query: queryName, bucket: bucket)
-        try ObjectName.validateName(name)
+        let path = try ObjectPath(bucket: bucket, name: try resource.objectName(query: queryName, bucket: bucket))
+        let name = path.name
         let options = resource.writeOptions(declaredFallback: headerType)
         try options.validate()
         _ = try resource.expectedMD5()
-        try Self.authorize(context: context, bucket: bucket, name: name, size: length ?? 0, options: options, identity: identity)
+        try Self.authorize(context: context, path: path, size: length ?? 0, options: options, identity: identity)
         let upload = try store.create(
           bucket: bucket, name: name, owner: identity?.uid, length: length,
           metadata: try resource.uploadMetadata(name: name, declaredType: options.declaredContentType))
@@ -227,7 +228,7 @@ struct FirebaseUploads {
     } else if request.headers["Transfer-Encoding"] == nil {
       bodyLength = 0
     } else {
-      throw HTTPResponseError(.error(status: 411, message: "a chunk needs a Content-Length"))
+      throw RequestError.lengthRequired
     }
     if upload.completedAt != nil {
       // A finalize whose answer was lost, resent: it is done.
@@ -284,17 +285,9 @@ struct FirebaseUploads {
           algorithm: "md5", expected: Data(md5).base64EncodedString(),
           actual: Data(completed.md5).base64EncodedString())
       }
-      do {
-        try Self.authorizeContent(
-          context: context, bucket: completed.upload.bucket, name: completed.name, staged: completed.staged,
-          options: options, identity: identity)
-      } catch let denial as HTTPResponseError where denial.response.status == 403 {
-        // The rules refuse the real content: the session ends with it. Any other failure drops
-        // `completed` unsettled, which rolls back to the last acknowledged offset (resend).
-        store.reject(completed)
-        throw denial
-      }
-      let object = try store.publish(completed, options: options)
+      // The rules judge the real content inside the write (the admission step); a denial ends the
+      // session with it, any other failure rolls back to the last acknowledged offset (resend).
+      let object = try store.publish(completed, options: options, admission: context.admission(for: identity))
       var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
       r.headers.set("X-Goog-Upload-Status", "final")
       return r
@@ -308,26 +301,13 @@ struct FirebaseUploads {
     return r
   }
 
-  /// Asks the rules about writing `name` with what the client declares (before any byte).
+  /// Asks the rules about writing `path` with what the client declares (before any byte); the
+  /// admission step asks again on the real content, inside the write that publishes it.
   static func authorize(
-    context: ServiceContext, bucket: String, name: String, size: Int64, options: ObjectWriteOptions,
-    identity: Identity?
+    context: ServiceContext, path: ObjectPath, size: Int64, options: ObjectWriteOptions, identity: Identity?
   ) throws {
     try context.authorizeWrite(
-      .incoming(bucket: bucket, name: name, size: size, options: options), identity: identity)
-  }
-
-  /// Asks the rules about the real content (size, declared and detected type, digests) before it
-  /// becomes visible; the one place both protocols describe finished content to the policy.
-  static func authorizeContent(
-    context: ServiceContext, bucket: String, name: String, staged: StagedBlob, options: ObjectWriteOptions,
-    identity: Identity?
-  ) throws {
-    try context.authorizeWrite(
-      .incoming(
-        bucket: bucket, name: name, size: staged.size, options: options, detectedContentType: staged.contentType,
-        md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
-      identity: identity)
+      .incoming(bucket: path.bucket, name: path.name, size: size, options: options), at: path, identity: identity)
   }
 
   /// Decimal digits only, within 64 bits.
@@ -362,13 +342,9 @@ final class FirebaseChunkSink: HTTPBodySink {
   }
 
   func finish() throws -> HTTPResponse {
-    guard let append else { return APIError.response(for: LarderError.cancelled) }
+    guard let append else { throw LarderError.cancelled }
     self.append = nil
-    do {
-      return try uploads.complete(append, identity: identity)
-    } catch {
-      return APIError.response(for: error)
-    }
+    return try uploads.complete(append, identity: identity)
   }
 
   func cancel() {

@@ -1,4 +1,5 @@
 import Foundation
+import LarderHTTP
 
 /// RFC 9110 §13.2.2: the order in which preconditions are evaluated for GET and HEAD.
 enum Conditional: Equatable {

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// Streams a simple upload's body into the blob write path, then publishes the object.
 ///
@@ -7,16 +8,16 @@ import Larder
 /// policy runs again on the real size and sniffed type before anything becomes visible.
 final class ObjectUploadSink: HTTPBodySink {
   private let context: ServiceContext
-  private let bucket: String
-  private let name: String
+  private let path: ObjectPath
   private let identity: Identity?
   private let options: ObjectWriteOptions
   private var writer: BlobWriter?
 
-  init(context: ServiceContext, bucket: String, name: String, identity: Identity?, options: ObjectWriteOptions, expectedMD5: [UInt8]?) throws {
+  init(
+    context: ServiceContext, path: ObjectPath, identity: Identity?, options: ObjectWriteOptions, expectedMD5: [UInt8]?
+  ) throws {
     self.context = context
-    self.bucket = bucket
-    self.name = name
+    self.path = path
     self.identity = identity
     self.options = options
     writer = try context.larder.files.makeWriter(
@@ -31,18 +32,12 @@ final class ObjectUploadSink: HTTPBodySink {
   func finish() throws -> HTTPResponse {
     guard let writer else { throw LarderError.cancelled }
     self.writer = nil
-    do {
-      let staged = try writer.finish()
-      try context.authorizeWrite(
-        .incoming(
-          bucket: bucket, name: name, size: staged.size, options: options, detectedContentType: staged.contentType,
-          md5Hash: Data(staged.md5).base64EncodedString(), sha256: staged.sha256Hex),
-        identity: identity)
-      let object = try context.larder.objects.put(bucket: bucket, name: name, staged: staged, options: options)
-      return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
-    } catch {
-      return APIError.response(for: error)
-    }
+    let staged = try writer.finish()
+    // The policy is asked again on the real size and sniffed type, inside the write, about the
+    // row it replaces.
+    let object = try context.larder.objects.put(
+      path, staged: staged, options: options, admission: context.admission(for: identity))
+    return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
   }
 
   func cancel() {

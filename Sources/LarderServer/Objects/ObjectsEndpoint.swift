@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderCrypto
+import LarderHTTP
 
 /// Firebase Storage's object REST API.
 ///
@@ -13,71 +14,74 @@ import LarderCrypto
 /// DELETE /v0/b/{bucket}/o/{name}                                          → 204
 /// GET    /v0/b/{bucket}/o?prefix=&delimiter=&maxResults=&pageToken=       list
 /// ```
-struct ObjectsEndpoint: BucketEndpoint {
+struct ObjectsEndpoint {
   let context: ServiceContext
 
-  func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws -> HTTPHeadDecision {
-    // Errors are answered here so that metrics and the access log keep the route's label
-    // (a 404 of `objects.get`), instead of LarderApp's catch-all "error".
-    let route = Self.routeLabel(request, rest: rest)
-    do {
-      return HTTPHeadDecision(try dispatch(request, bucket: bucket, rest: rest, identity: identity), routeLabel: route)
-    } catch {
-      return .respond(APIError.response(for: error), route: route)
-    }
-  }
+  /// Response headers a browser script may read: object answers, and Firebase's resumable
+  /// upload protocol (`X-Goog-Upload-*`).
+  static let exposedHeaders = [
+    "ETag", "Content-Range", "Content-Length", "Location", "X-Goog-Upload-URL", "X-Goog-Upload-Status",
+    "X-Goog-Upload-Size-Received", "X-Goog-Upload-Chunk-Granularity", "X-Goog-Upload-Control-URL",
+  ]
+  /// Request headers a preflight offers: ours, and the Firebase Storage SDKs'.
+  static let requestHeaders = [
+    "Authorization", "Content-Type", "Range", "If-None-Match", "If-Match", "X-Goog-Meta-*",
+    "X-Goog-Upload-Protocol", "X-Goog-Upload-Command", "X-Goog-Upload-Offset",
+    "X-Goog-Upload-Header-Content-Length", "X-Goog-Upload-Header-Content-Type", "X-Firebase-Storage-Version",
+    "X-Firebase-GMPID", "X-Firebase-AppCheck",
+  ]
+  static let methods = "GET, HEAD, POST, PATCH, DELETE, OPTIONS"
 
-  static func routeLabel(_ request: HTTPRequest, rest: [Substring]) -> String {
-    switch (rest.count, request.method) {
-    case (1, "POST"): "objects.upload"
-    case (1, "GET"): "objects.list"
-    case (2, "GET"), (2, "HEAD"): request.queryValue("alt") == "media" ? "objects.download" : "objects.get"
-    case (2, "PATCH"): "objects.patch"
-    case (2, "DELETE"): "objects.delete"
-    case (1, _), (2, _): "objects"
-    default: "unmatched"
+  /// Declares the object routes. Order matters where a path is shared: `alt=media` selects
+  /// `objects.download` before `objects.get`, and the order gives `Allow`.
+  func register(in router: inout Router, cors: CORS) {
+    let collection = "/v0/b/{bucket}/o"
+    let item = "/v0/b/{bucket}/o/{name}"
+    router.add("GET", collection, route: "objects.list", options: .noHeadFallback) { request, params in
+      let bucket = try context.bucket(params)
+      return .respond(try list(request, bucket: bucket, identity: try context.identity(request)))
     }
-  }
-
-  func dispatch(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws
-    -> HTTPHeadDecision.Action
-  {
-    switch rest.count {
-    case 1:
-      switch request.method {
-      case "POST":
-        // Firebase's multipart and resumable protocols (and refusals of any other): never raw bytes.
-        if FirebaseUploads.applies(to: request) {
-          return try FirebaseUploads(context: context).handle(request, bucket: bucket, identity: identity)
+    router.add("POST", collection, route: "objects.upload") { request, params in
+      let bucket = try context.bucket(params)
+      let identity = try context.identity(request)
+      // Firebase's multipart and resumable protocols (and refusals of any other): never raw bytes.
+      if FirebaseUploads.applies(to: request) {
+        return HTTPHeadDecision(try FirebaseUploads(context: context).handle(request, bucket: bucket, identity: identity))
+      }
+      return .receiveBody(try upload(request, bucket: bucket, identity: identity))
+    }
+    let preflight: Router.Handler = { request, params in
+      _ = try context.bucket(params)
+      var r = HTTPResponse(status: 204)
+      cors.preflight(&r, request: request, methods: Self.methods)
+      return .respond(r)
+    }
+    router.add("OPTIONS", collection, route: "objects.preflight", preflight)
+    for method in ["GET", "HEAD"] {
+      for (query, label) in [(["alt": "media"], "objects.download"), ([:], "objects.get")] {
+        router.add(method, item, query: query, route: label) { request, params in
+          let (path, identity) = try target(request, params)
+          return .respond(try read(request, path: path, identity: identity, media: label == "objects.download"))
         }
-        return .receiveBody(try upload(request, bucket: bucket, identity: identity))
-      case "GET": return .respond(try list(request, bucket: bucket, identity: identity))
-      default: return .respond(methodNotAllowed("GET, POST, OPTIONS"))
       }
-    case 2:
-      let name = try PercentEncoding.decode(rest[1])
-      try ObjectName.validateName(name)
-      switch request.method {
-      case "GET", "HEAD":
-        return .respond(
-          try read(request, bucket: bucket, name: name, identity: identity, media: request.queryValue("alt") == "media"))
-      case "PATCH":
-        return .receiveBody(
-          BufferedBodySink { body in try self.patch(body, bucket: bucket, name: name, identity: identity) })
-      case "DELETE":
-        return .respond(try delete(request, bucket: bucket, name: name, identity: identity))
-      default:
-        return .respond(methodNotAllowed("GET, HEAD, PATCH, DELETE, OPTIONS"))
-      }
-    default:
-      return .respond(.error(status: 404, message: "no such endpoint"))
     }
+    router.add("PATCH", item, route: "objects.patch") { request, params in
+      let (path, identity) = try target(request, params)
+      return .receiveBody(BufferedBodySink { body in try self.patch(body, path: path, identity: identity) })
+    }
+    router.add("DELETE", item, route: "objects.delete") { request, params in
+      let (path, identity) = try target(request, params)
+      return .respond(try delete(request, path: path, identity: identity))
+    }
+    router.add("OPTIONS", item, route: "objects.preflight", preflight)
   }
 
-  func methodNotAllowed(_ allow: String) -> HTTPResponse {
-    var r = HTTPResponse.error(status: 405, message: "method not allowed; allowed: \(allow)")
-    r.headers.set("Allow", allow)
-    return r
+  /// The bucket, caller and object name of an item route, checked in that order: the name is
+  /// validated here, once, into the ``ObjectPath`` the store takes as it is.
+  private func target(_ request: HTTPRequest, _ params: RouteParameters) throws -> (ObjectPath, Identity?) {
+    let bucket = try context.bucket(params)
+    let identity = try context.identity(request)
+    return (try ObjectPath(bucket: bucket, name: try params.decoded("name")), identity)
   }
 
   // MARK: upload
@@ -90,12 +94,12 @@ struct ObjectsEndpoint: BucketEndpoint {
     guard let name = request.queryValue("name") else {
       throw LarderError.invalidArgument("the object name is required: POST /v0/b/\(bucket)/o?name=NAME")
     }
-    try ObjectName.validateName(name)
+    let path = try ObjectPath(bucket: bucket, name: name)
     if let length = request.contentLength, length > context.maxUploadSize {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
     }
     if request.contentLength == nil && request.headers["Transfer-Encoding"] == nil {
-      throw HTTPResponseError(.error(status: 411, message: "Content-Length is required"))
+      throw RequestError.lengthRequired
     }
     var metadata: [String: String] = [:]
     for field in request.headers {
@@ -122,17 +126,17 @@ struct ObjectsEndpoint: BucketEndpoint {
     try options.validate()
     // Ask before reading a byte, on what the client declares; asked again on the real content.
     try context.authorizeWrite(
-      .incoming(bucket: bucket, name: name, size: request.contentLength ?? 0, options: options), identity: identity)
+      .incoming(bucket: bucket, name: name, size: request.contentLength ?? 0, options: options), at: path,
+      identity: identity)
     return try ObjectUploadSink(
-      context: context, bucket: bucket, name: name, identity: identity, options: options, expectedMD5: expectedMD5)
+      context: context, path: path, identity: identity, options: options, expectedMD5: expectedMD5)
   }
 
   // MARK: read
 
-  func read(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?, media: Bool) throws
-    -> HTTPResponse
-  {
-    let object = try context.larder.objects.find(bucket: bucket, name: name)
+  func read(_ request: HTTPRequest, path: ObjectPath, identity: Identity?, media: Bool) throws -> HTTPResponse {
+    let (bucket, name) = (path.bucket, path.name)
+    let object = try context.larder.objects.find(path)
     let token = request.queryValue("token").map { Array($0.utf8) }
     let tokenGrants =
       media && token != nil
@@ -258,7 +262,8 @@ struct ObjectsEndpoint: BucketEndpoint {
 
   // MARK: patch, delete, list
 
-  func patch(_ body: [UInt8], bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
+  func patch(_ body: [UInt8], path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
+    let (bucket, name) = (path.bucket, path.name)
     guard let json = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
       throw LarderError.invalidArgument("the body must be a JSON object")
     }
@@ -301,7 +306,7 @@ struct ObjectsEndpoint: BucketEndpoint {
     if let unknown = json.keys.first(where: { !Self.writableFields.contains($0) && !Self.readOnlyFields.contains($0) }) {
       throw LarderError.invalidArgument("field '\(unknown.prefix(60))' cannot be changed")
     }
-    let current = try context.larder.objects.find(bucket: bucket, name: name)
+    let current = try context.larder.objects.find(path)
     let incoming = current.map { object -> AccessResource in
       var next = AccessResource(object)
       if let t = patch.contentType { next.contentType = t ?? "application/octet-stream" }
@@ -313,7 +318,10 @@ struct ObjectsEndpoint: BucketEndpoint {
       AccessRequest(
         operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init),
         incoming: incoming))
-    let updated = try context.larder.objects.update(bucket: bucket, name: name, patch: patch)
+    // Applied only to the row that was judged (same generation and metageneration), else 412.
+    patch.ifGenerationMatch = current?.generation
+    patch.ifMetagenerationMatch = current?.metageneration
+    let updated = try context.larder.objects.update(path, patch: patch)
     return Self.writeResponse(updated, identity: identity, context: context)
   }
 
@@ -332,13 +340,18 @@ struct ObjectsEndpoint: BucketEndpoint {
     "storageClass", "kind", "id", "selfLink", "mediaLink", "type",
   ]
 
-  func delete(_ request: HTTPRequest, bucket: String, name: String, identity: Identity?) throws -> HTTPResponse {
-    let current = try context.larder.objects.find(bucket: bucket, name: name)
+  func delete(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
+    let (bucket, name) = (path.bucket, path.name)
+    let current = try context.larder.objects.find(path)
     try context.authorize(
       AccessRequest(
         operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init)))
+    guard let current else { throw LarderError.notFound(bucket: bucket, name: name) }
+    // Deletes only the row that was judged: if it was replaced meanwhile, 412.
     try context.larder.objects.delete(
-      bucket: bucket, name: name, ifGenerationMatch: try Self.count(request, "ifGenerationMatch"))
+      path,
+      ifGenerationMatch: try ServiceContext.pin(
+        asked: try Self.count(request, "ifGenerationMatch"), seen: current.generation, operation: "delete"))
     return HTTPResponse(status: 204)
   }
 

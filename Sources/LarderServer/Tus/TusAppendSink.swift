@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// Streams a `PATCH` (or a creation-with-upload `POST`) body into an ``UploadAppend``.
 ///
@@ -7,7 +8,6 @@ import Larder
 /// produced only after the bytes are fsync'ed and the offset committed (or the object published).
 final class TusAppendSink: HTTPBodySink {
   private let endpoint: TusEndpoint
-  private let request: HTTPRequest
   private let identity: Identity?
   /// The upload this `POST` created; nil for a `PATCH`.
   private let created: Upload?
@@ -17,7 +17,6 @@ final class TusAppendSink: HTTPBodySink {
     endpoint: TusEndpoint, request: HTTPRequest, append: UploadAppend, identity: Identity?, created: Upload?
   ) {
     self.endpoint = endpoint
-    self.request = request
     self.append = append
     self.identity = identity
     self.created = created
@@ -28,19 +27,16 @@ final class TusAppendSink: HTTPBodySink {
     do {
       try append.write(chunk)
     } catch {
+      // The append settled itself (kept or dropped its bytes); `cancel` must not touch it.
       self.append = nil
-      throw HTTPResponseError(answer(APIError.response(for: error)))
+      throw error
     }
   }
 
   func finish() throws -> HTTPResponse {
     guard let append else { throw LarderError.cancelled }
     self.append = nil
-    do {
-      return answer(try endpoint.complete(append, identity: identity))
-    } catch {
-      return answer(APIError.response(for: error))
-    }
+    return try endpoint.complete(append, identity: identity)
   }
 
   func cancel() {
@@ -49,15 +45,14 @@ final class TusAppendSink: HTTPBodySink {
     append = nil
   }
 
-  private func answer(_ response: HTTPResponse) -> HTTPResponse {
-    var r = response
-    if let created {
-      if r.status == 204 { r.status = 201 }
-      r.headers.set("Location", endpoint.location(of: created))
-      if !r.headers.contains("Upload-Expires") {
-        r.headers.set("Upload-Expires", HTTPDate.format(created.expiresAt))
-      }
+  /// A creation-with-upload answer, success or error, names the upload it created, so the
+  /// client can resume it.
+  func decorate(_ r: inout HTTPResponse) {
+    guard let created else { return }
+    if r.status == 204 { r.status = 201 }
+    r.headers.set("Location", endpoint.location(of: created))
+    if !r.headers.contains("Upload-Expires") {
+      r.headers.set("Upload-Expires", HTTPDate.format(created.expiresAt))
     }
-    return endpoint.finish(r, request: request)
   }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 
 /// tus 1.0.0 resumable uploads on `/v0/b/{bucket}/uploads`.
 ///
@@ -25,7 +26,7 @@ import Larder
 ///   (real size, sniffed type, sha256) before the object becomes visible; denied at the end →
 ///   403 and the upload with its bytes is deleted. Partial uploads are not asked about (they have
 ///   no name and never become objects); the final concatenation is asked about both times.
-struct TusEndpoint: BucketEndpoint {
+struct TusEndpoint {
   let context: ServiceContext
   let store: UploadStore
 
@@ -34,63 +35,71 @@ struct TusEndpoint: BucketEndpoint {
     store = context.uploads
   }
 
-  func handle(_ request: HTTPRequest, bucket: String, rest: [Substring], identity: Identity?) throws
-    -> HTTPHeadDecision
-  {
-    let method = request.headers["X-HTTP-Method-Override"]?.uppercased() ?? request.method
-    guard rest.count <= 2, rest.first == "uploads" else {
-      return .respond(.error(status: 404, message: "no such endpoint"), route: "unmatched")
+  static let exposedHeaders = [
+    "Location", "Upload-Offset", "Upload-Length", "Upload-Metadata", "Upload-Defer-Length", "Upload-Expires",
+    "Upload-Concat", "Tus-Resumable", "Tus-Version", "Tus-Extension", "Tus-Max-Size", "Tus-Checksum-Algorithm",
+  ]
+  static let requestHeaders = [
+    "Authorization", "Content-Type", "Tus-Resumable", "Upload-Length", "Upload-Defer-Length", "Upload-Metadata",
+    "Upload-Offset", "Upload-Checksum", "Upload-Concat", "X-HTTP-Method-Override",
+  ]
+  static let methods = "POST, HEAD, PATCH, DELETE, OPTIONS"
+
+  /// Declares the tus routes. Every route honours `X-HTTP-Method-Override`, which only picks
+  /// among these: an unknown override is a 405 counted as `unmatched`, never a new label.
+  /// The collection also answers with a trailing slash (`/uploads/`, tusd's `/files/`).
+  func register(in router: inout Router, cors: CORS) {
+    let collection = "/v0/b/{bucket}/uploads"
+    let item = "/v0/b/{bucket}/uploads/{id}"
+    let tus: Router.Decorator = { response, request in Self.finish(&response, request: request) }
+    router.add("POST", collection, route: "tus.create", options: .acceptsMethodOverride, decorate: tus) {
+      request, params in
+      let (bucket, identity) = try prelude(request, params)
+      return HTTPHeadDecision(try create(request, bucket: bucket, identity: identity))
     }
-    if method == "OPTIONS" {
-      return .respond(finish(options(request), request: request, tus: false), route: "tus.options")
+    for pattern in [collection, item] {
+      router.add("OPTIONS", pattern, route: "tus.options", options: .acceptsMethodOverride) { request, params in
+        _ = try context.bucket(params)
+        _ = try context.identity(request)
+        return .respond(options(request, cors: cors))
+      }
     }
-    let id = rest.count == 2 ? String(rest[1]) : nil
-    let route = "tus.\(method.lowercased())"
-    do {
-      guard request.headers["Tus-Resumable"] == TusProtocol.version else {
-        var r = HTTPResponse.error(status: 412, message: "Tus-Resumable must be \(TusProtocol.version)")
-        r.headers.set("Tus-Version", TusProtocol.version)
-        throw HTTPResponseError(r)
-      }
-      let decision: HTTPHeadDecision.Action
-      switch (method, id) {
-      case ("POST", nil): decision = try create(request, bucket: bucket, identity: identity)
-      case ("HEAD", let id?): decision = .respond(try head(id: id, bucket: bucket, identity: identity))
-      case ("PATCH", let id?): decision = try patch(request, id: id, bucket: bucket, identity: identity)
-      case ("DELETE", let id?): decision = .respond(try terminate(id: id, bucket: bucket, identity: identity))
-      default:
-        var r = HTTPResponse.error(status: 405, message: "method not allowed")
-        r.headers.set("Allow", id == nil ? "POST, OPTIONS" : "HEAD, PATCH, DELETE, OPTIONS")
-        decision = .respond(r)
-      }
-      switch decision {
-      case .respond(let response): return .respond(finish(response, request: request), route: route)
-      case .receiveBody: return HTTPHeadDecision(decision, routeLabel: route)
-      }
-    } catch {
-      return .respond(finish(APIError.response(for: error), request: request), route: route)
+    router.add("HEAD", item, route: "tus.head", options: .acceptsMethodOverride, decorate: tus) { request, params in
+      let (bucket, identity) = try prelude(request, params)
+      return .respond(try head(id: try params.decoded("id"), bucket: bucket, identity: identity))
     }
+    router.add("PATCH", item, route: "tus.patch", options: .acceptsMethodOverride, decorate: tus) {
+      request, params in
+      let (bucket, identity) = try prelude(request, params)
+      return HTTPHeadDecision(try patch(request, id: try params.decoded("id"), bucket: bucket, identity: identity))
+    }
+    router.add("DELETE", item, route: "tus.delete", options: .acceptsMethodOverride, decorate: tus) {
+      request, params in
+      let (bucket, identity) = try prelude(request, params)
+      return .respond(try terminate(id: try params.decoded("id"), bucket: bucket, identity: identity))
+    }
+  }
+
+  /// What every tus request but `OPTIONS` checks first: the bucket, the caller, the version.
+  private func prelude(_ request: HTTPRequest, _ params: RouteParameters) throws -> (String, Identity?) {
+    let bucket = try context.bucket(params)
+    let identity = try context.identity(request)
+    guard request.headers["Tus-Resumable"] == TusProtocol.version else {
+      throw RequestError.unsupportedTusVersion(supported: TusProtocol.version)
+    }
+    return (bucket, identity)
   }
 
   // MARK: - OPTIONS
 
-  func options(_ request: HTTPRequest) -> HTTPResponse {
+  func options(_ request: HTTPRequest, cors: CORS) -> HTTPResponse {
     var r = HTTPResponse(status: 200)
     r.headers.set("Tus-Resumable", TusProtocol.version)
     r.headers.set("Tus-Version", TusProtocol.version)
     r.headers.set("Tus-Extension", TusProtocol.extensions)
     r.headers.set("Tus-Max-Size", String(context.maxUploadSize))
     r.headers.set("Tus-Checksum-Algorithm", TusProtocol.checksumAlgorithms)
-    r.headers.set("Allow", "POST, HEAD, PATCH, DELETE, OPTIONS")
-    if allowedOrigin(request) != nil {
-      r.headers.set("Access-Control-Allow-Methods", "POST, HEAD, PATCH, DELETE, OPTIONS")
-      r.headers.set(
-        "Access-Control-Allow-Headers",
-        request.headers["Access-Control-Request-Headers"]
-          ?? "Authorization, Content-Type, Tus-Resumable, Upload-Length, Upload-Defer-Length, Upload-Metadata, "
-          + "Upload-Offset, Upload-Checksum, Upload-Concat, X-HTTP-Method-Override, X-Request-Id")
-      r.headers.set("Access-Control-Max-Age", "86400")
-    }
+    cors.preflight(&r, request: request, methods: Self.methods)
     return r
   }
 
@@ -141,9 +150,9 @@ struct TusEndpoint: BucketEndpoint {
       }
       target = name
     }
-    try ObjectName.validateName(target)
+    let path = try ObjectPath(bucket: bucket, name: target)
     let options = UploadStore.objectOptions(metadata: metadata)
-    try authorize(bucket: bucket, name: target, identity: identity, size: length ?? 0, options: options)
+    try authorize(path, identity: identity, size: length ?? 0, options: options)
     let withBody = request.headers["Content-Type"].map(Self.isOffsetStream) ?? false
     let checksum = withBody ? try TusProtocol.parseChecksum(request.headers["Upload-Checksum"]) : nil
     if let length, withBody, let declared = request.contentLength, declared > length {
@@ -177,7 +186,7 @@ struct TusEndpoint: BucketEndpoint {
     guard let name = metadata["name"], !name.isEmpty else {
       throw TusProtocol.badRequest("Upload-Metadata must carry the object's name under the key 'name'")
     }
-    try ObjectName.validateName(name)
+    let path = try ObjectPath(bucket: bucket, name: name)
     let options = UploadStore.objectOptions(metadata: metadata)
     let completed: CompletedUpload
     do {
@@ -185,7 +194,7 @@ struct TusEndpoint: BucketEndpoint {
         bucket: bucket, name: name, owner: identity?.uid, metadata: metadata, partials: ids,
         sizeLimit: context.maxUploadSize
       ) { total in
-        try authorize(bucket: bucket, name: name, identity: identity, size: total, options: options)
+        try authorize(path, identity: identity, size: total, options: options)
       }
     } catch LarderError.sizeLimitExceeded {
       throw tooLarge()
@@ -227,8 +236,7 @@ struct TusEndpoint: BucketEndpoint {
     -> HTTPHeadDecision.Action
   {
     guard request.headers["Content-Type"].map(Self.isOffsetStream) == true else {
-      throw HTTPResponseError(
-        .error(status: 415, message: "Content-Type must be \(TusProtocol.offsetContentType)"))
+      throw RequestError.unsupportedMediaType(expected: TusProtocol.offsetContentType)
     }
     guard let offset = TusProtocol.parseCount(request.headers["Upload-Offset"]) else {
       throw TusProtocol.badRequest("Upload-Offset must be a non-negative integer")
@@ -273,24 +281,11 @@ struct TusEndpoint: BucketEndpoint {
     }
   }
 
-  /// Asks the policy with the real content, then publishes (or deletes the upload: 403).
-  ///
-  /// Only a denial deletes it; any other failure (a busy catalog…) drops `completed` unsettled,
-  /// which rolls the upload back to its last acknowledged offset: the client resends.
+  /// Publishes, asking the policy inside the write on the real content and the row it
+  /// replaces. A denial deletes the upload (403); any other failure (a busy catalog…) rolls it
+  /// back to its last acknowledged offset: the client resends.
   func publish(_ completed: CompletedUpload, identity: Identity?) throws {
-    let options = completed.objectOptions
-    do {
-      try context.authorizeWrite(
-        .incoming(
-          bucket: completed.upload.bucket, name: completed.name, size: completed.size, options: options,
-          detectedContentType: completed.contentType, md5Hash: Data(completed.md5).base64EncodedString(),
-          sha256: completed.sha256Hex),
-        identity: identity)
-    } catch let denial as HTTPResponseError where denial.response.status == 403 {
-      store.reject(completed)
-      throw denial
-    }
-    _ = try store.publish(completed)
+    _ = try store.publish(completed, admission: context.admission(for: identity))
   }
 
   func progressResponse(_ upload: Upload) -> HTTPResponse {
@@ -316,15 +311,15 @@ struct TusEndpoint: BucketEndpoint {
     return upload
   }
 
-  /// Asks before any byte, on the declared length and type; ``publish(_:identity:)`` asks again
-  /// on the real content.
-  func authorize(bucket: String, name: String, identity: Identity?, size: Int64, options: ObjectWriteOptions) throws {
-    try context.authorizeWrite(.incoming(bucket: bucket, name: name, size: size, options: options), identity: identity)
+  /// Asks on what the client declares (before any byte); the admission step asks again on the
+  /// real content when the upload is published.
+  func authorize(_ path: ObjectPath, identity: Identity?, size: Int64, options: ObjectWriteOptions) throws {
+    try context.authorizeWrite(
+      .incoming(bucket: path.bucket, name: path.name, size: size, options: options), at: path, identity: identity)
   }
 
-  func tooLarge() -> HTTPResponseError {
-    HTTPResponseError(
-      .error(status: 413, message: "the upload is larger than the limit of \(context.maxUploadSize) bytes"))
+  func tooLarge() -> RequestError {
+    .uploadTooLarge(limit: context.maxUploadSize)
   }
 
   static func isOffsetStream(_ contentType: String) -> Bool {
@@ -343,25 +338,10 @@ struct TusEndpoint: BucketEndpoint {
     return base + path
   }
 
-  /// Adds what every tus answer carries: `Tus-Resumable`, CORS, and no body on `HEAD`.
-  func finish(_ response: HTTPResponse, request: HTTPRequest, tus: Bool = true) -> HTTPResponse {
-    var r = response
-    if tus { r.headers.set("Tus-Resumable", TusProtocol.version) }
+  /// Adds what every tus answer carries, errors included: `Tus-Resumable`, and no body on
+  /// `HEAD` or 204.
+  static func finish(_ r: inout HTTPResponse, request: HTTPRequest) {
+    r.headers.set("Tus-Resumable", TusProtocol.version)
     if request.method == "HEAD" || r.status == 204 { r.body = .empty }
-    if let origin = allowedOrigin(request), !r.headers.contains("Access-Control-Allow-Origin") {
-      r.headers.set("Access-Control-Allow-Origin", origin)
-      if origin != "*" { r.headers.add("Vary", "Origin") }
-      r.headers.set(
-        "Access-Control-Expose-Headers",
-        "Location, Upload-Offset, Upload-Length, Upload-Metadata, Upload-Defer-Length, Upload-Expires, Upload-Concat, "
-          + "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, X-Request-Id")
-    }
-    return r
-  }
-
-  func allowedOrigin(_ request: HTTPRequest) -> String? {
-    guard let origin = request.headers["Origin"], !context.corsOrigins.isEmpty else { return nil }
-    if context.corsOrigins.contains("*") { return "*" }
-    return context.corsOrigins.contains(origin) ? origin : nil
   }
 }

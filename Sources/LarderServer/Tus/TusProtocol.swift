@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderCrypto
+import LarderHTTP
 
 /// The tus 1.0.0 vocabulary: versions, extensions and request-header parsing. Upload errors
 /// become statuses in ``APIError``.
@@ -20,7 +21,7 @@ enum TusProtocol {
   }
 
   /// `Upload-Checksum: <algorithm> <base64 digest>`.
-  /// - Throws: a 400 response for an unsupported algorithm or a malformed digest.
+  /// - Throws: ``RequestError/badRequest(_:)`` for an unsupported algorithm or a malformed digest.
   static func parseChecksum(_ value: String?) throws -> UploadChecksum? {
     guard let value else { return nil }
     let parts = value.trimmingCharacters(in: .whitespaces).split(
@@ -69,7 +70,7 @@ enum TusProtocol {
     return .final(ids)
   }
 
-  static func badRequest(_ message: String) -> HTTPResponseError {
-    HTTPResponseError(.error(status: 400, message: message))
+  static func badRequest(_ message: String) -> RequestError {
+    .badRequest(message)
   }
 }

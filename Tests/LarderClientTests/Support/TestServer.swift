@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderClient
+import LarderHTTP
 import LarderServer
 import Synchronization
 

@@ -1,4 +1,5 @@
 import Foundation
+import LarderHTTP
 import Testing
 
 /// What a hostile or broken client sends: every answer is a 4xx JSON error, and the server keeps serving.

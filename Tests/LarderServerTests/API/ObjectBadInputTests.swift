@@ -1,19 +1,22 @@
 import Foundation
 import LarderCrypto
+import LarderTestSupport
 import Testing
 
 /// Malformed integrity and precondition parameters on object writes: 400 (or 412), nothing changed.
+/// Driven in process (`HTTPTestDriver`): the same routes and sinks, no socket.
 @Suite struct ObjectBadInputTests {
   static let body = Array("checked bytes".utf8)
 
-  func post(_ s: LiveService, _ name: String, headers: [(String, String)] = [], query: String = "", body: [UInt8] = body)
-    throws -> WireResponse
+  func post(
+    _ s: InProcessService, _ name: String, headers: [(String, String)] = [], query: String = "", body: [UInt8] = body
+  ) throws -> HTTPTestResponse
   {
     try s.send(.init("POST", "/v0/b/app/o?name=\(enc(name))\(query)", headers: headers, body: body))
   }
 
   @Test func contentMD5MustBeAWellFormedMatchingDigest() throws {
-    try withService { s in
+    try withInProcessService { s in
       let md5 = Digest.hash(.md5, Self.body)
       for (label, value) in [
         ("not base64", "nope"), ("15 bytes", Data(md5.prefix(15)).base64EncodedString()),
@@ -32,7 +35,7 @@ import Testing
   }
 
   @Test func ifGenerationMatchMustBeANonNegativeInteger() throws {
-    try withService { s in
+    try withInProcessService { s in
       let first = try s.upload("g.txt", Self.body)
       let generation = try #require(first["generation"] as? String)
       for bad in ["abc", "-1", ""] {

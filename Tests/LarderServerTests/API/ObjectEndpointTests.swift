@@ -1,4 +1,5 @@
 import Foundation
+import LarderHTTP
 import Testing
 
 #if canImport(FoundationNetworking)

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 import LarderServer
 import Testing
 

@@ -22,7 +22,7 @@ import Testing
     #expect(after.generation == before.generation, "\(label): generation changed")
     #expect(try s.rowCounts() == counts, "\(label): rows changed")
     #expect(try s.uploadRows() == 0, "\(label): a session was created")
-    #expect(s.uploadFiles() == [], "\(label)")
+    #expect(s.uploadFiles == [], "\(label)")
     #expect(s.tmpEntries() == [], "\(label)")
   }
 

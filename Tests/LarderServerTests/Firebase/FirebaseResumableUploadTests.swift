@@ -53,7 +53,7 @@ import Testing
       let q = try s.send(FirebaseWire.command(url, "query", offset: nil))
       #expect(q["X-Goog-Upload-Status"] == "final")
       #expect(q["X-Goog-Upload-Size-Received"] == String(content.count))
-      #expect(s.uploadFiles() == [])
+      #expect(s.uploadFiles == [])
       // The last chunk resent (its answer lost): the same final answer, nothing written again.
       let again = try s.send(FirebaseWire.command(url, "upload, finalize", offset: offset, body: Array(content[offset...])))
       #expect(again.status == 200)
@@ -122,12 +122,12 @@ import Testing
     try withService { s in
       let url = try s.startSession("c.bin", length: 100)
       #expect(try s.send(FirebaseWire.command(url, "upload", offset: 0, body: testBytes(50))).status == 200)
-      #expect(s.uploadFiles().count == 1)
+      #expect(s.uploadFiles.count == 1)
       let r = try s.send(FirebaseWire.command(url, "cancel", offset: nil))
       #expect(r.status == 200)
       #expect(r["X-Goog-Upload-Status"] == "cancelled")
       #expect(try s.send(FirebaseWire.command(url, "query", offset: nil)).status == 404)
-      #expect(s.uploadFiles() == [])
+      #expect(s.uploadFiles == [])
       #expect(try s.uploadRows() == 0)
       #expect(try s.snapshot("c.bin") == nil)
     }
@@ -187,14 +187,14 @@ import Testing
       let early = try s.send(FirebaseWire.start("forbidden.bin", length: 10))
       #expect(early.status == 403, "\(early.text)")
       #expect(try s.uploadRows() == 0)
-      #expect(s.uploadFiles() == [])
+      #expect(s.uploadFiles == [])
       // Declared as octet-stream, really a PNG: refused on the real bytes; the session ends.
       let url = try s.startSession("pic.bin", length: tinyPNG.count)
       let r = try s.send(FirebaseWire.command(url, "upload, finalize", offset: 0, body: tinyPNG))
       #expect(r.status == 403, "\(r.text)")
       #expect(try s.snapshot("pic.bin") == nil)
       #expect(try s.send(FirebaseWire.command(url, "query", offset: nil)).status == 404)
-      #expect(s.uploadFiles() == [])
+      #expect(s.uploadFiles == [])
       #expect(try s.rowCounts() == ["objects": 0, "files": 0, "blobs": 0])
     }
   }
@@ -255,7 +255,7 @@ import Testing
       let report = try GarbageCollector(larder: s.service.larder).collect(options: .init(grace: .seconds(0)))
       #expect(report.uploadsExpired == 1)
       #expect(report.uploadBytesFreed == 4)
-      #expect(s.uploadFiles() == [])
+      #expect(s.uploadFiles == [])
       #expect(try s.uploadRows() == 0)
     }
   }

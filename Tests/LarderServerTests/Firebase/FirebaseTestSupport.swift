@@ -72,12 +72,6 @@ extension LiveService {
     return (try send(.get("/v0/b/app/o/\(enc(name))?alt=media")).body, generation)
   }
 
-  /// Files in `uploads/` (resumable sessions' bytes).
-  func uploadFiles() -> [String] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("uploads").path)) ?? [])
-      .sorted()
-  }
-
   /// Rows in `uploads`.
   func uploadRows() throws -> Int {
     try service.larder.catalog.read { db in Int(try db.row("SELECT count(*) AS n FROM uploads")?.int("n") ?? -1) }

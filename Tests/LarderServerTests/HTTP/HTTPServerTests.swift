@@ -1,5 +1,6 @@
 import Foundation
 import LarderCrypto
+import LarderHTTP
 import LarderServer
 import LarderTestSupport
 import Synchronization

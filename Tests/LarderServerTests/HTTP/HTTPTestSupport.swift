@@ -1,4 +1,5 @@
 import Foundation
+import LarderHTTP
 import LarderServer
 import Synchronization
 

@@ -1,5 +1,6 @@
 import Foundation
 import LarderCrypto
+import LarderHTTP
 import LarderServer
 
 /// A sink that hashes the body and reports through `SinkEvents`; optionally refuses bodies

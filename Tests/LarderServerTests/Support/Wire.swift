@@ -1,4 +1,5 @@
 import Foundation
+import LarderHTTP
 import LarderServer
 
 /// Why a raw-socket exchange failed (the harness, not the server under test).

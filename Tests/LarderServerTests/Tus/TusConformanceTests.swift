@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderCrypto
+import LarderHTTP
 import LarderServer
 import Testing
 

@@ -1,53 +1,30 @@
 import Foundation
 import Larder
 import LarderCrypto
+import LarderHTTP
 import LarderServer
 
-/// A live Larder service on 127.0.0.1 with tus mounted, in a temporary data directory.
-final class TusHarness: @unchecked Sendable {
-  let directory: URL
-  let service: LarderService
+/// The tus tests' name for the one live harness, ``LiveService``.
+typealias TusHarness = LiveService
+
+extension LiveService {
   static let tus = ("Tus-Resumable", "1.0.0")
   static let stream = ("Content-Type", "application/offset+octet-stream")
 
-  init(
+  /// A live service with the tus tests' settings (the server's default thread count).
+  convenience init(
     policy: LarderService.Options.Policy = .allowAll, maxUploadSize: Int64 = 5 << 30,
     publicURL: String? = nil,
     uploadExpiry: Duration = .seconds(3600), corsOrigins: [String] = ["*"], connectionTimeout: Int = 60
   ) throws {
-    directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "larder-tus-\(UUID().uuidString)")
-    var options = LarderService.Options(dataDirectory: directory, policy: policy)
-    options.http.accessLog = .disabled
-    options.http.connectionTimeout = connectionTimeout
-    options.maxUploadSize = maxUploadSize
-    options.publicURL = publicURL
-    options.uploadExpiry = uploadExpiry
-    options.corsOrigins = corsOrigins
-    service = try LarderService(options: options)
-    try service.start()
-  }
-
-  deinit {
-    service.stop()
-    try? FileManager.default.removeItem(at: directory)
-  }
-
-  /// One exchange on its own connection (`Connection: close`), headers exactly as given;
-  /// `Content-Length` is sent only with a body (even an empty one).
-  func request(
-    _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil
-  ) throws -> WireResponse {
-    var request = WireRequest(method, path, headers: headers)
-    request.addLength = false
-    if let body { request.headers.append(("Content-Length", String(body.count))) }
-    let connection = try WireConnection(port: service.port)
-    try connection.send(request.head(closing: true))
-    if let body, !body.isEmpty {
-      // The server may answer (and close) before reading a refused body.
-      try? connection.send(body)
+    try self.init(policy: policy) { options in
+      options.http.threadPoolSize = HTTPServer.Configuration().threadPoolSize
+      options.http.connectionTimeout = connectionTimeout
+      options.maxUploadSize = maxUploadSize
+      options.publicURL = publicURL
+      options.uploadExpiry = uploadExpiry
+      options.corsOrigins = corsOrigins
     }
-    return try connection.readResponse(head: method == "HEAD")
   }
 
   static func metadata(_ pairs: [(String, String)]) -> String {

@@ -1,4 +1,4 @@
-import CMicroHTTPD
+internal import CMicroHTTPD
 import Foundation
 
 /// `MHD_get_connection_info`, through the non-variadic wrapper in CMicroHTTPD's shim.

@@ -1,8 +1,8 @@
 import Foundation
 
 /// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), formatted and parsed without shared state.
-enum HTTPDate {
-  static func format(_ date: Date) -> String {
+public enum HTTPDate {
+  public static func format(_ date: Date) -> String {
     var t = time_t(date.timeIntervalSince1970.rounded(.down))
     var tm = tm()
     gmtime_r(&t, &tm)
@@ -12,7 +12,7 @@ enum HTTPDate {
   }
 
   /// Parses IMF-fixdate; nil for anything else (RFC 9110 lets a recipient ignore invalid dates).
-  static func parse(_ text: String) -> Date? {
+  public static func parse(_ text: String) -> Date? {
     let parts = text.split(separator: " ")
     guard text.utf8.count == 29, parts.count == 6, parts[0].count == 4, parts[0].hasSuffix(","), parts[5] == "GMT",
       let day = Int32(parts[1]), let month = months.firstIndex(of: String(parts[2])), let year = Int32(parts[3])

@@ -1,5 +1,3 @@
-import LarderCrypto
-
 /// An HTTP request as the layer hands it to a handler: the head only; the body streams
 /// separately into an `HTTPBodySink`.
 ///
@@ -93,5 +91,16 @@ public struct HTTPRequest: Sendable {
       }
   }
 
-  static func randomID() -> String { SecureRandom.hexIdentifier() }
+  /// 128 random bits as 32 hex digits. `SystemRandomNumberGenerator` is the system CSPRNG
+  /// (`getrandom` on Linux), so ids are unguessable without a crypto module here.
+  static func randomID() -> String {
+    var generator = SystemRandomNumberGenerator()
+    let high = generator.next() as UInt64
+    let low = generator.next() as UInt64
+    func hex(_ v: UInt64) -> String {
+      let digits = String(v, radix: 16)
+      return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+    return hex(high) + hex(low)
+  }
 }

@@ -130,8 +130,9 @@ public final class HTTPFileBody: Sendable {
     descriptor = Mutex(fd)
   }
 
-  /// Hands the descriptor over (to libmicrohttpd); afterwards this object no longer closes it.
-  func take() -> Int32? {
+  /// Hands the descriptor over (to libmicrohttpd, or a test driver that reads it); afterwards
+  /// this object no longer closes it. Nil when it was taken already.
+  public func take() -> Int32? {
     descriptor.withLock { d in
       defer { d = nil }
       return d

@@ -1,16 +1,19 @@
 import Foundation
 import Larder
+import LarderHTTP
 import LarderServer
 import Synchronization
 
-/// A live `LarderService` on 127.0.0.1:0 over a fresh temporary data directory.
+/// A live `LarderService` on 127.0.0.1:0 over a fresh temporary data directory: the one live
+/// harness of the API, tus and security tests (the tus helpers are in `TusTestSupport.swift`,
+/// the token helpers in `SecurityTestSupport.swift`). Stopped by ``close()`` or when released.
 ///
 /// ```swift
 /// try withService { s in
 ///   let r = try s.send(.post("/v0/b/app/o?name=a", body: [1, 2, 3]))
 /// }
 /// ```
-final class LiveService {
+final class LiveService: @unchecked Sendable {
   let directory: URL
   let service: LarderService
   var port: Int { service.port }
@@ -34,16 +37,37 @@ final class LiveService {
     }
   }
 
+  private let closed = Mutex(false)
+
+  /// Stops the service and removes the data directory; later calls do nothing.
   func close() {
+    guard closed.withLock({ c in defer { c = true }; return !c }) else { return }
     service.stop(timeout: .seconds(30))
     try? FileManager.default.removeItem(at: directory)
   }
+
+  deinit { close() }
 
   /// Sends one request on a new connection (with `Connection: close`) and reads the whole answer.
   func send(_ request: WireRequest) throws -> WireResponse {
     let connection = try WireConnection(port: port)
     try connection.send(request.bytes(closing: true))
     return try connection.readResponse(head: request.method == "HEAD")
+  }
+
+  /// One exchange on its own connection (`Connection: close`), headers exactly as given;
+  /// `Content-Length` is sent only with a body (even an empty one), and the body separately,
+  /// since the server may answer (and close) before reading a refused one.
+  func request(
+    _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil
+  ) throws -> WireResponse {
+    var request = WireRequest(method, path, headers: headers)
+    request.addLength = false
+    if let body { request.headers.append(("Content-Length", String(body.count))) }
+    let connection = try WireConnection(port: port)
+    try connection.send(request.head(closing: true))
+    if let body, !body.isEmpty { try? connection.send(body) }
+    return try connection.readResponse(head: method == "HEAD")
   }
 
   /// Uploads `body` as `name` and returns the metadata JSON (expects 200).

@@ -1,4 +1,5 @@
 import Foundation
+import LarderLogging
 
 extension HTTPServer {
   /// How the server binds and what it tolerates from clients.
@@ -27,10 +28,8 @@ extension HTTPServer {
     public var maxBodyBytes: Int64? = nil
     public var listenBacklog: Int = 511
     public var accessLog: AccessLog.Destination = .standardError
-    /// libmicrohttpd's own error messages and the server's warnings.
-    public var errorLog: @Sendable (String) -> Void = { message in
-      FileHandle.standardError.write(Data("larder-http: \(message)\n".utf8))
-    }
+    /// Where libmicrohttpd's own error messages and the server's warnings go.
+    public var logger = Logger(label: "larder.http")
 
     public init() {}
 

@@ -1,4 +1,4 @@
-import CMicroHTTPD
+internal import CMicroHTTPD
 import Foundation
 import Synchronization
 
@@ -141,7 +141,7 @@ public final class HTTPServer: Sendable {
       _ = vsnprintf(&buffer, buffer.count, format, arguments)
       var message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
       while message.hasSuffix("\n") { message.removeLast() }
-      core.configuration.errorLog(message)
+      core.configuration.logger.warning(message)
     }
     let uriLog:
       @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) ->

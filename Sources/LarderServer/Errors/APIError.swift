@@ -1,20 +1,33 @@
 import Foundation
 import Larder
 import LarderAuth
+import LarderHTTP
+import LarderLogging
 
-/// The one place where errors become HTTP statuses.
+/// The one place where errors become HTTP statuses: the ``Router``'s `errorMapper`.
 ///
-/// A 500 never carries the underlying error's text; it is logged instead.
+/// What the client must not read (a policy's reason, an internal error's text) is logged here
+/// with the request id instead; every refusal with a stable code is logged with that code.
 enum APIError {
-  static func response(for error: any Error) -> HTTPResponse {
+  static func response(for error: any Error, request: HTTPRequest, logger: Logger) -> HTTPResponse {
+    let log = logger.with(["request_id": request.id])
     switch error {
     case let e as HTTPResponseError:
       return e.response
     case let e as HTTPRequestError:
       return .error(status: e.status, message: e.message)
+    case let e as AccessError:
+      switch e {
+      case .denied(let reason):
+        log.info("access denied", metadata: ["code": e.code, "reason": reason])
+        return .error(status: 403, message: "permission denied")
+      }
+    case let e as RequestError:
+      return requestError(e)
     case let e as LarderError:
-      return larder(e)
+      return larder(e, log: log)
     case let e as UploadError:
+      log.info("upload refused", metadata: ["code": e.code])
       return upload(e)
     case let e as AuthError:
       var r = HTTPResponse.error(status: 401, message: e.message)
@@ -23,15 +36,28 @@ enum APIError {
     case let e as DatabaseError:
       if e.isDiskFull { return .error(status: 507, message: "no space left on the storage device") }
       if e.isBusy { return retryLater("the catalog is busy; retry") }
-      logInternal(e)
+      log.error("internal error: \(e)")
       return .error(status: 500, message: "internal error")
     default:
-      logInternal(error)
+      log.error("internal error: \(error)")
       return .error(status: 500, message: "internal error")
     }
   }
 
-  static func larder(_ e: LarderError) -> HTTPResponse {
+  static func requestError(_ e: RequestError) -> HTTPResponse {
+    switch e {
+    case .badRequest: return .error(status: 400, message: e.message)
+    case .lengthRequired: return .error(status: 411, message: e.message)
+    case .uploadTooLarge: return .error(status: 413, message: e.message)
+    case .unsupportedMediaType: return .error(status: 415, message: e.message)
+    case .unsupportedTusVersion(let version):
+      var r = HTTPResponse.error(status: 412, message: e.message)
+      r.headers.set("Tus-Version", version)
+      return r
+    }
+  }
+
+  static func larder(_ e: LarderError, log: Logger) -> HTTPResponse {
     switch e {
     case .notFound, .fileNotFound: return .error(status: 404, message: e.description)
     case .invalidBucket, .invalidName, .invalidArgument, .checksumMismatch:
@@ -41,10 +67,12 @@ enum APIError {
       return .error(status: 413, message: e.description, extra: ["size": size, "maxSize": maxSize])
     case .preconditionFailed: return .error(status: 412, message: e.description)
     case .diskFull: return .error(status: 507, message: e.description)
-    case .corruptContent: return .error(status: 500, message: e.description)
+    case .corruptContent:
+      log.error("corrupt content: \(e)")
+      return .error(status: 500, message: e.description)
     case .cancelled: return .error(status: 499, message: e.description)
     case .io, .catalogTooNew:
-      logInternal(e)
+      log.error("internal error: \(e)")
       return .error(status: 500, message: "internal error")
     }
   }
@@ -64,17 +92,9 @@ enum APIError {
     return .error(status: status, message: e.description)
   }
 
-  static func forbidden() -> HTTPResponse {
-    .error(status: 403, message: "permission denied")
-  }
-
   static func retryLater(_ message: String) -> HTTPResponse {
     var r = HTTPResponse.error(status: 503, message: message)
     r.headers.add("Retry-After", "1")
     return r
-  }
-
-  static func logInternal(_ error: any Error) {
-    FileHandle.standardError.write(Data("larder: internal error: \(error)\n".utf8))
   }
 }

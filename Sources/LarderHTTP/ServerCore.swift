@@ -1,4 +1,4 @@
-import CMicroHTTPD
+internal import CMicroHTTPD
 import Foundation
 import Synchronization
 
@@ -174,13 +174,14 @@ final class ServerCore: Sendable {
     context.phase = .responded
     let isHead = context.method == "HEAD"
     guard let mhd = Self.makeResponse(response.body) else {
-      configuration.errorLog("could not create a response (out of memory?)")
+      configuration.logger.error("could not create a response (out of memory?)", metadata: requestMetadata(context))
       return .NO
     }
     defer { MHD_destroy_response(mhd) }
     for field in response.headers where !HTTPHeaders.same(field.name, "Content-Length") {
       if MHD_add_response_header(mhd, field.name, field.value) != .YES {
-        configuration.errorLog("dropped invalid response header \(field.name.debugDescription)")
+        configuration.logger.warning(
+          "dropped invalid response header \(field.name.debugDescription)", metadata: requestMetadata(context))
       }
     }
     if let id = context.request?.id { MHD_add_response_header(mhd, "X-Request-Id", id) }
@@ -191,6 +192,10 @@ final class ServerCore: Sendable {
       context.bytesOut = isHead ? 0 : response.body.length
     }
     return result
+  }
+
+  private func requestMetadata(_ context: RequestContext) -> [String: String] {
+    context.request.map { ["request_id": $0.id] } ?? [:]
   }
 
   static func makeResponse(_ body: HTTPResponse.Body) -> OpaquePointer? {

@@ -73,11 +73,18 @@ public struct HTTPHeadDecision {
 /// If `finish()` throws, `cancel()` is *not* called: clean up before throwing.
 public protocol HTTPBodySink: AnyObject {
   /// Takes the next chunk; the buffer is only valid during the call.
-  /// - Throws: `HTTPResponseError` to choose the response (e.g. 413), anything else is
-  ///   mapped by `HTTPHandler.errorResponse`. The rest of the body is not read.
+  /// - Throws: anything; the ``Router`` maps it (its `errorMapper`) to the response, and the
+  ///   rest of the body is not read.
   func receive(_ chunk: UnsafeRawBufferPointer) throws
   /// The body is complete; returns the response.
   func finish() throws -> HTTPResponse
   /// The body will never complete: release everything (temporary files, locks).
   func cancel()
+  /// Headers this sink adds to its answer whether it succeeded or failed (a created upload's
+  /// `Location`, so a client can resume after an error). The ``Router`` calls it; default none.
+  func decorate(_ response: inout HTTPResponse)
+}
+
+extension HTTPBodySink {
+  public func decorate(_ response: inout HTTPResponse) {}
 }
