@@ -75,7 +75,13 @@ public struct HTTPTestDriver {
   static func materialize(_ response: HTTPResponse, request: HTTPRequest, route: String) throws
     -> HTTPTestResponse
   {
+    // As the server sends it: the layer's own `Content-Length` (libmicrohttpd's, from the body;
+    // none on 1xx, 204 and 304), never the handler's, and the request id.
     var headers = response.headers
+    headers.remove("Content-Length")
+    if !(100..<200).contains(response.status) && response.status != 204 && response.status != 304 {
+      headers.add("Content-Length", String(response.body.length))
+    }
     headers.set("X-Request-Id", request.id)
     var bytes: [UInt8] = []
     switch response.body {

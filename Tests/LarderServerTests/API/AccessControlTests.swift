@@ -57,7 +57,7 @@ final class SwitchPolicy: AccessPolicy {
   }
 
   @Test func brokenBearerTokenIs401() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("a", [1])
       for value in ["Bearer garbage", "Bearer a.b.c", "Basic dXNlcjpwYXNz", "Firebase ", "Bearer"] {
         let r = try s.send(.get("/v0/b/app/o/a", [("Authorization", value)]))
@@ -74,7 +74,7 @@ final class SwitchPolicy: AccessPolicy {
 
   @Test func downloadTokenGrantsOnlyMediaOfItsObject() throws {
     let policy = SwitchPolicy()
-    try withService(policy: .custom(policy)) { s in
+    try withInProcessService(policy: .custom(policy)) { s in
       let a = try s.upload("a.bin", [10, 20, 30])
       try s.upload("b.bin", [40, 50])
       let token = try #require((a["downloadTokens"] as? String)?.split(separator: ",").first.map(String.init))

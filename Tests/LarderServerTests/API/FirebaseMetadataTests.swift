@@ -11,11 +11,11 @@ import Testing
   static let html = Array(
     "<!DOCTYPE html>\n<html><head><title>x</title></head><body><script>alert(1)</script></body></html>\n".utf8)
 
-  func patch(_ s: LiveService, _ name: String, _ json: String) throws -> WireResponse {
+  func patch(_ s: some ServiceHarness, _ name: String, _ json: String) throws -> WireResponse {
     try s.send(.init("PATCH", "/v0/b/app/o/\(enc(name))", headers: [("Content-Type", "application/json")], body: Array(json.utf8)))
   }
 
-  func counts(_ s: LiveService) throws -> [String: Int] {
+  func counts(_ s: some ServiceHarness) throws -> [String: Int] {
     try s.service.larder.catalog.read { db in
       var out: [String: Int] = [:]
       for table in ["objects", "files", "blobs"] {
@@ -26,7 +26,7 @@ import Testing
   }
 
   @Test func contentEncodingAndLanguageAreStoredReturnedAndSentOnDownload() throws {
-    try withService { s in
+    try withInProcessService { s in
       // Headers, as the REST API documents them.
       let byHeader = try s.upload(
         "h.txt", Self.text,
@@ -76,7 +76,7 @@ import Testing
   }
 
   @Test func headerFieldsWithControlCharactersAreRefusedOnCreate() throws {
-    try withService { s in
+    try withInProcessService { s in
       for (parameter, value) in [
         ("cacheControl", "max-age=1\r\nSet-Cookie: a=b"), ("contentDisposition", "inline\nX-Evil: 1"),
         ("contentEncoding", "gzip\r\n"), ("contentLanguage", "en\u{1}"), ("cacheControl", "no\u{7f}"),
@@ -100,7 +100,7 @@ import Testing
   }
 
   @Test func patchAcceptsEveryWritableFieldAndNullResetsIt() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("f.txt", Self.text, headers: [("Content-Type", "text/plain"), ("X-Goog-Meta-Keep", "1")])
       let set = try patch(
         s, "f.txt",
@@ -153,7 +153,7 @@ import Testing
   }
 
   @Test func patchIgnoresReadOnlyFieldsSentBackFromGetMetadata() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("r.txt", Self.text, headers: [("Content-Type", "text/plain")])
       let before = try #require(try s.send(.get("/v0/b/app/o/r.txt")).json)
       // The whole resource back, with one writable change and the read-only fields altered:
@@ -188,7 +188,7 @@ import Testing
   }
 
   @Test func downloadsAreAttachmentsWhenEitherTypeIsActive() throws {
-    try withService { s in
+    try withInProcessService { s in
       // Declared harmless, detected HTML; declared HTML, detected text; both harmless.
       try s.upload("a.png", Self.html, headers: [("Content-Type", "image/png")])
       try s.upload("b.html", Self.text, headers: [("Content-Type", "text/html")])
@@ -224,7 +224,7 @@ import Testing
   }
 
   @Test func listingItemsAreNameAndBucketOnly() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("l/a.txt", Self.text, headers: [("Content-Type", "text/plain"), ("X-Goog-Meta-K", "v")])
       try s.upload("l/b.txt", Self.text)
       let r = try s.send(.get("/v0/b/app/o?prefix=l%2F"))
@@ -263,7 +263,7 @@ import Testing
       }
       """)
     defer { try? FileManager.default.removeItem(at: file) }
-    try withRulesService(rules: file) { s in
+    try withInProcessRulesService(rules: file) { s in
       func post(_ name: String, _ body: [UInt8], _ type: String) throws -> WireResponse {
         try s.send(.init("POST", "/v0/b/app/o?name=\(enc(name))", headers: [("Content-Type", type)], body: body))
       }

@@ -84,7 +84,7 @@ import Testing
   }
 
   @Test func unknownMethodsGet405WithAllow() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("m", [1, 2, 3])
       let r = try s.send(.init("BREW", "/v0/b/app/o/m"))
       expectJSONError(r, 405, "BREW object")

@@ -1,6 +1,5 @@
 import Foundation
 import LarderCrypto
-import LarderTestSupport
 import Testing
 
 /// Malformed integrity and precondition parameters on object writes: 400 (or 412), nothing changed.
@@ -10,7 +9,7 @@ import Testing
 
   func post(
     _ s: InProcessService, _ name: String, headers: [(String, String)] = [], query: String = "", body: [UInt8] = body
-  ) throws -> HTTPTestResponse
+  ) throws -> WireResponse
   {
     try s.send(.init("POST", "/v0/b/app/o?name=\(enc(name))\(query)", headers: headers, body: body))
   }

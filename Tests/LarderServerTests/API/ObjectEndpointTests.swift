@@ -25,7 +25,7 @@ import Testing
   }
 
   @Test func uploadReturnsFirebaseMetadata() throws {
-    try withService { s in
+    try withInProcessService { s in
       let r = try s.send(
         .init(
           "POST", "/v0/b/app/o?name=\(enc("docs/hello.txt"))",
@@ -88,7 +88,7 @@ import Testing
   }
 
   @Test func downloadHeaders() throws {
-    try withService { s in
+    try withInProcessService { s in
       let m = try s.upload("docs/été notes.txt", Self.hello)
       let r = try s.send(.get("/v0/b/app/o/\(enc("docs/été notes.txt"))?alt=media"))
       #expect(r.status == 200)
@@ -118,7 +118,7 @@ import Testing
   }
 
   @Test func activeContentIsAnAttachment() throws {
-    try withService { s in
+    try withInProcessService { s in
       let html = Array("<!DOCTYPE html>\n<html><head><title>x</title></head><body><script>alert(1)</script></body></html>\n".utf8)
       let svg = Array("<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1\" height=\"1\"></svg>\n".utf8)
       try s.upload("page.txt", html, headers: [("Content-Type", "text/plain")])
@@ -146,7 +146,7 @@ import Testing
   }
 
   @Test func headOfMetadataHasLengthAndNoBody() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("a", Self.hello)
       let g = try s.send(.get("/v0/b/app/o/a"))
       let h = try s.send(.head("/v0/b/app/o/a"))
@@ -157,7 +157,7 @@ import Testing
   }
 
   @Test func patchUpdatesMetadata() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("p.txt", Self.hello, headers: [("X-Goog-Meta-Keep", "1"), ("X-Goog-Meta-Drop", "2")])
       let before = try #require(try s.send(.get("/v0/b/app/o/p.txt")).json)
       let patch = """
@@ -209,7 +209,7 @@ import Testing
   }
 
   @Test func deleteThenNotFound() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("gone", Self.hello)
       let d = try s.send(.init("DELETE", "/v0/b/app/o/gone"))
       #expect(d.status == 204)
@@ -226,7 +226,7 @@ import Testing
   }
 
   @Test func listWithPrefixDelimiterAndPages() throws {
-    try withService { s in
+    try withInProcessService { s in
       var names: [String] = []
       for i in 0..<23 { names.append("photos/\(String(format: "%02d", i)).jpg") }
       names += ["photos/2024/a.jpg", "photos/2024/b.jpg", "photos/2025/c.jpg", "docs/x.txt", "top.txt"]

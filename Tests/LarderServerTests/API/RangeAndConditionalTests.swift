@@ -7,7 +7,7 @@ import Testing
   static let etag = "\"6bc14bdc4517a7a682c6910de2e2946eb8e1ecd04090728fef6d092a7ceb62c5\""
   static let media = "/v0/b/app/o/r.txt?alt=media"
 
-  func ranged(_ s: LiveService, _ range: String, target: String = media, method: String = "GET") throws -> WireResponse {
+  func ranged(_ s: some ServiceHarness, _ range: String, target: String = media, method: String = "GET") throws -> WireResponse {
     try s.send(.init(method, target, headers: [("Range", range)]))
   }
 
@@ -86,7 +86,7 @@ import Testing
   }
 
   @Test func conditionalRequests() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("r.txt", Self.content)
       let plain = try s.send(.get(Self.media))
       let lastModified = try #require(plain["Last-Modified"])
@@ -131,7 +131,7 @@ import Testing
   }
 
   @Test func maxSizeCapsDownloads() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("r.txt", Self.content)
       for n in [20, 21, 1_000_000] {
         let r = try s.send(.get(Self.media + "&maxSize=\(n)"))

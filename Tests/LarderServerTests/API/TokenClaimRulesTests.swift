@@ -20,7 +20,7 @@ import Testing
   @Test func typedClaimsDecideAccess() throws {
     let file = try temporaryRulesFile(Self.rules)
     defer { try? FileManager.default.removeItem(at: file) }
-    try withRulesService(rules: file) { s in
+    try withInProcessRulesService(rules: file) { s in
       // Seeded directly, so the object exists whatever the rules say about writes.
       _ = try s.service.larder.objects.put(bucket: "app", name: "f.txt", data: Data("claims".utf8))
       func get(_ claims: [String: JSONValue]) throws -> WireResponse {

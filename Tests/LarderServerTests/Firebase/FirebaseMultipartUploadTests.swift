@@ -7,7 +7,7 @@ import Testing
 /// `uploadBytes` / `uploadString`: `X-Goog-Upload-Protocol: multipart` against a live server.
 @Suite struct FirebaseMultipartUploadTests {
   @Test func sdkShapedUploadStoresTheContentAndAnswers200WithMetadata() throws {
-    try withService { s in
+    try withInProcessService { s in
       let content = Array("hello from the Firebase SDK\n".utf8)
       let json: [String: Any] = [
         "name": "docs/hello world #?&=+%.txt", "contentType": "text/plain",
@@ -53,7 +53,7 @@ import Testing
   }
 
   @Test func emptyContentIsAZeroByteObject() throws {
-    try withService { s in
+    try withInProcessService { s in
       let r = try s.send(FirebaseWire.multipart("empty.txt", content: []))
       #expect(r.status == 200, "\(r.text)")
       #expect(r.json?["size"] as? String == "0")
@@ -62,7 +62,7 @@ import Testing
   }
 
   @Test func md5HashMustMatchTheContent() throws {
-    try withService { s in
+    try withInProcessService { s in
       let content = Array("checked".utf8)
       for (label, md5) in [("wrong", Data(Digest.hash(.md5, Array("other".utf8))).base64EncodedString()), ("malformed", "nope")] {
         let json: [String: Any] = ["name": "m.txt", "contentType": "text/plain", "md5Hash": md5]
@@ -76,7 +76,7 @@ import Testing
   }
 
   @Test func contentOverTheLimitIs413AndNothingStored() throws {
-    try withService(configure: { $0.maxUploadSize = 1000 }) { s in
+    try withInProcessService(configure: { $0.maxUploadSize = 1000 }) { s in
       let r = try s.send(FirebaseWire.multipart("big.bin", content: testBytes(1500)))
       #expect(r.status == 413, "\(r.text)")
       let fits = try s.send(FirebaseWire.multipart("fits.bin", content: testBytes(1000)))
@@ -87,7 +87,7 @@ import Testing
   }
 
   @Test func rulesDecideOnTheDeclaredThenOnTheRealContent() throws {
-    try withService(policy: .custom(NoPNGPolicy())) { s in
+    try withInProcessService(policy: .custom(NoPNGPolicy())) { s in
       // Denied on the name before a content byte is stored.
       let early = try s.send(FirebaseWire.multipart("forbidden.txt", content: Array("x".utf8)))
       #expect(early.status == 403, "\(early.text)")
@@ -101,7 +101,7 @@ import Testing
   }
 
   @Test func ifGenerationMatchIsHonoured() throws {
-    try withService { s in
+    try withInProcessService { s in
       let first = try s.send(FirebaseWire.multipart("g.txt", content: Array("one".utf8)))
       let generation = try #require(first.json?["generation"] as? String)
       var stale = try FirebaseWire.multipart("g.txt", content: Array("two".utf8))

@@ -9,7 +9,7 @@ import Testing
 @Suite struct FirebaseRefusalTests {
   static let original = Array("the original bytes".utf8)
 
-  func expectRefused(_ s: LiveService, _ label: String, _ request: WireRequest, status: Int = 400) throws {
+  func expectRefused(_ s: some ServiceHarness, _ label: String, _ request: WireRequest, status: Int = 400) throws {
     let before = try #require(try s.snapshot("target.txt"))
     let counts = try s.rowCounts()
     let r = try s.send(request)
@@ -33,7 +33,7 @@ import Testing
   }
 
   @Test func unknownProtocolsAndCommandsAreRefused() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("target.txt", Self.original)
       let cases: [(String, WireRequest)] = [
         ("protocol raw", Self.post([("X-Goog-Upload-Protocol", "raw")])),
@@ -54,7 +54,7 @@ import Testing
   }
 
   @Test func malformedMultipartBodiesAreRefused() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("target.txt", Self.original)
       let b = FirebaseWire.boundary
       let json = #"{"name":"target.txt","contentType":"text/plain"}"#
@@ -90,7 +90,7 @@ import Testing
   }
 
   @Test func resumableStartBodiesAndHeadersMustParse() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("target.txt", Self.original)
       let start = [("X-Goog-Upload-Protocol", "resumable"), ("X-Goog-Upload-Command", "start")]
       let cases: [(String, WireRequest, Int)] = [
@@ -107,7 +107,7 @@ import Testing
   }
 
   @Test func sessionCommandsOnUnknownSessionsChangeNothing() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("target.txt", Self.original)
       for command in ["upload", "upload, finalize", "query", "finalize", "cancel"] {
         let r = try s.send(

@@ -9,7 +9,7 @@ import Testing
   static let chunk = 256 * 1024
 
   @Test func startChunksAndFinalizeAsTheSDKDoes() throws {
-    try withService { s in
+    try withInProcessService { s in
       try s.upload("video.bin", Array("old".utf8))
       let before = try #require(try s.snapshot("video.bin"))
       let content = testBytes(3 * Self.chunk + 1000, seed: 5)
@@ -63,7 +63,7 @@ import Testing
   }
 
   @Test func aWrongOffsetIsRefusedAndNothingIsAppended() throws {
-    try withService { s in
+    try withInProcessService { s in
       let content = testBytes(2 * Self.chunk, seed: 6)
       let url = try s.startSession("o.bin", length: content.count)
       #expect(try s.send(FirebaseWire.command(url, "upload", offset: 0, body: Array(content[..<1000]))).status == 200)
@@ -83,7 +83,7 @@ import Testing
   }
 
   @Test func chunksMustAgreeWithTheDeclaredLength() throws {
-    try withService { s in
+    try withInProcessService { s in
       let url = try s.startSession("l.bin", length: 10)
       let cases: [(String, String, Int, [UInt8], Int)] = [
         ("upload reaching the end", "upload", 0, testBytes(10), 400),
@@ -105,7 +105,7 @@ import Testing
   }
 
   @Test func withoutADeclaredLengthFinalizeEndsIt() throws {
-    try withService { s in
+    try withInProcessService { s in
       let url = try s.startSession("d.bin", length: nil)
       let content = testBytes(5000, seed: 9)
       #expect(try s.send(FirebaseWire.command(url, "upload", offset: 0, body: Array(content[..<3000]))).status == 200)
@@ -119,7 +119,7 @@ import Testing
   }
 
   @Test func cancelDeletesTheSession() throws {
-    try withService { s in
+    try withInProcessService { s in
       let url = try s.startSession("c.bin", length: 100)
       #expect(try s.send(FirebaseWire.command(url, "upload", offset: 0, body: testBytes(50))).status == 200)
       #expect(s.uploadFiles.count == 1)
@@ -162,7 +162,7 @@ import Testing
   }
 
   @Test func aSessionBelongsToTheUidThatStartedIt() throws {
-    try withService { s in
+    try withInProcessService { s in
       let alice = [("Authorization", "Firebase \(s.service.developmentToken(uid: "alice"))")]
       let url = try s.startSession("a.bin", length: 10, headers: alice)
       // A fresh token of the same uid (the SDK refetches one per request) continues it.
@@ -183,7 +183,7 @@ import Testing
   }
 
   @Test func rulesDenyAtStartAndAtFinalize() throws {
-    try withService(policy: .custom(NoPNGPolicy())) { s in
+    try withInProcessService(policy: .custom(NoPNGPolicy())) { s in
       let early = try s.send(FirebaseWire.start("forbidden.bin", length: 10))
       #expect(early.status == 403, "\(early.text)")
       #expect(try s.uploadRows() == 0)
@@ -200,7 +200,7 @@ import Testing
   }
 
   @Test func md5HashIsCheckedAtFinalize() throws {
-    try withService { s in
+    try withInProcessService { s in
       let content = testBytes(100)
       let json: [String: Any] = ["name": "m.bin", "md5Hash": Data(Digest.hash(.md5, testBytes(99))).base64EncodedString()]
       let start = try s.send(FirebaseWire.start("m.bin", length: 100, json: json))
@@ -213,7 +213,7 @@ import Testing
   }
 
   @Test func declaredLengthOverTheLimitIsRefusedAtStart() throws {
-    try withService(configure: { $0.maxUploadSize = 1000 }) { s in
+    try withInProcessService(configure: { $0.maxUploadSize = 1000 }) { s in
       #expect(try s.send(FirebaseWire.start("big.bin", length: 1001)).status == 413)
       #expect(try s.uploadRows() == 0)
       // Without a declared length the limit stops the bytes.
@@ -244,7 +244,7 @@ import Testing
   }
 
   @Test func anExpiredSessionIsGone() throws {
-    try withService(configure: { $0.uploadExpiry = .seconds(1) }) { s in
+    try withInProcessService(configure: { $0.uploadExpiry = .seconds(1) }) { s in
       let url = try s.startSession("e.bin", length: 10)
       #expect(try s.send(FirebaseWire.command(url, "upload", offset: 0, body: testBytes(4))).status == 200)
       usleep(2_100_000)

@@ -55,7 +55,7 @@ enum FirebaseWire {
   }
 }
 
-extension LiveService {
+extension ServiceHarness {
   /// Starts a resumable session and returns its upload URL (expects 200 active).
   func startSession(_ name: String, length: Int?, headers: [(String, String)] = []) throws -> String {
     let r = try send(FirebaseWire.start(name, length: length, extraHeaders: headers))

@@ -40,7 +40,7 @@ import Testing
 
   @Test func writesJudgedOnAReplacedObjectAnswer412AndChangeNothing() throws {
     let policy = ReplacingPolicy()
-    try withService(policy: .custom(policy)) { s in
+    try withInProcessService(policy: .custom(policy)) { s in
       policy.state.withLock { $0.larder = s.service.larder }
       try s.upload("judged", Array("original".utf8))
       func stored() throws -> (String, [String: String]) {
@@ -90,7 +90,7 @@ import Testing
 
   @Test func uploadsAreJudgedOnTheRowTheyReplace() throws {
     let policy = RecordingPolicy()
-    try withService(policy: .custom(policy)) { s in
+    try withInProcessService(policy: .custom(policy)) { s in
       let first = try s.upload("a", [1, 2])
       let generation = try #require(Int64(first["generation"] as? String ?? ""))
       let second = try s.upload("a", [1, 2, 3, 4])

@@ -66,7 +66,7 @@ import Testing
 
   static let path = "/v0/b/app/o/users%2Falice%2Fa.txt"
 
-  func get(_ s: LiveService, _ token: String) throws -> WireResponse {
+  func get(_ s: some ServiceHarness, _ token: String) throws -> WireResponse {
     try s.send(.get(Self.path + "?alt=media", [("Authorization", "Firebase \(token)")]))
   }
 
@@ -81,7 +81,7 @@ import Testing
   @Test func idTokensVerifyAgainstGooglesCertificateJSON() throws {
     let certificates = try Certificates()
     try certificates.publish([("kid-a", "rsa"), ("kid-b", "rsa-other")])
-    try withRulesService(configure: configure(certificates)) { s in
+    try withInProcessRulesService(configure: configure(certificates)) { s in
       let upload = try s.send(
         .init(
           "POST", "/v0/b/app/o?name=users%2Falice%2Fa.txt",
@@ -111,7 +111,7 @@ import Testing
   @Test func reloadSwapsTheKeysAndABrokenFileKeepsTheOldOnes() throws {
     let certificates = try Certificates()
     try certificates.publish([("old", "rsa")])
-    try withRulesService(configure: configure(certificates)) { s in
+    try withInProcessRulesService(configure: configure(certificates)) { s in
       let seeded = try s.send(
         .init(
           "POST", "/v0/b/app/o?name=users%2Falice%2Fa.txt",

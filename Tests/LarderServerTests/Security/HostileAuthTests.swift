@@ -46,7 +46,7 @@ import Testing
   }
 
   @Test func longNamesTokensAndDeepPathsAreRefused() throws {
-    try withRulesService { s in
+    try withInProcessRulesService { s in
       let alice = s.auth("alice")
       let kib4 = String(repeating: "n", count: 4096)
       // A 4 KiB object name with a 4 KiB download token: the name is invalid (over 1024 bytes).

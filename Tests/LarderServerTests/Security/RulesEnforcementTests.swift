@@ -16,7 +16,7 @@ import Testing
   }
 
   @Test func userFoldersArePrivateToTheirOwner() throws {
-    try withRulesService { s in
+    try withInProcessRulesService { s in
       let name = "users/alice/notes.txt"
       let path = "/v0/b/app/o/\(enc(name))"
       expectDenied(try s.send(post(name, Array("anon".utf8))), "anonymous create")
@@ -168,7 +168,7 @@ import Testing
   }
 
   @Test func downloadTokenGrantsMediaOfItsObjectOnly() throws {
-    try withRulesService { s in
+    try withInProcessRulesService { s in
       let alice = s.auth("alice")
       let a = try s.send(post("users/alice/a.txt", Array("AAA".utf8), alice)).json ?? [:]
       #expect(try s.send(post("users/alice/b.txt", Array("BBB".utf8), alice)).status == 200)
@@ -220,7 +220,7 @@ import Testing
       }
       """)
     defer { try? FileManager.default.removeItem(at: rules) }
-    try withRulesService(rules: rules) { s in
+    try withInProcessRulesService(rules: rules) { s in
       for name in ["shared/a.txt", "shared/visible/b.txt", "shared/hidden/c.txt"] {
         #expect(try s.send(post(name, Array(name.utf8))).status == 200, "\(name)")
       }
@@ -263,7 +263,7 @@ import Testing
       }
       """)
     defer { try? FileManager.default.removeItem(at: rules) }
-    try withRulesService(rules: rules) { s in
+    try withInProcessRulesService(rules: rules) { s in
       let up = try s.send(post("drop/report.txt", Array("confidential".utf8)))
       #expect(up.status == 200)
       #expect(up.json?["name"] as? String == "drop/report.txt")
@@ -292,7 +292,7 @@ import Testing
   }
 
   @Test func activeContentIsAlwaysAnAttachment() throws {
-    try withRulesService { s in
+    try withInProcessRulesService { s in
       let alice = s.auth("alice")
       #expect(
         try s.send(post("users/alice/page", Array("<html><script>alert(1)</script></html>".utf8), alice))

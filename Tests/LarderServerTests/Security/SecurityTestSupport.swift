@@ -35,23 +35,15 @@ func withRulesService<T>(
   try withService(policy: .rulesFile(rules), configure: configure, body)
 }
 
+/// Runs `body` against an in-process service enforcing `rules` (default: `storage.rules.example`).
+func withInProcessRulesService<T>(
+  rules: URL = exampleRulesURL, configure: (inout LarderService.Options) -> Void = { _ in },
+  _ body: (InProcessService) throws -> T
+) throws -> T {
+  try withInProcessService(policy: .rulesFile(rules), configure: configure, body)
+}
+
 extension LiveService {
-  /// `Authorization: Bearer …` for a development token of `uid`.
-  func auth(_ uid: String) -> [(String, String)] {
-    [("Authorization", "Bearer \(service.developmentToken(uid: uid))")]
-  }
-
-  /// Row counts of the catalog tables that a publish would touch.
-  func rowCounts() throws -> [String: Int] {
-    try service.larder.catalog.read { db in
-      var out: [String: Int] = [:]
-      for table in ["objects", "files", "blobs"] {
-        out[table] = Int(try db.row("SELECT count(*) AS n FROM \(table)")?.int("n") ?? -1)
-      }
-      return out
-    }
-  }
-
   /// Sends a request whose body is refused before it is read: only the head goes out.
   func sendHeadOnly(_ request: WireRequest) throws -> WireResponse {
     let connection = try WireConnection(port: port)

@@ -36,9 +36,9 @@ import Testing
   /// Seeds alice's file and runs `body`; alice's own file answers 200 "A" to a good token.
   func withSeeded(
     configure: (inout LarderService.Options) -> Void = { _ in }, seedClaims: [String: JSONValue] = [:],
-    _ body: (LiveService) throws -> Void
+    _ body: (InProcessService) throws -> Void
   ) throws {
-    try withRulesService(configure: configure) { s in
+    try withInProcessRulesService(configure: configure) { s in
       let seed = ForgedJWT.hs256(ForgedJWT.claims(uid: "alice", extra: seedClaims), secret: s.service.secret)
       let up = try s.send(
         .init(
@@ -49,7 +49,7 @@ import Testing
     }
   }
 
-  func get(_ s: LiveService, _ authorization: String) throws -> WireResponse {
+  func get(_ s: some ServiceHarness, _ authorization: String) throws -> WireResponse {
     try s.send(.get(Self.ownPath + "?alt=media", [("Authorization", authorization)]))
   }
 

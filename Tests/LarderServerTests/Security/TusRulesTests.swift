@@ -8,7 +8,7 @@ import Testing
     pairs.map { "\($0.0) \(Data($0.1.utf8).base64EncodedString())" }.joined(separator: ",")
   }
 
-  func create(_ s: LiveService, name: String, type: String, length: Int, _ auth: [(String, String)]) throws
+  func create(_ s: some ServiceHarness, name: String, type: String, length: Int, _ auth: [(String, String)]) throws
     -> WireResponse
   {
     try s.send(
@@ -20,7 +20,7 @@ import Testing
         ]))
   }
 
-  func patch(_ s: LiveService, _ path: String, offset: Int, _ body: [UInt8], _ auth: [(String, String)])
+  func patch(_ s: some ServiceHarness, _ path: String, offset: Int, _ body: [UInt8], _ auth: [(String, String)])
     throws -> WireResponse
   {
     try s.send(
@@ -44,7 +44,7 @@ import Testing
   }
 
   @Test func creationIsAskedOnDeclaredValues() throws {
-    try withRulesService { s in
+    try withInProcessRulesService { s in
       let anon = try create(s, name: "users/alice/a.bin", type: "application/octet-stream", length: 3, [])
       #expect(anon.status == 403)
       #expect(anon.error?["status"] as? String == "PERMISSION_DENIED")
@@ -63,7 +63,7 @@ import Testing
   }
 
   @Test func partialUploadsAreAskedLikeTheObjectTheyWillBecome() throws {
-    try withRulesService { s in
+    try withInProcessRulesService { s in
       func partial(_ metadata: [(String, String)], _ auth: [(String, String)]) throws -> Int {
         try s.send(
           .init(
@@ -90,7 +90,7 @@ import Testing
   }
 
   @Test func textPosingAsImageIsRefusedAtTheLastByte() throws {
-    try withRulesService { s in
+    try withInProcessRulesService { s in
       let alice = s.auth("alice")
       let text = Array("plain text that says it is a PNG\n".utf8)
       let created = try create(s, name: "images/alice/fake.png", type: "image/png", length: text.count, alice)
@@ -114,7 +114,7 @@ import Testing
   }
 
   @Test func onlyTheCreatorMayTouchAnUpload() throws {
-    try withRulesService { s in
+    try withInProcessRulesService { s in
       let alice = s.auth("alice")
       let created = try create(
         s, name: "users/alice/big.bin", type: "application/octet-stream", length: 8, alice)

@@ -4,14 +4,17 @@ import LarderServer
 import LarderTestSupport
 
 /// A `LarderService` over a fresh temporary data directory whose app is driven in process by
-/// `HTTPTestDriver`: the same routes, sinks and error mapping as the live server, no socket.
+/// `HTTPTestDriver`: the same routes, sinks and error mapping as the live server, no socket,
+/// so a test runs in milliseconds. What only the wire shows (the server's limits, timeouts,
+/// sendfile, streaming, connection reuse, metrics) stays on ``LiveService``.
 ///
 /// ```swift
 /// try withInProcessService { s in
 ///   let r = try s.send(.init("POST", "/v0/b/app/o?name=a", body: [1, 2, 3]))
+///   #expect(r.route == "objects.upload")
 /// }
 /// ```
-final class InProcessService {
+final class InProcessService: ServiceHarness {
   let directory: URL
   let service: LarderService
   let driver: HTTPTestDriver
@@ -41,29 +44,33 @@ final class InProcessService {
     try? FileManager.default.removeItem(at: directory)
   }
 
-  /// One exchange, headers and body exactly as given (plus `Content-Length` for a body).
-  func send(_ request: WireRequest) throws -> HTTPTestResponse {
-    try driver.execute(request.method, request.target, headers: request.headers, body: request.body)
+  /// One exchange with the headers ``WireRequest`` would put on the wire (`Host`, and
+  /// `Content-Length` for a body or a POST, PATCH or PUT).
+  func send(_ request: WireRequest) throws -> WireResponse {
+    guard request.addLength || request.body.isEmpty else {
+      throw WireFailure.unexpected("a body without Content-Length is a wire test: use LiveService")
+    }
+    var headers = [("Host", "127.0.0.1")] + request.headers
+    if request.addLength && (!request.body.isEmpty || ["POST", "PATCH", "PUT"].contains(request.method)) {
+      headers.append(("Content-Length", String(request.body.count)))
+    }
+    return try drive(request.method, request.target, headers: headers, body: request.body)
   }
 
-  /// Uploads `body` as `name` and returns the metadata JSON (expects 200).
-  @discardableResult
-  func upload(_ name: String, _ body: [UInt8], bucket: String = "app") throws -> [String: Any] {
-    let r = try send(.init("POST", "/v0/b/\(bucket)/o?name=\(enc(name))", body: body))
-    guard r.status == 200, let json = r.json else {
-      throw WireFailure.unexpected("upload \(name): \(r.status) \(r.text)")
-    }
-    return json
+  /// One exchange, headers exactly as given (plus `Host`); `Content-Length` only with a body.
+  func exchange(_ method: String, _ path: String, headers: [(String, String)], body: [UInt8]?) throws
+    -> WireResponse
+  {
+    var fields = [("Host", "127.0.0.1")] + headers
+    if let body { fields.append(("Content-Length", String(body.count))) }
+    return try drive(method, path, headers: fields, body: body ?? [])
   }
 
-  func rowCounts() throws -> [String: Int] {
-    try service.larder.catalog.read { db in
-      var out: [String: Int] = [:]
-      for table in ["objects", "files", "blobs"] {
-        out[table] = Int(try db.row("SELECT count(*) AS n FROM \(table)")?.int("n") ?? -1)
-      }
-      return out
-    }
+  private func drive(_ method: String, _ target: String, headers: [(String, String)], body: [UInt8]) throws
+    -> WireResponse
+  {
+    let r = try driver.execute(method, target, headers: headers, body: body)
+    return WireResponse(status: r.status, headers: r.headers, body: r.body, route: r.route)
   }
 }
 

@@ -5,21 +5,21 @@ import LarderServer
 import Synchronization
 
 /// A live `LarderService` on 127.0.0.1:0 over a fresh temporary data directory: the one live
-/// harness of the API, tus and security tests (the tus helpers are in `TusTestSupport.swift`,
-/// the token helpers in `SecurityTestSupport.swift`). Stopped by ``close()`` or when released.
+/// harness of the API, tus and security tests, for what only a real connection shows (limits,
+/// timeouts, sendfile and ranges, streaming, connection reuse, metrics). Most endpoint tests run
+/// in process instead (``InProcessService``); the helpers both share are on ``ServiceHarness``.
+/// Stopped by ``close()`` or when released.
 ///
 /// ```swift
 /// try withService { s in
 ///   let r = try s.send(.post("/v0/b/app/o?name=a", body: [1, 2, 3]))
 /// }
 /// ```
-final class LiveService: @unchecked Sendable {
+final class LiveService: ServiceHarness, @unchecked Sendable {
   let directory: URL
   let service: LarderService
   var port: Int { service.port }
   var base: String { "http://127.0.0.1:\(port)" }
-  var tmpDirectory: URL { directory.appendingPathComponent("tmp") }
-  var blobsDirectory: URL { directory.appendingPathComponent("blobs/sha256") }
 
   init(policy: LarderService.Options.Policy = .allowAll, configure: (inout LarderService.Options) -> Void = { _ in }) throws {
     directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-api-\(UUID().uuidString)")
@@ -58,8 +58,8 @@ final class LiveService: @unchecked Sendable {
   /// One exchange on its own connection (`Connection: close`), headers exactly as given;
   /// `Content-Length` is sent only with a body (even an empty one), and the body separately,
   /// since the server may answer (and close) before reading a refused one.
-  func request(
-    _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil
+  func exchange(
+    _ method: String, _ path: String, headers: [(String, String)], body: [UInt8]?
   ) throws -> WireResponse {
     var request = WireRequest(method, path, headers: headers)
     request.addLength = false
@@ -68,30 +68,6 @@ final class LiveService: @unchecked Sendable {
     try connection.send(request.head(closing: true))
     if let body, !body.isEmpty { try? connection.send(body) }
     return try connection.readResponse(head: method == "HEAD")
-  }
-
-  /// Uploads `body` as `name` and returns the metadata JSON (expects 200).
-  @discardableResult
-  func upload(_ name: String, _ body: [UInt8], bucket: String = "app", headers: [(String, String)] = []) throws -> [String: Any] {
-    let r = try send(.init("POST", "/v0/b/\(bucket)/o?name=\(enc(name))", headers: headers, body: body))
-    guard r.status == 200, let json = r.json else { throw WireFailure.unexpected("upload \(name): \(r.status) \(r.text)") }
-    return json
-  }
-
-  /// Files left in `tmp/` (uploads in flight or leaked).
-  func tmpEntries() -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: tmpDirectory.path)) ?? [] }
-
-  /// Regular files under `blobs/sha256/`.
-  func blobFiles() -> [String] {
-    guard let e = FileManager.default.enumerator(atPath: blobsDirectory.path) else { return [] }
-    var out: [String] = []
-    while let p = e.nextObject() as? String {
-      var isDir: ObjCBool = false
-      if FileManager.default.fileExists(atPath: blobsDirectory.appendingPathComponent(p).path, isDirectory: &isDir), !isDir.boolValue {
-        out.append(p)
-      }
-    }
-    return out
   }
 }
 

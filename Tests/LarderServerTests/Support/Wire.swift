@@ -55,6 +55,8 @@ struct WireResponse {
   var status: Int
   var headers: HTTPHeaders
   var body: [UInt8]
+  /// The route label, when the exchange ran in process (``InProcessService``); the wire does not say.
+  var route: String? = nil
   var text: String { String(decoding: body, as: UTF8.self) }
   var json: [String: Any]? { try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] }
   /// `error` object of a JSON error body.

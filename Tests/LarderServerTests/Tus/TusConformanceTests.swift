@@ -13,7 +13,7 @@ import Testing
   // MARK: core
 
   @Test func optionsAdvertisesVersionExtensionsLimitAndAlgorithms() throws {
-    let h = try TusHarness(maxUploadSize: 1 << 20)
+    let h = try InProcessService(maxUploadSize: 1 << 20)
     let r = try h.request("OPTIONS", "/v0/b/app/uploads")
     #expect(r.status == 200)
     #expect(r["Tus-Version"] == "1.0.0")
@@ -25,7 +25,7 @@ import Testing
   }
 
   @Test func optionsAnswersCORSPreflight() throws {
-    let h = try TusHarness(corsOrigins: ["https://app.example"])
+    let h = try InProcessService(corsOrigins: ["https://app.example"])
     let r = try h.request(
       "OPTIONS", "/v0/b/app/uploads/0123456789abcdef0123456789abcdef",
       headers: [
@@ -43,7 +43,7 @@ import Testing
   }
 
   @Test func missingOrUnsupportedTusResumableIs412WithVersion() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let path = try h.create(length: 4)
     let cases: [(String, String, [(String, String)])] = [
       ("POST", "/v0/b/app/uploads", [("Upload-Length", "4")]),
@@ -61,7 +61,7 @@ import Testing
   }
 
   @Test func creationAnswers201WithLocationAndExpiry() throws {
-    let h = try TusHarness(uploadExpiry: .seconds(7200))
+    let h = try InProcessService(uploadExpiry: .seconds(7200))
     let before = Date()
     let r = try h.request(
       "POST", "/v0/b/app/uploads",
@@ -91,7 +91,7 @@ import Testing
   }
 
   @Test func locationIsBuiltFromThePublicURL() throws {
-    let h = try TusHarness(publicURL: "https://files.example.com/")
+    let h = try InProcessService(publicURL: "https://files.example.com/")
     let location = try h.create(length: 3)
     #expect(location.hasPrefix("https://files.example.com/v0/b/app/uploads/"))
     let path = String(location.dropFirst("https://files.example.com".count))
@@ -99,7 +99,7 @@ import Testing
   }
 
   @Test func creationRejectsBadLengthsAndMetadata() throws {
-    let h = try TusHarness(maxUploadSize: 1000)
+    let h = try InProcessService(maxUploadSize: 1000)
     let name = ("Upload-Metadata", TusHarness.metadata([("name", "x")]))
     let cases: [([(String, String)], Int, String)] = [
       ([name], 400, "Upload-Length or Upload-Defer-Length"),
@@ -144,7 +144,7 @@ import Testing
   // MARK: PATCH
 
   @Test func patchesAppendAndTheLastPublishesTheObject() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let data = testBytes(300_000)
     let path = try h.create(
       length: data.count, name: nil,
@@ -187,7 +187,7 @@ import Testing
   }
 
   @Test func patchErrors() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let path = try h.create(length: 10)
     let wrongType = try h.request(
       "PATCH", path,
@@ -220,7 +220,7 @@ import Testing
   }
 
   @Test func methodOverrideIsHonoured() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let path = try h.create(length: 3)
     let r = try h.request(
       "POST", path,
@@ -238,7 +238,7 @@ import Testing
   // MARK: checksum
 
   @Test func checksumsAreVerifiedPerPatch() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let data = testBytes(3000)
     let path = try h.create(length: data.count)
     let a = Array(data[0..<1000])
@@ -267,7 +267,7 @@ import Testing
   // MARK: creation-defer-length, creation-with-upload
 
   @Test func deferredLengthIsSetByALaterPatchAndThenFixed() throws {
-    let h = try TusHarness(maxUploadSize: 1 << 20)
+    let h = try InProcessService(maxUploadSize: 1 << 20)
     let path = try h.create(length: nil)
     var head = try h.head(path)
     #expect(head["Upload-Defer-Length"] == "1")
@@ -289,7 +289,7 @@ import Testing
   }
 
   @Test func aDeferredUploadCannotGrowPastTheMaximumSize() throws {
-    let h = try TusHarness(maxUploadSize: 1000)
+    let h = try InProcessService(maxUploadSize: 1000)
     let path = try h.create(length: nil)
     #expect(try h.patch(path, offset: 0, testBytes(600)).status == 204)
     let over = try h.patch(path, offset: 600, testBytes(401))
@@ -301,7 +301,7 @@ import Testing
   }
 
   @Test func creationWithUploadCarriesTheFirstChunk() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let data = testBytes(5000)
     let first = try h.request(
       "POST", "/v0/b/app/uploads",
@@ -337,7 +337,7 @@ import Testing
   }
 
   @Test func zeroLengthUploadIsPublishedAtCreation() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let r = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
@@ -353,7 +353,7 @@ import Testing
   // MARK: termination, expiration
 
   @Test func terminationDeletesTheUploadAndItsBytes() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let path = try h.create(length: 100)
     #expect(try h.patch(path, offset: 0, testBytes(40)).status == 204)
     let d = try h.request("DELETE", path, headers: [TusHarness.tus])
@@ -366,7 +366,7 @@ import Testing
   }
 
   @Test func expiredUploadsAnswer410AndTheCollectorReclaimsThem() throws {
-    let h = try TusHarness(uploadExpiry: .milliseconds(1))
+    let h = try InProcessService(uploadExpiry: .milliseconds(1))
     let path = try h.create(length: 100)
     Thread.sleep(forTimeInterval: 0.05)
     #expect(try h.head(path).status == 410)
@@ -379,7 +379,7 @@ import Testing
   }
 
   @Test func patchExtendsTheExpiry() throws {
-    let h = try TusHarness(uploadExpiry: .seconds(3600))
+    let h = try InProcessService(uploadExpiry: .seconds(3600))
     let path = try h.create(length: 10)
     let created = try #require(try h.head(path)["Upload-Expires"])
     Thread.sleep(forTimeInterval: 1.1)
@@ -523,7 +523,7 @@ import Testing
   }
 
   @Test func uploadsAreVisibleOnlyToTheirCreator() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let alice = h.service.developmentToken(uid: "alice")
     let bob = h.service.developmentToken(uid: "bob")
     let path = try h.create(length: 4, token: alice)
@@ -543,7 +543,7 @@ import Testing
   }
 
   @Test func policyIsAskedAtCreationAndAgainOnTheRealContent() throws {
-    let h = try TusHarness(policy: .custom(NoPNGPolicy()))
+    let h = try InProcessService(policy: .custom(NoPNGPolicy()))
     let denied = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [
@@ -568,7 +568,7 @@ import Testing
   }
 
   @Test func onlyADenialDeletesTheUploadOtherFailuresKeepItResumable() throws {
-    let h = try TusHarness(policy: .custom(NoPNGPolicy()))
+    let h = try InProcessService(policy: .custom(NoPNGPolicy()))
     let data = testBytes(5000, seed: 21)
     let path = try h.create(length: data.count, name: "kept.bin")
     #expect(try h.patch(path, offset: 0, Array(data[0..<2000])).status == 204)
@@ -589,7 +589,7 @@ import Testing
   }
 
   @Test func concatenationOfAPartialWhoseBytesVanishedIs410() throws {
-    let h = try TusHarness()
+    let h = try InProcessService()
     let r = try h.request(
       "POST", "/v0/b/app/uploads",
       headers: [TusHarness.tus, ("Upload-Length", "3"), ("Upload-Concat", "partial")])
@@ -609,7 +609,7 @@ import Testing
   }
 
   @Test func corsHeadersOnTusAnswers() throws {
-    let h = try TusHarness(corsOrigins: ["https://app.example"])
+    let h = try InProcessService(corsOrigins: ["https://app.example"])
     let origin = ("Origin", "https://app.example")
     let r = try h.request(
       "POST", "/v0/b/app/uploads",

@@ -8,9 +8,6 @@ import LarderServer
 typealias TusHarness = LiveService
 
 extension LiveService {
-  static let tus = ("Tus-Resumable", "1.0.0")
-  static let stream = ("Content-Type", "application/offset+octet-stream")
-
   /// A live service with the tus tests' settings (the server's default thread count).
   convenience init(
     policy: LarderService.Options.Policy = .allowAll, maxUploadSize: Int64 = 5 << 30,
@@ -26,6 +23,26 @@ extension LiveService {
       options.corsOrigins = corsOrigins
     }
   }
+}
+
+extension InProcessService {
+  /// An in-process service with the tus tests' settings.
+  convenience init(
+    policy: LarderService.Options.Policy = .allowAll, maxUploadSize: Int64 = 5 << 30,
+    publicURL: String? = nil, uploadExpiry: Duration = .seconds(3600), corsOrigins: [String] = ["*"]
+  ) throws {
+    try self.init(policy: policy) { options in
+      options.maxUploadSize = maxUploadSize
+      options.publicURL = publicURL
+      options.uploadExpiry = uploadExpiry
+      options.corsOrigins = corsOrigins
+    }
+  }
+}
+
+extension ServiceHarness {
+  static var tus: (String, String) { ("Tus-Resumable", "1.0.0") }
+  static var stream: (String, String) { ("Content-Type", "application/offset+octet-stream") }
 
   static func metadata(_ pairs: [(String, String)]) -> String {
     pairs.map { "\($0.0) \(Data($0.1.utf8).base64EncodedString())" }.joined(separator: ",")
