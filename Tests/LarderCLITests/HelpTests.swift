@@ -57,6 +57,9 @@ import Testing
         "                                  listening on http://HOST:PORT (env LARDER_PORT; default 8080)"
       ),
       ("serve", "                                  (env LARDER_ALLOW_ALL=1)"),
+      // The exclusive set, from the table the parser checks (`serve` alone is "no access policy").
+      ("serve", "One of --rules FILE and --allow-all is required."),
+      ("serve", "usage: larder serve [--host HOST] [--port PORT] (--rules FILE | --allow-all)"),
       (
         "serve",
         "  --cors-origin ORIGIN            an origin browsers may call from; default: any (repeatable)"

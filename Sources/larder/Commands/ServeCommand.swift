@@ -45,12 +45,18 @@ struct ServeCommand: Command {
   static let configuration = CommandConfiguration(
     name: "serve", summary: "run the HTTP service",
     discussion: """
-      One of --rules FILE and --allow-all is required.
       SIGTERM or SIGINT: stop accepting, finish in-flight requests (up to 30 s), close the catalog.
       """,
     options: [
       host, port, rules, allowAll, maxUploadSize, threads, publicURL, corsOrigin, publicKey, jwtIssuer,
       jwtAudience, connectionMemoryLimit, connectionTimeout, accessLog, connectionLimit, perIPConnectionLimit,
+    ],
+    exclusive: [
+      ExclusiveOptions(
+        [rules, allowAll],
+        missing:
+          "no access policy: pass --rules FILE (e.g. --rules storage.rules.example), or --allow-all for an open development server"
+      )
     ],
     groups: [StoreOptions.self])
 
@@ -63,17 +69,11 @@ struct ServeCommand: Command {
     guard let port = Int(arguments.value(Self.port)!), (0...65535).contains(port) else {
       throw UsageError("--port must be 0…65535")
     }
-    let rules = arguments.value(Self.rules)
+    // Exactly one of them is given: the parser checked the configuration's exclusive set.
     allowAll = arguments.flag(Self.allowAll)
-    if allowAll && rules != nil { throw UsageError("--rules and --allow-all exclude each other") }
-    guard allowAll || rules != nil else {
-      throw UsageError(
-        "no access policy: pass --rules FILE (e.g. --rules storage.rules.example), or --allow-all for an open development server"
-      )
-    }
     options = LarderService.Options(
       dataDirectory: store.data.directory,
-      policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: rules!)))
+      policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: arguments.value(Self.rules)!)))
     options.http.host = arguments.value(Self.host)!
     options.http.port = port
     options.maxUploadSize = try parseSize(arguments.value(Self.maxUploadSize)!)

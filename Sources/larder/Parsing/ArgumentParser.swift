@@ -1,6 +1,7 @@
 /// The arguments of one command, parsed against its ``CommandConfiguration`` and checked:
-/// unknown options, missing values, repeated single options, missing required options and the
-/// wrong number of positionals are usage errors before the command sees anything.
+/// unknown options, missing values, repeated single options, missing required options, none or
+/// several of an exclusive set, and the wrong number of positionals are usage errors before the
+/// command sees anything.
 ///
 /// The rules:
 /// - `--name value` and `--name=value`. A next token that starts with `--` is not taken as a
@@ -80,6 +81,13 @@ struct ParsedArguments {
     for option in configuration.options where option.isRequired && value(option) == nil {
       throw UsageError("\(option.name) is required")
     }
+    for set in configuration.exclusive {
+      let present = set.options.filter { isGiven($0) }
+      if present.isEmpty { throw UsageError(set.missing) }
+      if present.count > 1 {
+        throw UsageError("\(present.map(\.name).joined(separator: " and ")) exclude each other")
+      }
+    }
     let required = configuration.positionals.filter { !$0.isOptional }
     if positionals.count < required.count {
       throw UsageError("missing argument \(required[positionals.count].name)")
@@ -124,6 +132,13 @@ struct ParsedArguments {
   func required(_ positional: Positional) -> String {
     guard let value = value(positional) else { preconditionFailure("\(positional.name) is optional") }
     return value
+  }
+
+  /// Given on the command line or by its environment variable (a default does not count).
+  private func isGiven(_ option: Option) -> Bool {
+    if given[option.name] != nil { return true }
+    guard let name = option.environment, let value = environment[name] else { return false }
+    return option.kind == .flag ? value == "1" : true
   }
 
   /// Reading an option the command did not declare is a programming error, caught at once.

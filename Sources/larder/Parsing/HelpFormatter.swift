@@ -17,10 +17,20 @@ enum HelpFormatter {
   static func usage(_ configuration: CommandConfiguration) -> String {
     let head = "usage: larder \(configuration.name)"
     var words = configuration.positionals.map { $0.isOptional ? "[\($0.name)]" : $0.name }
+    func spelled(_ option: Option) -> String {
+      option.kind == .flag ? option.name : "\(option.name) \(option.placeholder)"
+    }
     for option in configuration.options {
-      let spelled = option.kind == .flag ? option.name : "\(option.name) \(option.placeholder)"
+      if let set = configuration.exclusiveSet(of: option) {
+        // The set is written once, where its first option stands: `(--rules FILE | --allow-all)`.
+        if set.options.first?.name == option.name {
+          words.append("(" + set.options.map(spelled).joined(separator: " | ") + ")")
+        }
+        continue
+      }
       words.append(
-        (option.isRequired ? spelled : "[\(spelled)]") + (option.kind == .repeatedValue ? "..." : ""))
+        (option.isRequired ? spelled(option) : "[\(spelled(option))]")
+          + (option.kind == .repeatedValue ? "..." : ""))
     }
     let indent = String(repeating: " ", count: head.count + 1)
     var lines: [String] = []
@@ -41,8 +51,10 @@ enum HelpFormatter {
   /// defaults), and `-h, --help`.
   static func help(_ configuration: CommandConfiguration) -> String {
     var text = usage(configuration) + "\n"
-    if !configuration.discussion.isEmpty {
-      text += "\n" + configuration.discussion + "\n"
+    let required = configuration.exclusive.map { "One of \($0.spelled) is required." }
+    let discussion = (required + (configuration.discussion.isEmpty ? [] : [configuration.discussion]))
+    if !discussion.isEmpty {
+      text += "\n" + discussion.joined(separator: "\n") + "\n"
     }
     var rows: [(label: String, help: String, notes: String)] = []
     if !configuration.positionals.isEmpty {

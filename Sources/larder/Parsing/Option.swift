@@ -58,6 +58,30 @@ struct Option: Sendable {
   var spellings: [String] { aliases + [name] }
 }
 
+/// Options of which exactly one must be given (on the command line or by its environment
+/// variable), declared in the table so the parser's check and `--help` come from one place:
+/// the usage line shows `(--rules FILE | --allow-all)`, the help text says one is required.
+///
+/// ```swift
+/// static let policy = ExclusiveOptions([rules, allowAll], missing: "no access policy: pass --rules FILE, …")
+/// ```
+struct ExclusiveOptions: Sendable {
+  let options: [Option]
+  /// The usage error when none is given: what is missing and how to choose.
+  let missing: String
+
+  init(_ options: [Option], missing: String) {
+    precondition(options.count >= 2 && options.allSatisfy { $0.kind != .repeatedValue && !$0.isRequired })
+    self.options = options
+    self.missing = missing
+  }
+
+  /// `--rules FILE and --allow-all`, for the help text.
+  var spelled: String {
+    options.map { $0.kind == .flag ? $0.name : "\($0.name) \($0.placeholder)" }.joined(separator: " and ")
+  }
+}
+
 /// A positional argument: `FILE`, `BUCKET/NAME`.
 struct Positional: Sendable {
   let name: String
