@@ -41,13 +41,19 @@ import Testing
 
   @Test(arguments: 0..<missingValues.count) func valueStartingWithDashDashIsMissing(_ index: Int) throws {
     let (arguments, message) = Self.missingValues[index]
+    try expectUsageError(arguments, message)
+  }
+
+  /// Exit status 2, the error, the usage line and the pointer to `--help` on standard error,
+  /// nothing on standard output, and no data directory created.
+  func expectUsageError(_ arguments: [String], _ message: String) throws {
     let box = try Sandbox()
     let result = try box.larder(args: arguments)
     #expect(result.status == 2, "\(arguments): \(result)")
     #expect(result.stderrLines.first == "larder: error: \(message)", "\(arguments): \(result)")
     #expect(
       result.stderrLines.dropFirst().first?.hasPrefix("usage: larder \(arguments[0]) ") == true, "\(result)")
-    #expect(result.stderrLines.last == "see 'larder \(arguments[0]) --help'")
+    #expect(result.stderrLines.last == "see 'larder \(arguments[0]) --help'", "\(arguments): \(result)")
     #expect(result.stdout == "")
     #expect(!FileManager.default.fileExists(atPath: box.dataPath))
   }
@@ -150,14 +156,7 @@ import Testing
 
   @Test(arguments: 0..<refused.count) func badOptionIsUsageError(_ index: Int) throws {
     let (arguments, message) = Self.refused[index]
-    let box = try Sandbox()
-    let result = try box.larder(args: arguments)
-    #expect(result.status == 2, "\(arguments): \(result)")
-    #expect(result.stderrLines.first == "larder: error: \(message)", "\(arguments): \(result)")
-    #expect(
-      result.stderrLines.dropFirst().first?.hasPrefix("usage: larder \(arguments[0]) ") == true, "\(result)")
-    #expect(result.stdout == "")
-    #expect(!FileManager.default.fileExists(atPath: box.dataPath))
+    try expectUsageError(arguments, message)
   }
 
   /// `--data` given twice, through the sandbox's own `--data` and once more.

@@ -142,79 +142,28 @@ import Testing
 
   /// The real binary: `larder serve --public-key FILE`, then SIGHUP after Google "rotates".
   @Test func sighupReloadsThePublicKeysOfARunningServer() throws {
-    let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-      .appendingPathComponent("larder").path
-    let binary =
-      FileManager.default.isExecutableFile(atPath: besideTests)
-      ? besideTests : securityPackageRoot.appendingPathComponent(".build/debug/larder").path
-    try #require(
-      FileManager.default.isExecutableFile(atPath: binary),
-      "\(binary) is missing: build it first (`swift build` or `make test`)")
     let certificates = try Certificates()
     try certificates.publish([("old", "rsa")])
     let work = certificates.directory
-    let out = work.appendingPathComponent("stdout").path
-    let err = work.appendingPathComponent("stderr").path
-    let pid = try Subprocess.spawn(
-      binary,
+    let server = try ServeProcess(
       [
-        "serve", "--rules", exampleRulesURL.path, "--port", "0", "--host", "127.0.0.1", "--data",
-        work.appendingPathComponent("data").path, "--public-key", certificates.keyFile.path, "--jwt-issuer", Self.issuer,
-        "--jwt-audience", Self.project, "--access-log", "off",
-      ], stdoutPath: out, stderrPath: err)
-    try #require(pid > 0)
-    var exited = false
-    defer {
-      if !exited {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-      }
-    }
-    func text(_ path: String) -> String {
-      String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
-    }
-    func poll(_ what: String, _ condition: () throws -> Bool) throws {
-      for _ in 0..<300 {
-        if try condition() { return }
-        var status: Int32 = 0
-        if waitpid(pid, &status, WNOHANG) == pid {
-          exited = true
-          Issue.record("\(binary) exited (status \(status)) while waiting for \(what): \(text(err).suffix(2000))")
-          throw WireFailure.unexpected("server exited")
-        }
-        usleep(100_000)
-      }
-      Issue.record("timed out waiting for \(what); stderr: \(text(err).suffix(2000))")
-      throw WireFailure.unexpected("timeout: \(what)")
-    }
-    var port = 0
-    try poll("the listening line") {
-      guard let line = text(out).split(separator: "\n").first(where: { $0.hasPrefix("listening on http://127.0.0.1:") }),
-        let p = Int(line.split(separator: ":").last ?? "")
-      else { return false }
-      port = p
-      return true
-    }
+        "--rules", exampleRulesURL.path, "--data", work.appendingPathComponent("data").path, "--public-key",
+        certificates.keyFile.path, "--jwt-issuer", Self.issuer, "--jwt-audience", Self.project, "--access-log", "off",
+      ], in: work)
     /// The status of a metadata GET of alice's missing file: 404 when the token is accepted.
     func status(_ token: String) throws -> Int {
-      let c = try WireConnection(port: port)
-      try c.send(WireRequest.get(Self.path, [("Authorization", "Firebase \(token)")]).bytes(closing: true))
-      return try c.readResponse().status
+      try server.status(of: .get(Self.path, [("Authorization", "Firebase \(token)")]))
     }
     #expect(try status(try certificates.idToken(kid: "old")) == 404)
     #expect(try status(try certificates.idToken(kid: "new", key: "rsa-other")) == 401)
 
     try certificates.publish([("new", "rsa-other")])
-    #expect(kill(pid, SIGHUP) == 0)
-    try poll("the new key") { try status(try certificates.idToken(kid: "new", key: "rsa-other")) == 404 }
+    #expect(server.signal(SIGHUP))
+    try server.poll("the new key") { try status(try certificates.idToken(kid: "new", key: "rsa-other")) == 404 }
     #expect(try status(try certificates.idToken(kid: "old")) == 401)
-    try poll("the reload note") { text(err).contains("larder: public keys reloaded") }
+    try server.poll("the reload note") { server.stderr.contains("larder: public keys reloaded") }
 
-    #expect(kill(pid, SIGTERM) == 0)
-    var wstatus: Int32 = 0
-    while waitpid(pid, &wstatus, 0) < 0 && errno == EINTR {}
-    exited = true
+    let wstatus = try #require(server.stop(), "SIGTERM")
     #expect(wstatus & 0x7f == 0)
   }
 }
