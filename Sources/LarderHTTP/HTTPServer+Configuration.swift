@@ -8,7 +8,7 @@ extension HTTPServer {
     public var host: String = "127.0.0.1"
     /// 0 binds any free port; read it back from `HTTPServer.boundPort`.
     public var port: Int = 0
-    /// libmicrohttpd worker threads, each with its own epoll set.
+    /// libmicrohttpd worker threads, each polling (`poll(2)`) its own connections.
     public var threadPoolSize: Int = ProcessInfo.processInfo.activeProcessorCount
     /// Concurrent connections accepted in total.
     public var connectionLimit: Int = 1024

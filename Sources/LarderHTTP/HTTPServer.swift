@@ -2,8 +2,8 @@ internal import CMicroHTTPD
 import Foundation
 import Synchronization
 
-/// An HTTP/1.1 server on libmicrohttpd: an internal epoll thread pool, streaming request
-/// bodies, `sendfile` responses, keep-alive and pipelining, graceful shutdown.
+/// An HTTP/1.1 server on libmicrohttpd: an internal thread pool polling with `poll(2)`,
+/// streaming request bodies, `sendfile` responses, keep-alive and pipelining, graceful shutdown.
 ///
 /// ```swift
 /// let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0), handler: router)
