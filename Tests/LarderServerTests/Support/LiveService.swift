@@ -5,7 +5,8 @@ import LarderServer
 import Synchronization
 
 /// A live `LarderService` on 127.0.0.1:0 over a fresh temporary data directory: the one live
-/// harness of the API, tus and security tests, for what only a real connection shows (limits,
+/// harness of the API, tus and security tests (``withServer`` below runs a bare `HTTPServer` on
+/// the same settings), for what only a real connection shows (limits,
 /// timeouts, sendfile and ranges, streaming, connection reuse, metrics). Most endpoint tests run
 /// in process instead (``InProcessService``); the helpers both share are on ``ServiceHarness``.
 /// Stopped by ``close()`` or when released.
@@ -25,8 +26,7 @@ final class LiveService: ServiceHarness, @unchecked Sendable {
     directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-api-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     var options = LarderService.Options(dataDirectory: directory, policy: policy)
-    options.http.accessLog = .disabled
-    options.http.threadPoolSize = 2
+    options.http = .loopback
     configure(&options)
     do {
       service = try LarderService(options: options)
@@ -79,6 +79,30 @@ func withService<T>(
   let s = try LiveService(policy: policy, configure: configure)
   defer { s.close() }
   return try body(s)
+}
+
+/// Starts a bare `HTTPServer` running `handler` on 127.0.0.1:0 for one test (the HTTP layer's
+/// own tests, no store) and always shuts it down.
+func withServer<T>(
+  _ configure: (inout HTTPServer.Configuration) -> Void = { _ in }, handler: any HTTPHandler,
+  metrics: Metrics = Metrics(), _ body: (HTTPServer) throws -> T
+) throws -> T {
+  var configuration = HTTPServer.Configuration.loopback
+  configure(&configuration)
+  let server = HTTPServer(configuration: configuration, handler: handler, metrics: metrics)
+  try server.start()
+  defer { server.shutdown(timeout: .seconds(30)) }
+  return try body(server)
+}
+
+extension HTTPServer.Configuration {
+  /// What every live test runs on: 127.0.0.1, any free port, two threads, no access log.
+  static var loopback: HTTPServer.Configuration {
+    var c = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
+    c.threadPoolSize = 2
+    c.accessLog = .disabled
+    return c
+  }
 }
 
 /// Percent-encodes one path segment or query value (everything but unreserved characters).
