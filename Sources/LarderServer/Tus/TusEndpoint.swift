@@ -19,9 +19,20 @@ import LarderHTTP
 /// - Expired uploads answer **410** until the collector removes them, then 404; a terminated one
 ///   answers 404. A published upload stays as a completed row (`Upload-Offset` = length) until it
 ///   expires, so a client whose last answer was lost sees it finished.
-/// - A `PATCH` past `Upload-Length` gets 413 and none of its bytes are kept.
+/// - A `PATCH` past `Upload-Length` gets 413 and none of its bytes past its last checkpoint are kept.
+/// - A long `PATCH` commits what it received every 8 MiB or 2 s (a checkpoint: fsync, then the
+///   offset), so a crash in the middle of one loses at most the bytes since the last one
+///   (tus-js-client sends a whole file in one PATCH). Never the last byte (it needs the policy),
+///   never under an `Upload-Checksum` (the chunk is only known good at its end).
 /// - When a body breaks off, the bytes received are kept (fsync'ed and committed) unless an
 ///   `Upload-Checksum` guarded them, or they are the upload's last bytes (those need the policy).
+/// - A final concatenation (up to the maximum upload size) is validated and recorded at once,
+///   then copied and published on a thread of its own: the answer waits at most 500 ms for it,
+///   so small ones are objects when answered and a large one never holds a server thread (which
+///   serves other connections). Until it is published its `HEAD` has no `Upload-Offset` (as tus
+///   says); if it fails afterwards (the policy refuses the real content) its `HEAD` answers
+///   that error (403); one interrupted by a restart answers 410, and the client creates it
+///   again from its partials. `HEAD` echoes its `Upload-Concat` exactly as it was sent.
 /// - The policy is asked at creation (declared length and type) and when the last byte arrives
 ///   (real size, sniffed type, sha256) before the object becomes visible; denied at the end →
 ///   403 and the upload with its bytes is deleted. Partial uploads are not asked about (they have
