@@ -139,7 +139,8 @@ public final class UploadStore: Sendable {
     guard Self.isUploadID(id) else { throw UploadError.notFound(id: id) }
     // The owner first: a stranger never takes the lease, so never makes the owner's append
     // wait (423) nor drops its hot session. The owner of a row never changes.
-    _ = try upload(id: id, owner: owner)
+    // A final upload is never appended to, even while its concatenation holds its lease.
+    if case .final = try upload(id: id, owner: owner).concat { throw UploadError.finalNotAppendable(id: id) }
     let cached = try acquire(id)
     do {
       // Read under the lease: only its holder moves the offset, so this one is current.

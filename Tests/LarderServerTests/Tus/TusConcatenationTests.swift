@@ -63,6 +63,7 @@ import Testing
     #expect(running["Upload-Length"] == "100000")
     #expect(running["Upload-Concat"] == concat)
     #expect(try h.objectBytes("joined.bin").status == 404)
+    #expect(try h.patch(finalPath, offset: 0, [1]).status == 403)
     // A partial it holds cannot be terminated meanwhile.
     #expect(try h.request("DELETE", paths[0], headers: [TusHarness.tus]).status == 423)
     policy.gate.signal()
