@@ -31,8 +31,6 @@ def test_sigkill_torture_keeps_every_acknowledged_object(sigkill_result):
     check(sigkill_result)
 
 
-@pytest.mark.xfail(strict=False, reason="found by the SIGKILL torture: a kill between linking a finished tus "
-                   "upload into blobs/ and its COMMIT makes every later PATCH answer 410 (issue 12, tus details)")
 def test_sigkill_never_leaves_a_tus_upload_unfinishable(sigkill_result):
     assert not sigkill_result.known, sigkill_result.summary()
 

@@ -316,8 +316,6 @@ def test_kill_9_during_one_long_patch_then_resume_completes_with_exact_bytes(kil
     assert_patches_contiguous(patches, kept, KILL_SIZE)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 12: periodic commit during a long PATCH not yet implemented")
 def test_kill_9_during_one_long_patch_keeps_what_was_received(killed_during_patch):
     """tus: the server SHOULD store as much of the received data as possible. With the offset
     committed every few MiB or every second or so, at least 4 MiB of the 20 MiB sent survive the

@@ -74,46 +74,72 @@ public struct FileStore: Sendable {
     defer { staged.discard() }
     try faults.hit(.afterStage)
     let now = Date.nowInMilliseconds
-    // Content never uses the reserve: it is there so that deletes can free space.
-    let result = try catalog.write(releasingReserve: false) { db in
-      var placed: String?
-      do {
-        if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [staged.sha256]) == nil {
-          placed = try blobs.place(staged)
-          try faults.hit(.afterLink)
+    // What this write linked into blobs/, until a failure inside the transaction unlinks it.
+    var placed: String?
+    let result: T
+    do {
+      // Content never uses the reserve: it is there so that deletes can free space.
+      result = try catalog.write(releasingReserve: false) { db in
+        do {
+          if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [staged.sha256]) == nil {
+            placed = try blobs.place(staged)
+            try faults.hit(.afterLink)
+            try db.execute(
+              "INSERT INTO blobs(sha256, size, created_at) VALUES (?, ?, ?)", [staged.sha256, staged.size, now])
+          } else if !POSIX.exists(blobs.path(for: staged.sha256)) {
+            // The row exists but its file was quarantined by `verify --repair` (or lost): the
+            // verified staged copy heals it, and the files that used it read correctly again.
+            placed = try blobs.place(staged)
+            try faults.hit(.afterLink)
+            try db.execute("UPDATE files SET quarantined = 0 WHERE blob_sha256 = ?", [staged.sha256])
+          }
+          let file = File(
+            id: FileStore.newIdentifier(), sha256: staged.sha256Hex, size: staged.size, md5: Hex.encode(staged.md5),
+            contentType: staged.contentType, declaredContentType: declaredContentType.flatMap(Self.cleanType),
+            filename: filename.flatMap(Self.cleanFilename), createdAt: now)
           try db.execute(
-            "INSERT INTO blobs(sha256, size, created_at) VALUES (?, ?, ?)", [staged.sha256, staged.size, now])
-        } else if !POSIX.exists(blobs.path(for: staged.sha256)) {
-          // The row exists but its file was quarantined by `verify --repair` (or lost): the
-          // verified staged copy heals it, and the files that used it read correctly again.
-          placed = try blobs.place(staged)
-          try faults.hit(.afterLink)
-          try db.execute("UPDATE files SET quarantined = 0 WHERE blob_sha256 = ?", [staged.sha256])
+            """
+            INSERT INTO files(id, blob_sha256, size, md5, filename, content_type, declared_content_type, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+              file.id, staged.sha256, file.size, staged.md5, file.filename, file.contentType, file.declaredContentType,
+              now,
+            ])
+          let value = try then(db, file)
+          try faults.hit(.beforeCommit)
+          do { try faults.hit(.commit) } catch {
+            // Test hook: the COMMIT fails for real, on a foreign-key violation deferred to it.
+            try db.execute("PRAGMA defer_foreign_keys = ON")
+            try db.execute("UPDATE files SET blob_sha256 = zeroblob(32) WHERE id = ?", [file.id])
+          }
+          return value
+        } catch {
+          // Still under the write lock: no other writer can have seen the linked file.
+          if let linked = placed { POSIX.unlink(linked) }
+          placed = nil
+          throw error
         }
-        let file = File(
-          id: FileStore.newIdentifier(), sha256: staged.sha256Hex, size: staged.size, md5: Hex.encode(staged.md5),
-          contentType: staged.contentType, declaredContentType: declaredContentType.flatMap(Self.cleanType),
-          filename: filename.flatMap(Self.cleanFilename), createdAt: now)
-        try db.execute(
-          """
-          INSERT INTO files(id, blob_sha256, size, md5, filename, content_type, declared_content_type, created_at)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-          """,
-          [
-            file.id, staged.sha256, file.size, staged.md5, file.filename, file.contentType, file.declaredContentType,
-            now,
-          ])
-        let value = try then(db, file)
-        try faults.hit(.beforeCommit)
-        return value
-      } catch {
-        // Still under the write lock: no other writer can have seen the linked file.
-        if let placed { POSIX.unlink(placed) }
-        throw error
       }
+    } catch {
+      // The COMMIT itself failed (the body's own failures unlinked already). It may still have
+      // landed (an fsync error after the log was written): recheck under a new transaction and
+      // unlink only a file no row claims. A resumable upload's file is linked here, and stays
+      // resumable only once this link is gone (see `UploadSession.load`).
+      if let linked = placed { unlinkUnlessRecorded(linked, sha256: staged.sha256) }
+      throw error
     }
     try faults.hit(.afterCommit)
     return result
+  }
+
+  /// Unlinks `path` (a blob file this process linked) unless a `blobs` row records it. Best
+  /// effort: a leftover is a stray that `gc` reclaims.
+  func unlinkUnlessRecorded(_ path: String, sha256: [UInt8]) {
+    _ = try? catalog.write { db in
+      guard try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [sha256]) == nil else { return }
+      if POSIX.unlink(path) { try? POSIX.fsyncDirectory((path as NSString).deletingLastPathComponent) }
+    }
   }
 
   /// Publishes staged content as a new unattached `File`.

@@ -5,6 +5,9 @@ public enum FaultPoint: String, Sendable, CaseIterable {
   case afterStage = "after-stage"
   case afterLink = "after-link"
   case beforeCommit = "before-commit"
+  /// The write transaction's `COMMIT` itself: a test's fault here makes it fail for real, after
+  /// everything in the transaction succeeded (what a full or failing disk does at COMMIT).
+  case commit = "commit"
   case afterCommit = "after-commit"
   case gcAfterTrash = "gc-after-trash"
   case gcAfterCommit = "gc-after-commit"

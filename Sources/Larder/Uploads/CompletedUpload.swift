@@ -13,13 +13,16 @@ public final class CompletedUpload: @unchecked Sendable {
   let store: UploadStore
   /// nil for a final concatenation (its row is inserted when it is published).
   let session: UploadSession?
+  /// The leases given back once it is settled: the upload's, and a final's partials'.
+  let leases: [String]
   var settled = false
 
-  init(upload: Upload, staged: StagedBlob, store: UploadStore, session: UploadSession?) {
+  init(upload: Upload, staged: StagedBlob, store: UploadStore, session: UploadSession?, leases: [String]? = nil) {
     self.upload = upload
     self.staged = staged
     self.store = store
     self.session = session
+    self.leases = leases ?? [upload.id]
   }
 
   deinit {

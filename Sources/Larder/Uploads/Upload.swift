@@ -18,6 +18,9 @@ public struct Upload: Sendable, Equatable {
   /// `Upload-Metadata` as decoded at creation (keys → UTF-8 values).
   public let metadata: [String: String]
   public let concat: UploadConcat?
+  /// A final upload's `Upload-Concat` exactly as its client sent it (tus: HEAD echoes it); nil
+  /// for other uploads, and for finals recorded before it was kept (their ids are known).
+  public let receivedConcat: String?
   public let expiresAt: Date
   public let createdAt: Date
   /// Set once the object was published.
@@ -36,7 +39,9 @@ public struct Upload: Sendable, Equatable {
     metadata =
       row.string("metadata").flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
       ?? [:]
-    concat = row.string("concat").flatMap(UploadConcat.init(stored:))
+    let storedConcat = row.string("concat")
+    concat = storedConcat.flatMap(UploadConcat.init(stored:))
+    receivedConcat = storedConcat.flatMap { $0.hasPrefix("final;") && $0.contains("/") ? $0 : nil }
     expiresAt = row.date("expires_at") ?? Date(timeIntervalSince1970: 0)
     createdAt = row.date("created_at") ?? Date(timeIntervalSince1970: 0)
     completedAt = row.date("completed_at")
@@ -44,8 +49,10 @@ public struct Upload: Sendable, Equatable {
 
   init(
     id: String, bucket: String, name: String?, owner: String?, length: Int64?, offset: Int64,
-    metadata: [String: String], concat: UploadConcat?, expiresAt: Date, createdAt: Date, completedAt: Date?
+    metadata: [String: String], concat: UploadConcat?, expiresAt: Date, createdAt: Date, completedAt: Date?,
+    receivedConcat: String? = nil
   ) {
+    self.receivedConcat = receivedConcat
     self.id = id
     self.bucket = bucket
     self.name = name
@@ -64,14 +71,17 @@ public struct Upload: Sendable, Equatable {
 public enum UploadConcat: Sendable, Equatable {
   /// A piece, never published on its own.
   case partial
-  /// The concatenation of these partial uploads, in order.
+  /// The concatenation of these partial uploads (their ids), in order.
   case final([String])
 
+  /// `partial`, or `final;` and the partials as ids or, as received, as URLs or paths whose
+  /// last segment is the id.
   init?(stored: String) {
     if stored == "partial" {
       self = .partial
     } else if stored.hasPrefix("final;") {
-      self = .final(stored.dropFirst(6).split(separator: " ").map(String.init))
+      self = .final(
+        stored.dropFirst(6).split(separator: " ").map { String($0.split(separator: "/").last ?? $0) })
     } else {
       return nil
     }

@@ -13,11 +13,20 @@ import LarderCrypto
 /// ```
 /// Bytes go to the file in 1 MiB blocks and are hashed into copies of the session's digests
 /// (a cold session has none: the finished file is then hashed once when staged); nothing is
-/// acknowledged until ``finish()`` has fsync'ed the file and committed the offset.
+/// acknowledged until ``finish()`` has fsync'ed the file and committed the offset, except at
+/// checkpoints: a long append commits what it has received every ``UploadCheckpoints/bytes`` or
+/// ``UploadCheckpoints/interval`` (tus: store as much of the received data as possible), so a
+/// crash in the middle of one long PATCH keeps all but the last few MiB. Checkpoints never
+/// commit the last byte of an upload (that needs the admission step's final say), nor bytes a
+/// checksum guards (they are only known good at the end), nor appends begun without them.
 /// ``abort(keepReceived:)`` (a dropped connection) keeps what arrived when no checksum guards it.
 public final class UploadAppend {
   /// The upload before this append.
   public let upload: Upload
+  /// The row as last committed: `upload` until the first checkpoint.
+  private var committed: Upload
+  private let checkpoints: UploadCheckpoints?
+  private var lastCheckpoint = ContinuousClock.now
   /// The length in force for this append (declared now, or earlier).
   public let length: Int64?
   public private(set) var received: Int64 = 0
@@ -34,9 +43,12 @@ public final class UploadAppend {
 
   init(
     upload: Upload, length: Int64?, store: UploadStore, session: UploadSession, checksum: UploadChecksum?,
-    sizeLimit: Int64?
+    sizeLimit: Int64?, checkpoints: UploadCheckpoints?
   ) {
     self.upload = upload
+    committed = upload
+    // Bytes a checksum guards are known good only at the end.
+    self.checkpoints = checksum == nil ? checkpoints : nil
     self.sizeLimit = sizeLimit
     self.length = length
     self.store = store
@@ -51,10 +63,10 @@ public final class UploadAppend {
 
   deinit { abort(keepReceived: false) }
 
-  /// Appends bytes at the current end (buffered: they are written in 1 MiB blocks).
+  /// Appends bytes at the current end (buffered: they are written in 1 MiB blocks), and commits
+  /// a checkpoint when one is due.
   /// - Throws: ``UploadError/exceedsLength(length:)``, ``LarderError/sizeLimitExceeded(limit:)`` or an
-  ///   I/O error; the append is then over
-  ///   and nothing it wrote is kept.
+  ///   I/O error; the append is then over and nothing it wrote after its last checkpoint is kept.
   public func write(_ bytes: UnsafeRawBufferPointer) throws {
     precondition(open, "write after the append ended")
     if let length, upload.offset + received + Int64(bytes.count) > length {
@@ -72,6 +84,33 @@ public final class UploadAppend {
       throw error
     }
     received += Int64(bytes.count)
+    if let checkpoints { try checkpointIfDue(checkpoints) }
+  }
+
+  /// The offset committed so far: the upload's before this append, or its last checkpoint.
+  public var committedOffset: Int64 { committed.offset }
+
+  /// Makes what arrived durable and commits it as the offset, under the lease this append holds.
+  private func checkpointIfDue(_ policy: UploadCheckpoints) throws {
+    let end = upload.offset + received
+    let pending = end - committed.offset
+    guard pending > 0 else { return }
+    // The last byte needs the admission step: it is only ever committed by publishing.
+    if let length, end == length { return }
+    let now = ContinuousClock.now
+    guard pending >= policy.bytes || now - lastCheckpoint >= policy.interval else { return }
+    do {
+      try sink.flush()
+      guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) }
+      committed = try store.commitOffset(committed, offset: end, length: length)
+      session.offset = end
+      session.sha256 = sink.sha256?.copy()
+      session.md5 = sink.md5?.copy()
+      lastCheckpoint = now
+    } catch {
+      abort(keepReceived: false)
+      throw error
+    }
   }
 
   public func write(_ data: Data) throws { try data.withUnsafeBytes { try write($0) } }
@@ -101,7 +140,7 @@ public final class UploadAppend {
   public func abort(keepReceived: Bool) {
     guard open else { return }
     let completes = length.map { upload.offset + received == $0 } ?? false
-    if keepReceived, received > 0, checksum == nil, !completes || upload.isPartial {
+    if keepReceived, upload.offset + received > committed.offset, checksum == nil, !completes || upload.isPartial {
       _ = try? settle()  // cleans up after itself when it fails
       return
     }
@@ -121,12 +160,12 @@ public final class UploadAppend {
         guard staged.size == length else { throw UploadError.dataLost(id: upload.id) }
         let done = Upload(
           id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,
-          offset: length, metadata: upload.metadata, concat: upload.concat, expiresAt: upload.expiresAt,
+          offset: length, metadata: upload.metadata, concat: upload.concat, expiresAt: committed.expiresAt,
           createdAt: upload.createdAt, completedAt: Date())
         return .complete(CompletedUpload(upload: done, staged: staged, store: store, session: session))
       }
       if received > 0 { guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) } }
-      let updated = try store.commitOffset(upload, offset: newOffset, length: length)
+      let updated = try store.commitOffset(committed, offset: newOffset, length: length)
       session.offset = newOffset
       session.sha256 = sink.sha256
       session.md5 = sink.md5
@@ -150,4 +189,20 @@ public enum UploadAppendOutcome {
   case progress(Upload)
   /// The last byte arrived: publish or reject it.
   case complete(CompletedUpload)
+}
+
+/// How often a long append commits what it has received (see ``UploadAppend``): every `bytes`
+/// or every `interval`, whichever comes first. Each checkpoint costs an fsync and a catalog
+/// write; 8 MiB or 2 s keeps that under one per 8 MiB on fast links and bounds what a slow one
+/// can lose to two seconds of sending.
+public struct UploadCheckpoints: Sendable, Equatable {
+  public var bytes: Int64
+  public var interval: Duration
+
+  public init(bytes: Int64, interval: Duration) {
+    self.bytes = bytes
+    self.interval = interval
+  }
+
+  public static let `default` = UploadCheckpoints(bytes: 8 << 20, interval: .seconds(2))
 }

@@ -30,8 +30,14 @@ public final class UploadStore: Sendable {
   public let larder: Larder
   /// How long an upload lives after its creation or its last append.
   public let expiry: Duration
+  /// How often a long append commits what it has received (nil: only at its end).
+  public let checkpoints: UploadCheckpoints?
   private let maxIdleSessions: Int
   private let slots = Mutex<[String: Slot]>([:])
+  /// Why recent background concatenations failed (their rows are gone), for the client's next
+  /// look; bounded, oldest forgotten first.
+  private let failures = Mutex<[(id: String, owner: String?, error: any Error)]>([])
+  static let maxRememberedFailures = 256
 
   private struct Slot {
     var busy: Bool
@@ -39,9 +45,13 @@ public final class UploadStore: Sendable {
     var lastUsed: UInt64
   }
 
-  public init(larder: Larder, expiry: Duration = .seconds(24 * 3600), maxIdleSessions: Int = 64) {
+  public init(
+    larder: Larder, expiry: Duration = .seconds(24 * 3600), maxIdleSessions: Int = 64,
+    checkpoints: UploadCheckpoints? = .default
+  ) {
     self.larder = larder
     self.expiry = expiry
+    self.checkpoints = checkpoints
     self.maxIdleSessions = maxIdleSessions
   }
 
@@ -104,7 +114,10 @@ public final class UploadStore: Sendable {
   public func upload(id: String, owner: String?) throws -> Upload {
     guard Self.isUploadID(id) else { throw UploadError.notFound(id: id) }
     let row = try larder.catalog.read(snapshot: false) { db in try db.row("SELECT * FROM uploads WHERE id = ?", [id]) }
-    guard let row else { throw UploadError.notFound(id: id) }
+    guard let row else {
+      if let failed = failures.withLock({ $0.last { $0.id == id } }), failed.owner == owner { throw failed.error }
+      throw UploadError.notFound(id: id)
+    }
     let upload = Upload(row: row)
     guard upload.owner == owner else { throw UploadError.notFound(id: id) }
     guard upload.expiresAt >= Date() else { throw UploadError.expired(id: id) }
@@ -114,21 +127,21 @@ public final class UploadStore: Sendable {
   // MARK: - appending
 
   /// Starts an append at `offset`, optionally declaring a deferred length. `sizeLimit` bounds the
-  /// upload's total size while its length is still deferred.
+  /// upload's total size while its length is still deferred. With `checkpoints` (and no
+  /// `checksum`) a long append commits what it received as it goes (see ``UploadAppend``); a
+  /// protocol whose clients resend a broken chunk whole (Firebase's) passes false.
   /// - Throws: ``UploadError`` (`notFound`, `expired`, `locked`, `offsetMismatch`, `invalidLength`,
   ///   `finalNotAppendable`, `exceedsLength` for a completed upload), I/O errors.
   public func beginAppend(
     id: String, owner: String?, offset: Int64, length declared: Int64? = nil, checksum: UploadChecksum? = nil,
-    sizeLimit: Int64? = nil
+    sizeLimit: Int64? = nil, checkpoints: Bool = true
   ) throws -> UploadAppend {
     guard Self.isUploadID(id) else { throw UploadError.notFound(id: id) }
-    let cached: UploadSession?
-    do {
-      cached = try acquire(id)
-    } catch {
-      _ = try upload(id: id, owner: owner)  // someone else's upload is not found, not locked
-      throw error
-    }
+    // The owner first: a stranger never takes the lease, so never makes the owner's append
+    // wait (423) nor drops its hot session. The owner of a row never changes.
+    // A final upload is never appended to, even while its concatenation holds its lease.
+    if case .final = try upload(id: id, owner: owner).concat { throw UploadError.finalNotAppendable(id: id) }
+    let cached = try acquire(id)
     do {
       // Read under the lease: only its holder moves the offset, so this one is current.
       let upload = try self.upload(id: id, owner: owner)
@@ -152,14 +165,40 @@ public final class UploadStore: Sendable {
       if let cached, cached.offset == upload.offset {
         session = cached
       } else {
+        try detachFromBlobs(id)
         session = try UploadSession.load(id: id, path: path(of: id), offset: upload.offset)
       }
       return UploadAppend(
         upload: upload, length: length, store: self, session: session, checksum: checksum,
-        sizeLimit: sizeLimit)
+        sizeLimit: sizeLimit, checkpoints: checkpoints ? self.checkpoints : nil)
     } catch {
       release(id, keeping: nil)
       throw error
+    }
+  }
+
+  /// Undoes a publish that linked the upload's file into `blobs/` and never committed (the
+  /// process died between the link and the COMMIT, or the COMMIT failed and its cleanup did
+  /// not run): the upload's row still has its old offset, and its bytes are in the file. Under
+  /// the write lock, a blob file that is this very file and that no row records is unlinked,
+  /// so the upload is resumable again. Hashing the file to find that name costs one read of it,
+  /// once, on this rare path.
+  private func detachFromBlobs(_ id: String) throws {
+    let file = path(of: id)
+    guard let st = POSIX.lstat(file), st.st_nlink > 1 else { return }
+    let sha = Digest(.sha256)
+    do {
+      try BlobReader(path: file).forEachChunk { sha.update($0) }
+    } catch LarderError.io(_, _, ENOENT) {
+      return
+    }
+    let digest = sha.finalize()
+    let blob = larder.blobs.path(for: digest)
+    try larder.catalog.write { db in
+      guard try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [digest]) == nil,
+        let linked = POSIX.lstat(blob), linked.st_ino == st.st_ino, linked.st_dev == st.st_dev
+      else { return }
+      if POSIX.unlink(blob) { try POSIX.fsyncDirectory((blob as NSString).deletingLastPathComponent) }
     }
   }
 
@@ -209,18 +248,12 @@ public final class UploadStore: Sendable {
         admission: admission == nil ? nil : refusal
       ) { db in
         if completed.session == nil {
+          // A final concatenation: its row was recorded when it was prepared.
           try db.execute(
             """
-            INSERT INTO uploads(id, bucket, name, owner, length, "offset", metadata, concat, expires_at, created_at,
-                                completed_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-              upload.id, upload.bucket, name, upload.owner, upload.length, upload.offset,
-              try ObjectStore.json(upload.metadata), upload.concat?.stored, upload.expiresAt,
-              upload.createdAt,
-              upload.completedAt,
-            ])
+            UPDATE uploads SET "offset" = ?, completed_at = ? WHERE id = ? AND completed_at IS NULL
+            """, [upload.offset, upload.completedAt, upload.id])
+          guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
         } else {
           try db.execute(
             """
@@ -230,13 +263,13 @@ public final class UploadStore: Sendable {
           guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
         }
       }
-      if completed.session != nil {
-        unlink(path(of: upload.id))
-        release(upload.id, keeping: nil)
-      }
+      if completed.session != nil { unlink(path(of: upload.id)) }
+      for lease in completed.leases { release(lease, keeping: nil) }
       return object
     } catch {
       completed.settled = false
+      // A final concatenation's row goes with it: say why first, for the owner's next look.
+      if completed.session == nil { remember(upload, error) }
       if refusal.refused {
         reject(completed)
       } else {
@@ -268,7 +301,7 @@ public final class UploadStore: Sendable {
     guard !completed.settled else { return }
     completed.settled = true
     completed.staged.discard()
-    guard completed.session != nil else { return }
+    guard completed.session != nil else { return abandon(completed.upload.id, leases: completed.leases) }
     _ = try? larder.catalog.write { db in
       try db.execute("DELETE FROM uploads WHERE id = ?", [completed.upload.id])
     }
@@ -281,7 +314,8 @@ public final class UploadStore: Sendable {
     guard !completed.settled else { return }
     completed.settled = true
     completed.staged.discard()
-    guard completed.session != nil else { return }
+    // A final concatenation has no bytes of its own to resume from: it is made again.
+    guard completed.session != nil else { return abandon(completed.upload.id, leases: completed.leases) }
     // Drop the session, never touching the file: if the commit went through before the failure
     // it is linked into blobs/. Otherwise the next load truncates it to the recorded offset.
     release(completed.upload.id, keeping: nil)
@@ -304,19 +338,42 @@ public final class UploadStore: Sendable {
 
   // MARK: - concatenation
 
-  /// Concatenates finished partial uploads (in order) into a final upload, staged for publishing.
+  /// A final concatenation, recorded and held but not yet copied: its row exists (offset 0,
+  /// completed_at NULL) and its lease and its partials' leases are taken until it is settled.
+  public struct Concatenation: Sendable {
+    /// The final upload as recorded now (offset 0).
+    public let upload: Upload
+    let parts: [Upload]
+    let leases: [String]
+  }
+
+  /// Concatenates finished partial uploads (in order) into a final upload, staged for
+  /// publishing: ``prepareConcatenation(bucket:name:owner:metadata:partials:received:sizeLimit:authorize:)``
+  /// then ``copy(_:)`` on the calling thread.
+  public func concatenate(
+    bucket: String, name: String, owner: String?, metadata: [String: String], partials ids: [String],
+    received: String? = nil, sizeLimit: Int64? = nil, authorize: (_ size: Int64) throws -> Void = { _ in }
+  ) throws -> CompletedUpload {
+    try copy(
+      prepareConcatenation(
+        bucket: bucket, name: name, owner: owner, metadata: metadata, partials: ids, received: received,
+        sizeLimit: sizeLimit, authorize: authorize))
+  }
+
+  /// Validates a concatenation and records its final upload, without copying a byte.
   ///
-  /// The partials' leases are taken first, so they are validated and copied as they are (none
-  /// is appended to or terminated meanwhile). `authorize` is called with their total size before
-  /// any byte is copied (the permission check). The final's row is written when it is published;
-  /// the partials stay until they expire.
+  /// The partials are checked as the caller's first (a stranger naming someone's partials never
+  /// takes their leases), then their leases are taken and they are checked again under them, so
+  /// none is appended to or terminated until the copy is settled. `authorize` is called with
+  /// the total size (the permission check). `received` is the client's `Upload-Concat` as sent
+  /// (`final;<urls>`), recorded so it can be echoed; by default `final;` and the ids.
   /// - Throws: ``UploadError/invalidConcatenation(_:)`` for an unknown, busy, non-partial or
   ///   unfinished partial, ``UploadError/dataLost(id:)`` when a partial's bytes are gone,
   ///   ``LarderError/sizeLimitExceeded(limit:)``, whatever `authorize` throws.
-  public func concatenate(
+  public func prepareConcatenation(
     bucket: String, name: String, owner: String?, metadata: [String: String], partials ids: [String],
-    sizeLimit: Int64? = nil, authorize: (_ size: Int64) throws -> Void = { _ in }
-  ) throws -> CompletedUpload {
+    received: String? = nil, sizeLimit: Int64? = nil, authorize: (_ size: Int64) throws -> Void = { _ in }
+  ) throws -> Concatenation {
     try ObjectName.validateBucket(bucket)
     try ObjectName.validateName(name)
     try ObjectStore.validateMetadata(Self.objectOptions(metadata: metadata).metadata)
@@ -326,71 +383,161 @@ public final class UploadStore: Sendable {
     func unusable(_ id: String, _ error: any Error) -> UploadError {
       .invalidConcatenation("partial upload \(id.prefix(64)) is unusable: \(error)")
     }
-    // Hold the partials' leases while validating and copying.
-    var held: [String] = []
-    defer { for id in held { release(id, keeping: nil) } }
-    for id in Set(ids) {
-      guard Self.isUploadID(id) else { throw unusable(id, UploadError.notFound(id: id)) }
-      do {
-        _ = try acquire(id)
-      } catch {
-        // Someone else's upload is not found, not locked.
-        do { _ = try upload(id: id, owner: owner) } catch let e as UploadError { throw unusable(id, e) }
-        throw unusable(id, error)
-      }
-      held.append(id)
-    }
-    var parts: [Upload] = []
-    var byID: [String: Upload] = [:]
-    for id in ids {
-      let part: Upload
-      if let known = byID[id] {
-        part = known
-      } else {
+    func parts() throws -> [Upload] {
+      var byID: [String: Upload] = [:]
+      return try ids.map { id in
+        if let known = byID[id] { return known }
+        guard Self.isUploadID(id) else { throw unusable(id, UploadError.notFound(id: id)) }
+        let part: Upload
         do {
           part = try upload(id: id, owner: owner)
         } catch let error as UploadError {
           throw unusable(id, error)
         }
+        guard part.bucket == bucket, part.isPartial else {
+          throw UploadError.invalidConcatenation("upload \(id.prefix(64)) is not a partial upload of this bucket")
+        }
+        guard part.isComplete else {
+          throw UploadError.invalidConcatenation("partial upload \(id.prefix(64)) is not finished")
+        }
         byID[id] = part
-      }
-      guard part.bucket == bucket, part.isPartial else {
-        throw UploadError.invalidConcatenation(
-          "upload \(id.prefix(64)) is not a partial upload of this bucket")
-      }
-      guard part.isComplete else {
-        throw UploadError.invalidConcatenation("partial upload \(id.prefix(64)) is not finished")
-      }
-      parts.append(part)
-    }
-    let total = parts.reduce(Int64(0)) { $0 + $1.offset }
-    if let sizeLimit, total > sizeLimit { throw LarderError.sizeLimitExceeded(limit: sizeLimit) }
-    try authorize(total)
-    let writer = try larder.files.makeWriter()
-    for part in parts {
-      let reader: BlobReader
-      do {
-        reader = try BlobReader(path: path(of: part.id))
-      } catch LarderError.io(_, _, ENOENT) {
-        throw UploadError.dataLost(id: part.id)
-      }
-      guard reader.size >= part.offset else { throw UploadError.dataLost(id: part.id) }
-      var copied: Int64 = 0
-      try reader.forEachChunk { chunk in
-        let take = Int(min(Int64(chunk.count), part.offset - copied))
-        guard take > 0 else { return }
-        try writer.write(UnsafeRawBufferPointer(rebasing: chunk[..<take]))
-        copied += Int64(take)
+        return part
       }
     }
-    let staged = try writer.finish()
-    let now = Date()
-    let final = Upload(
-      id: SecureRandom.hexIdentifier(byteCount: 16), bucket: bucket, name: name, owner: owner, length: total,
-      offset: total, metadata: metadata, concat: .final(ids), expiresAt: now + expiry.timeInterval,
-      createdAt: now,
-      completedAt: now)
-    return CompletedUpload(upload: final, staged: staged, store: self, session: nil)
+    _ = try parts()
+    var held: [String] = []
+    do {
+      for id in Set(ids) {
+        do { _ = try acquire(id) } catch { throw unusable(id, error) }
+        held.append(id)
+      }
+      let parts = try parts()
+      for part in Set(parts.map(\.id)) {
+        guard let st = POSIX.lstat(path(of: part)), Int64(st.st_size) >= parts.first(where: { $0.id == part })!.offset
+        else { throw UploadError.dataLost(id: part) }
+      }
+      let total = parts.reduce(Int64(0)) { $0 + $1.offset }
+      if let sizeLimit, total > sizeLimit { throw LarderError.sizeLimitExceeded(limit: sizeLimit) }
+      try authorize(total)
+      let now = Date()
+      let final = Upload(
+        id: SecureRandom.hexIdentifier(byteCount: 16), bucket: bucket, name: name, owner: owner, length: total,
+        offset: 0, metadata: metadata, concat: .final(ids), expiresAt: now + expiry.timeInterval, createdAt: now,
+        completedAt: nil, receivedConcat: received)
+      _ = try acquire(final.id)
+      held.append(final.id)
+      try larder.catalog.write { db in
+        try db.execute(
+          """
+          INSERT INTO uploads(id, bucket, name, owner, length, "offset", metadata, concat, expires_at, created_at)
+          VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+          """,
+          [
+            final.id, bucket, name, owner, total, try ObjectStore.json(metadata),
+            received ?? UploadConcat.final(ids).stored, final.expiresAt, now,
+          ])
+      }
+      return Concatenation(upload: final, parts: parts, leases: held)
+    } catch {
+      for id in held { release(id, keeping: nil) }
+      throw error
+    }
+  }
+
+  /// Copies the partials into one staged blob (hashing and sniffing it): the slow part, up to
+  /// the maximum upload size of reading and writing. On failure the final upload is deleted.
+  /// - Throws: ``UploadError/dataLost(id:)`` when a partial's bytes are gone, I/O errors.
+  public func copy(_ concatenation: Concatenation) throws -> CompletedUpload {
+    let final = concatenation.upload
+    do {
+      let writer = try larder.files.makeWriter()
+      for part in concatenation.parts {
+        let reader: BlobReader
+        do {
+          reader = try BlobReader(path: path(of: part.id))
+        } catch LarderError.io(_, _, ENOENT) {
+          throw UploadError.dataLost(id: part.id)
+        }
+        guard reader.size >= part.offset else { throw UploadError.dataLost(id: part.id) }
+        var copied: Int64 = 0
+        try reader.forEachChunk { chunk in
+          let take = Int(min(Int64(chunk.count), part.offset - copied))
+          guard take > 0 else { return }
+          try writer.write(UnsafeRawBufferPointer(rebasing: chunk[..<take]))
+          copied += Int64(take)
+        }
+      }
+      let staged = try writer.finish()
+      let done = Upload(
+        id: final.id, bucket: final.bucket, name: final.name, owner: final.owner, length: final.length,
+        offset: staged.size, metadata: final.metadata, concat: final.concat, expiresAt: final.expiresAt,
+        createdAt: final.createdAt, completedAt: Date(), receivedConcat: final.receivedConcat)
+      return CompletedUpload(upload: done, staged: staged, store: self, session: nil, leases: concatenation.leases)
+    } catch {
+      remember(final, error)
+      abandon(final.id, leases: concatenation.leases)
+      throw error
+    }
+  }
+
+  /// Copies and publishes a concatenation on a background queue, never on the caller's (a
+  /// server thread serving other connections: a 5 GiB copy would stall them for seconds).
+  /// The caller waits at most `wait`: a small concatenation is then settled when this returns
+  /// (its result, success or the error to answer), so its client can read the object at once;
+  /// a large one returns nil and goes on, its final upload incomplete until it is published
+  /// (see ``isConcatenating(_:)``). A failure after that is remembered for the owner's next
+  /// look at the final upload (``upload(id:owner:)`` throws it).
+  public func concatenate(
+    _ concatenation: Concatenation, wait: Duration,
+    publish: @escaping @Sendable (CompletedUpload) throws -> Void
+  ) -> Result<Void, any Error>? {
+    let outcome = Outcome()
+    // A thread of its own, not a Dispatch queue: Dispatch's width for non-overcommit queues is
+    // the core count, and one busy with other blocking work would delay a small
+    // concatenation past `wait`. Concatenations are rare; each holds its final's lease.
+    let thread = Thread {
+      let result = Result { try publish(try self.copy(concatenation)) }
+      if case .failure(let error) = result { self.remember(concatenation.upload, error) }
+      outcome.set(result)
+    }
+    thread.name = "larder-concatenation"
+    thread.start()
+    return outcome.wait(wait)
+  }
+
+  /// A background concatenation's result, handed to a caller that may have stopped waiting.
+  private final class Outcome: Sendable {
+    private let value = Mutex<Result<Void, any Error>?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+    func set(_ result: Result<Void, any Error>) {
+      value.withLock { $0 = result }
+      done.signal()
+    }
+    func wait(_ duration: Duration) -> Result<Void, any Error>? {
+      guard done.wait(timeout: .now() + duration.timeInterval) == .success else { return nil }
+      return value.withLock { $0 }
+    }
+  }
+
+  /// Whether this final upload's concatenation is running in this process. A final upload not
+  /// completed and not running was interrupted (the process stopped): its bytes were never made.
+  public func isConcatenating(_ id: String) -> Bool {
+    slots.withLock { $0[id]?.busy == true }
+  }
+
+  private func remember(_ upload: Upload, _ error: any Error) {
+    failures.withLock { failures in
+      failures.append((upload.id, upload.owner, error))
+      if failures.count > Self.maxRememberedFailures { failures.removeFirst(failures.count - Self.maxRememberedFailures) }
+    }
+  }
+
+  /// Deletes an unpublished final upload's row and gives back the leases it held.
+  func abandon(_ id: String, leases: [String]) {
+    _ = try? larder.catalog.write { db in
+      try db.execute("DELETE FROM uploads WHERE id = ? AND completed_at IS NULL", [id])
+    }
+    for lease in leases { release(lease, keeping: nil) }
   }
 
   // MARK: - leases

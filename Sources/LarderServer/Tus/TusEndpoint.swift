@@ -19,9 +19,20 @@ import LarderHTTP
 /// - Expired uploads answer **410** until the collector removes them, then 404; a terminated one
 ///   answers 404. A published upload stays as a completed row (`Upload-Offset` = length) until it
 ///   expires, so a client whose last answer was lost sees it finished.
-/// - A `PATCH` past `Upload-Length` gets 413 and none of its bytes are kept.
+/// - A `PATCH` past `Upload-Length` gets 413 and none of its bytes past its last checkpoint are kept.
+/// - A long `PATCH` commits what it received every 8 MiB or 2 s (a checkpoint: fsync, then the
+///   offset), so a crash in the middle of one loses at most the bytes since the last one
+///   (tus-js-client sends a whole file in one PATCH). Never the last byte (it needs the policy),
+///   never under an `Upload-Checksum` (the chunk is only known good at its end).
 /// - When a body breaks off, the bytes received are kept (fsync'ed and committed) unless an
 ///   `Upload-Checksum` guarded them, or they are the upload's last bytes (those need the policy).
+/// - A final concatenation (up to the maximum upload size) is validated and recorded at once,
+///   then copied and published on a thread of its own: the answer waits at most 500 ms for it,
+///   so small ones are objects when answered and a large one never holds a server thread (which
+///   serves other connections). Until it is published its `HEAD` has no `Upload-Offset` (as tus
+///   says); if it fails afterwards (the policy refuses the real content) its `HEAD` answers
+///   that error (403); one interrupted by a restart answers 410, and the client creates it
+///   again from its partials. `HEAD` echoes its `Upload-Concat` exactly as it was sent.
 /// - The policy is asked at creation (declared length and type) and when the last byte arrives
 ///   (real size, sniffed type, sha256) before the object becomes visible; denied at the end →
 ///   403 and the upload with its bytes is deleted. Partial uploads are not asked about (they have
@@ -120,7 +131,9 @@ struct TusEndpoint {
         throw TusProtocol.badRequest(
           "a final upload takes no Upload-Length: it is the sum of its partial uploads")
       }
-      return .respond(try concatenate(ids, bucket: bucket, metadata: metadata, identity: identity))
+      let received = request.headers["Upload-Concat"]?.trimmingCharacters(in: .whitespaces)
+      return .respond(
+        try concatenate(ids, received: received, bucket: bucket, metadata: metadata, identity: identity))
     }
     var length: Int64?
     switch (lengthHeader, deferHeader) {
@@ -180,18 +193,26 @@ struct TusEndpoint {
     return .respond(r)
   }
 
-  func concatenate(_ ids: [String], bucket: String, metadata: [String: String], identity: Identity?) throws
-    -> HTTPResponse
-  {
+  /// How long a final `POST` waits for its concatenation before answering 201 with the final
+  /// upload still being made: enough to copy and hash a few hundred MiB, so most clients can
+  /// read the object as soon as they are answered, while a server thread (which serves other
+  /// connections too) is never held for the copy of gigabytes.
+  static let concatenationWait: Duration = .milliseconds(500)
+
+  /// Validates and records the final upload here, then copies and publishes on the upload
+  /// store's queue (see ``UploadStore/concatenate(_:wait:publish:)``).
+  func concatenate(
+    _ ids: [String], received: String?, bucket: String, metadata: [String: String], identity: Identity?
+  ) throws -> HTTPResponse {
     guard let name = metadata["name"], !name.isEmpty else {
       throw TusProtocol.badRequest("Upload-Metadata must carry the object's name under the key 'name'")
     }
     let path = try ObjectPath(bucket: bucket, name: name)
     let options = UploadStore.objectOptions(metadata: metadata)
-    let completed: CompletedUpload
+    let concatenation: UploadStore.Concatenation
     do {
-      completed = try store.concatenate(
-        bucket: bucket, name: name, owner: identity?.uid, metadata: metadata, partials: ids,
+      concatenation = try store.prepareConcatenation(
+        bucket: bucket, name: name, owner: identity?.uid, metadata: metadata, partials: ids, received: received,
         sizeLimit: context.maxUploadSize
       ) { total in
         try authorize(path, identity: identity, size: total, options: options)
@@ -199,10 +220,15 @@ struct TusEndpoint {
     } catch LarderError.sizeLimitExceeded {
       throw tooLarge()
     }
-    try publish(completed, identity: identity)
+    let endpoint = self
+    let outcome = store.concatenate(concatenation, wait: Self.concatenationWait) { completed in
+      try endpoint.publish(completed, identity: identity)
+    }
+    if case .failure(let error) = outcome { throw error }
+    let final = concatenation.upload
     var r = HTTPResponse(status: 201)
-    r.headers.set("Location", location(of: completed.upload))
-    r.headers.set("Upload-Expires", HTTPDate.format(completed.upload.expiresAt))
+    r.headers.set("Location", location(of: final))
+    r.headers.set("Upload-Expires", HTTPDate.format(final.expiresAt))
     return r
   }
 
@@ -212,7 +238,13 @@ struct TusEndpoint {
     let upload = try lookup(id: id, bucket: bucket, identity: identity)
     var r = HTTPResponse(status: 200)
     r.headers.set("Cache-Control", "no-store")
-    r.headers.set("Upload-Offset", String(upload.offset))
+    if case .final = upload.concat, upload.completedAt == nil {
+      // tus: no Upload-Offset until the concatenation is finished. One no longer running here
+      // was interrupted by a restart: its bytes were never made (the partials are still there).
+      guard store.isConcatenating(upload.id) else { throw UploadError.dataLost(id: upload.id) }
+    } else {
+      r.headers.set("Upload-Offset", String(upload.offset))
+    }
     if let length = upload.length {
       r.headers.set("Upload-Length", String(length))
     } else {
@@ -223,8 +255,10 @@ struct TusEndpoint {
     switch upload.concat {
     case .partial: r.headers.set("Upload-Concat", "partial")
     case .final(let ids):
+      // As the client sent it (absolute URLs stay absolute); rebuilt only for older rows.
       r.headers.set(
-        "Upload-Concat", "final;" + ids.map { path(bucket: bucket, id: $0) }.joined(separator: " "))
+        "Upload-Concat",
+        upload.receivedConcat ?? "final;" + ids.map { path(bucket: bucket, id: $0) }.joined(separator: " "))
     case nil: break
     }
     return r

@@ -440,7 +440,8 @@ import Testing
     let head = try h.head(finalPath)
     #expect(head["Upload-Length"] == "100000")
     #expect(head["Upload-Offset"] == "100000")
-    #expect(head["Upload-Concat"] == "final;\(paths[0]) \(paths[1])")
+    // Echoed exactly as sent: the absolute URL stays absolute.
+    #expect(head["Upload-Concat"] == "final;http://127.0.0.1:\(h.service.port)\(paths[0]) \(paths[1])")
     #expect(try h.patch(finalPath, offset: 100_000, [1]).status == 403)
     #expect(try h.objectBytes("joined.bin").body == a + b)
     let names = try h.request("GET", "/v0/b/app/o")
