@@ -44,8 +44,14 @@ final class FirebaseMultipartSink: HTTPBodySink {
         guard let writer = self.writer else { throw LarderError.cancelled }
         try writer.write(bytes)
       }
-    } catch let error as MultipartError {
-      throw LarderError.invalidArgument("multipart upload: \(error.message)")
+    } catch {
+      // The temp file goes before the refusal is answered (`cancel()` only comes after it), so a
+      // client that reads the 400 finds nothing of its body left on disk.
+      cancel()
+      if let error = error as? MultipartError {
+        throw LarderError.invalidArgument("multipart upload: \(error.message)")
+      }
+      throw error
     }
   }
 
