@@ -194,6 +194,14 @@ class Uploader:
         if r.status_code == 200:
             return self.acknowledged("resumable", name, r, body)
         refused = check_refusal(self.book, "resumable", r, name)
+        # The session is still there and says what it kept: nothing, or at most what was sent.
+        q = self.post(session, headers={"X-Goog-Upload-Command": "query"})
+        received = q.headers.get("X-Goog-Upload-Size-Received", "")
+        if q.status_code != 200 or not received.isdigit() or int(received) > len(body):
+            self.book.fail(f"resumable query of {name} after a 507 answered {q.status_code}, size received "
+                           f"{received!r}: {q.text[:200]}")
+        else:
+            self.book.count("resumable query after a 507: " + ("nothing kept" if received == "0" else "part kept"))
         # The client gives up: cancelling is a delete, and must work on the full disk.
         c = self.post(session, headers={"X-Goog-Upload-Command": "cancel"})
         self.book.count(f"resumable cancel on a full disk: {c.status_code}")
