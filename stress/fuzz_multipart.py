@@ -292,23 +292,22 @@ def mutate(seed, names, part_headers, rng):
             spots = [m.start() for m in re.finditer(b"\r\n", case.body)]
             if spots:
                 at = rng.choice(spots)
-                case.body = case.body[:at] + rng.choice([b"", b"\r\n\r\n", b"\n", b"\r", b" \r\n"]) + case.body[at + 2:]
+                swap = rng.choice([b"", b"\r\n\r\n", b"\n", b"\r", b" \r\n"])
+                case.body = case.body[:at] + swap + case.body[at + 2:]
         elif op == 2:
             # A part header line added to the JSON part or the content part.
-            line = rng.choice(part_headers)
-            where = case.body.find(b"\r\n\r\n") if rng.random() < 0.5 else case.body.find(b"\r\n\r\n", case.body.find(delimiter) + 1)
-            if where >= 0:
-                case.body = case.body[:where + 2] + line + b"\r\n" + case.body[where + 2:]
+            case.body = add_part_header(case.body, delimiter, rng.choice(part_headers), rng)
         elif op == 3:
             # The JSON part replaced.
-            other = rng.choice([n for n in names if n != target] or names)
-            text = rng.choice([b"{", b"null", b"[]", b'"x"', b"{}", b'{"name":1}', b'{"name":"' + other.encode() + b'"}',
-                               b'{"name":""}', b'{"name":"../x"}', b'{"name":"' + target.encode() + b'","metadata":[1]}',
-                               b'{"name":"' + target.encode() + b'","md5Hash":"AAAAAAAAAAAAAAAAAAAAAA=="}',
-                               b'{"name":"' + target.encode() + b'","contentType":"text/' + b"x" * 300 + b'"}',
-                               b'{"name":"' + target.encode() + b'","metadata":{"' + b"k" * 2000 + b'":"v"}}',
-                               b'{"a":' * 600 + b'1' + b'}' * 600, b"\xff\xfe{}", b'{"name":"' + target.encode() + b'"}' * 2,
-                               b'{"name":"' + target.encode() + b'","pad":"' + b"p" * rng.choice([65400, 65600, 200000]) + b'"}'])
+            other = rng.choice([n for n in names if n != target] or names).encode()
+            named = b'{"name":"' + target.encode() + b'"'
+            text = rng.choice([b"{", b"null", b"[]", b'"x"', b"{}", b'{"name":1}', b'{"name":"' + other + b'"}',
+                               b'{"name":""}', b'{"name":"../x"}', named + b',"metadata":[1]}',
+                               named + b',"md5Hash":"AAAAAAAAAAAAAAAAAAAAAA=="}',
+                               named + b',"contentType":"text/' + b"x" * 300 + b'"}',
+                               named + b',"metadata":{"' + b"k" * 2000 + b'":"v"}}',
+                               b'{"a":' * 600 + b'1' + b'}' * 600, b"\xff\xfe{}", (named + b"}") * 2,
+                               named + b',"pad":"' + b"p" * rng.choice([65400, 65600, 200000]) + b'"}'])
             start = case.body.find(b"\r\n\r\n")
             end = case.body.find(delimiter, start + 4)
             if start >= 0 and end >= 0:
@@ -326,7 +325,8 @@ def mutate(seed, names, part_headers, rng):
             content = bytearray(rng.randbytes(size))
             for _ in range(rng.randint(0, 20)):
                 at = rng.randrange(size)
-                look = rng.choice([delimiter[:-1], delimiter[:3], b"\r\n--", b"\r\r\n--" + boundary[:-1], b"\n--" + boundary])
+                look = rng.choice([delimiter[:-1], delimiter[:3], b"\r\n--", b"\r\r\n--" + boundary[:-1],
+                                   b"\n--" + boundary])
                 content[at:at + len(look)] = look
             case.body = replace_content(case.body, delimiter, bytes(content))
         elif op == 7:
@@ -349,9 +349,7 @@ def mutate(seed, names, part_headers, rng):
         elif op == 10:
             # Part headers near the 8 KiB limit (either side of it).
             pad = b"X-Pad: " + b"p" * (HEADER_LIMIT - rng.choice([60, 40, 20, 0, -20]))
-            where = case.body.find(b"\r\n\r\n") if rng.random() < 0.5 else case.body.find(b"\r\n\r\n", case.body.find(delimiter) + 1)
-            if where >= 0:
-                case.body = case.body[:where + 2] + pad + b"\r\n" + case.body[where + 2:]
+            case.body = add_part_header(case.body, delimiter, pad, rng)
         elif op == 11:
             # The protocol header: absent (a plain upload of the whole body), cased, spaced, or another.
             case.protocol = rng.choice([None, "Multipart", " multipart ", "MULTIPART", "resumable", "media", "",
@@ -378,6 +376,12 @@ def mutate(seed, names, part_headers, rng):
                 case.body = bytes(b)
     case.splits = split_points(case.body, boundary, rng)
     return case
+
+
+def add_part_header(body, delimiter, line, rng):
+    """The body with `line` added at the end of the JSON part's or the content part's headers."""
+    where = body.find(b"\r\n\r\n") if rng.random() < 0.5 else body.find(b"\r\n\r\n", body.find(delimiter) + 1)
+    return body[:where + 2] + line + b"\r\n" + body[where + 2:] if where >= 0 else body
 
 
 def replace_content(body, delimiter, content):

@@ -1,17 +1,15 @@
 """SIGKILL torture: uploaders keep writing while the server is killed -9 and restarted on the same
 data directory, again and again. Every ACKNOWLEDGED object (a 2xx, a tus HEAD reporting the whole
-length, or a Firebase resumable `query` answering `final`) must then be present with exactly its bytes; an unacknowledged one may be present or absent,
-but never with other bytes. Then `larder verify` (only reclaimable leftovers allowed), `larder gc
---grace 0s`, `larder verify` again, and the check once more on a restarted server.
+length, or a Firebase resumable `query` answering `final`) must then be present with exactly its
+bytes; an unacknowledged one may be present or absent, but never with other bytes. Then `larder
+verify` (only reclaimable leftovers allowed), `larder gc --grace 0s`, `larder verify` again, and the
+check once more on a restarted server.
 
 KNOWN_410 (found by this scenario, reported to the lead; the crash variant of issue 12's "COMMIT fails
 while publishing"): a kill between linking a finished tus upload into blobs/ and the COMMIT leaves
 uploads/<id> hard-linked to a stray blob; after the restart HEAD reports the last offset but every
 PATCH answers 410 "stored bytes ... are missing", so the client can never finish. It is kept apart
-from the other failures so the short test can mark it xfail until recovery handles it. Firebase
-resumable sessions are uploads of the same UploadStore and meet the same window: after the kill,
-`query` reports the last acknowledged offset and the resent last chunk answers 410 (filed under the
-same name; `python -m stress.sigkill --kills 15 --simple 0 --tus 0 --firebase 6 --seed 2` shows it).
+from the other failures so the short test can mark it xfail until recovery handles it.
 """
 import base64
 import random
@@ -178,7 +176,12 @@ GRANULARITY = 256 * KiB  # X-Goog-Upload-Chunk-Granularity: every chunk but the 
 def firebase_uploader(index, target, store, stop, rng):
     """`start`, then chunks (`upload`, the last `upload, finalize`). When a chunk's answer is lost
     (the server was killed), the SDK asks `query` until the server answers and goes on from
-    X-Goog-Upload-Size-Received; `final` there means the object was published."""
+    X-Goog-Upload-Size-Received; `final` there means the object was published.
+
+    Resumable sessions are uploads of the tus endpoint's UploadStore and meet KNOWN_410's window:
+    after the kill `query` reports the last acknowledged offset and the resent last chunk answers
+    410; filed under the same name (`python -m stress.sigkill --kills 15 --simple 0 --tus 0
+    --firebase 6 --seed 2` shows it)."""
     n = 0
     while not stop.is_set():
         n += 1
