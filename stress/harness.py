@@ -335,8 +335,11 @@ class Result:
     failures: list
     notes: list = dataclasses.field(default_factory=list)
     known: dict = dataclasses.field(default_factory=dict)   # named known failure -> examples (not in `passed`)
+    skipped: str = ""   # why the scenario could not run here (e.g. no permission to mount); reported loudly
 
     def summary(self):
+        if self.skipped:
+            return f"{self.name}: SKIPPED ({self.skipped})"
         lines = [f"{self.name}: {'PASS' if self.passed else 'FAIL'}"]
         lines += [f"  {k}: {v}" for k, v in self.figures.items()]
         lines += [f"  failure: {f}" for f in self.failures]

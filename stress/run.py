@@ -11,20 +11,22 @@ import sys
 import tempfile
 import time
 
-from . import mixed, sigkill, sigterm, slow
+from . import diskfull, mixed, sigkill, sigterm, slow
 from .fuzz_http import KNOWN, run_known
 from .fuzzing import run_fuzzer
 from .harness import ROOT, machine, raise_fd_limit
 
 # name -> (scenario, what the full run passes)
 FULL = {
-    "sigkill": lambda d: sigkill.run(d, kills=20, simple_clients=6, tus_clients=3),
+    "sigkill": lambda d: sigkill.run(d, kills=20, simple_clients=6, tus_clients=3, firebase_clients=3),
     "mixed": lambda d: mixed.run(d, clients=200, seconds=60),
     "slow": lambda d: slow.run(d, slow=1200, seconds=20),
     "sigterm": lambda d: sigterm.run(d, uploaders=16, slow_uploads=8, slow_downloads=8),
     "fuzz-http": lambda d: run_fuzzer("fuzz_http", 60, name="HTTP fuzzer"),
     "fuzz-rules": lambda d: run_fuzzer("fuzz_rules", 30, name="Rules fuzzer"),
     "fuzz-jwt": lambda d: run_fuzzer("fuzz_jwt", 30, name="JWT fuzzer"),
+    "fuzz-multipart": lambda d: run_fuzzer("fuzz_multipart", 60, name="Multipart fuzzer"),
+    "diskfull": lambda d: diskfull.run(d, clients=8, mb=64, reproduce=True),
 }
 
 
@@ -33,6 +35,8 @@ EXPECTED = {"Slow clients": "issue 12: no per-IP connection limit and no header 
 
 
 def verdict(result):
+    if result.skipped:
+        return f"SKIPPED ({result.skipped})"
     if result.passed:
         return "PASS" + (" (with known failures)" if result.known else "")
     return "FAIL (expected: " + EXPECTED[result.name] + ")" if result.name in EXPECTED else "FAIL"

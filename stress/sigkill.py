@@ -1,8 +1,9 @@
 """SIGKILL torture: uploaders keep writing while the server is killed -9 and restarted on the same
-data directory, again and again. Every ACKNOWLEDGED object (a 2xx, or a tus HEAD reporting the whole
-length) must then be present with exactly its bytes; an unacknowledged one may be present or absent,
-but never with other bytes. Then `larder verify` (only reclaimable leftovers allowed), `larder gc
---grace 0s`, `larder verify` again, and the check once more on a restarted server.
+data directory, again and again. Every ACKNOWLEDGED object (a 2xx, a tus HEAD reporting the whole
+length, or a Firebase resumable `query` answering `final`) must then be present with exactly its
+bytes; an unacknowledged one may be present or absent, but never with other bytes. Then `larder
+verify` (only reclaimable leftovers allowed), `larder gc --grace 0s`, `larder verify` again, and the
+check once more on a restarted server.
 
 KNOWN_410 (found by this scenario, reported to the lead; the crash variant of issue 12's "COMMIT fails
 while publishing"): a kill between linking a finished tus upload into blobs/ and the COMMIT leaves
@@ -32,7 +33,9 @@ class Store:
         self.acked = {}      # name -> sha256
         self.attempted = {}  # name -> sha256 (every try, acknowledged or not)
         self.counts = {"simple acked": 0, "simple unacked": 0, "tus acked": 0, "tus resumes": 0,
-                       "tus acked by HEAD after a kill": 0}
+                       "tus acked by HEAD after a kill": 0, "firebase acked": 0, "firebase resumes": 0,
+                       "firebase acked by query after a kill": 0, "firebase chunks kept though unanswered": 0,
+                       "firebase starts unanswered": 0}
         self.failures = []
         self.known = {}
 
@@ -165,6 +168,123 @@ def resume(target, location, name, acked_offset, length, store, stop):
     return None
 
 
+# MARK: Firebase resumable uploads, as the JS SDK's uploadBytesResumable drives them
+
+GRANULARITY = 256 * KiB  # X-Goog-Upload-Chunk-Granularity: every chunk but the last is a multiple
+
+
+def firebase_uploader(index, target, store, stop, rng):
+    """`start`, then chunks (`upload`, the last `upload, finalize`). When a chunk's answer is lost
+    (the server was killed), the SDK asks `query` until the server answers and goes on from
+    X-Goog-Upload-Size-Received; `final` there means the object was published.
+
+    Resumable sessions are uploads of the tus endpoint's UploadStore and meet KNOWN_410's window:
+    after the kill `query` reports the last acknowledged offset and the resent last chunk answers
+    410; filed under the same name (`python -m stress.sigkill --kills 15 --simple 0 --tus 0
+    --firebase 6 --seed 2` shows it)."""
+    n = 0
+    while not stop.is_set():
+        n += 1
+        name = f"firebase/{index}/{n}"
+        body = rng.randbytes(rng.choice([0, 1, 200 * KiB, 1024 * KiB, 3 * 1024 * KiB]))
+        digest = sha256(body)
+        with store.lock:
+            store.attempted[name] = digest
+        try:
+            r = requests.post(f"{target.url}/v0/b/{BUCKET}/o?name={quote(name)}", timeout=30, headers={
+                "X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": "start",
+                "X-Goog-Upload-Header-Content-Length": str(len(body)),
+                "X-Goog-Upload-Header-Content-Type": "application/octet-stream",
+                "Content-Type": "application/json; charset=utf-8"},
+                json={"name": name, "contentType": "application/octet-stream"})
+        except requests.RequestException:
+            # A session may have been made; it expires unused. The SDK starts over with a new one.
+            store.add("firebase starts unanswered")
+            time.sleep(0.05)
+            continue
+        if r.status_code != 200 or "X-Goog-Upload-URL" not in r.headers:
+            store.fail(f"{name}: resumable start answered {r.status_code} {r.text[:200]}")
+            continue
+        session = r.headers["X-Goog-Upload-URL"]
+        chunk = GRANULARITY * rng.choice([1, 2, 4])
+        offset = acked = 0
+        resumed = False
+        while not stop.is_set():
+            end = min(offset + chunk, len(body))
+            last = end == len(body)
+            try:
+                r = requests.post(session, data=body[offset:end], timeout=30, headers={
+                    "X-Goog-Upload-Command": "upload, finalize" if last else "upload",
+                    "X-Goog-Upload-Offset": str(offset)})
+            except requests.RequestException:
+                state = firebase_query(session, name, acked, end, len(body), store, stop)
+                if state is None:
+                    break
+                status, received = state
+                resumed = True
+                store.add("firebase resumes")
+                if received not in (acked, end):
+                    store.add("firebase chunks kept though unanswered")  # allowed: the SDK goes on from there
+                if status == "final":
+                    if received != len(body):
+                        store.fail(f"{name}: query says final at {received} of {len(body)} bytes")
+                        break
+                    with store.lock:
+                        store.acked[name] = digest
+                    store.add("firebase acked by query after a kill")
+                    break
+                offset = acked = received
+                continue
+            if r.status_code == 410 and "are missing" in r.text and resumed:
+                # The same window as the tus one: both protocols publish through the UploadStore.
+                store.fail_known(KNOWN_410, f"{name} (Firebase resumable): chunk at {offset} (length {len(body)}) "
+                                 f"after a kill answered 410 {r.text[:160]}")
+                break
+            if r.status_code != 200:
+                store.fail(f"{name}: '{'upload, finalize' if last else 'upload'}' at {offset} (length {len(body)}, "
+                           f"acknowledged {acked}) answered {r.status_code} {r.text[:200]}")
+                break
+            status = r.headers.get("X-Goog-Upload-Status")
+            if last:
+                if status != "final" or r.json().get("sha256") != digest:
+                    store.fail(f"{name}: finalize answered status {status}, sha256 "
+                               f"{r.json().get('sha256')} for {digest}")
+                with store.lock:
+                    store.acked[name] = digest
+                store.add("firebase acked")
+                break
+            received = r.headers.get("X-Goog-Upload-Size-Received")
+            if status != "active" or received != str(end):
+                store.fail(f"{name}: chunk to {end} answered status {status}, size received {received}")
+                break
+            offset = acked = end
+
+
+def firebase_query(session, name, acked, sent_end, length, store, stop):
+    """`query` until the server is back: (status, size received) with the size in [acknowledged,
+    length] and never past what was sent; None (a failure is filed) otherwise."""
+    while not stop.is_set():
+        try:
+            r = requests.post(session, headers={"X-Goog-Upload-Command": "query"}, timeout=10)
+        except requests.RequestException:
+            time.sleep(0.05)
+            continue
+        if r.status_code == 503:
+            time.sleep(0.05)
+            continue
+        status = r.headers.get("X-Goog-Upload-Status")
+        received = r.headers.get("X-Goog-Upload-Size-Received", "")
+        if r.status_code != 200 or status not in ("active", "final") or not received.isdigit():
+            store.fail(f"{name}: query after a kill answered {r.status_code}, status {status}, size received "
+                       f"{received!r} (acknowledged {acked}): {r.text[:160]}")
+            return None
+        if not acked <= int(received) <= min(sent_end, length):
+            store.fail(f"{name}: query after a kill says {received} received, outside [{acked}, {sent_end}]")
+            return None
+        return status, int(received)
+    return None
+
+
 def check_objects(url, store, session_timeout=60):
     """Every acknowledged object has its bytes; every other present object has the bytes tried."""
     lost, wrong, present_unacked = [], [], 0
@@ -182,7 +302,7 @@ def check_objects(url, store, session_timeout=60):
     return lost, wrong, present_unacked
 
 
-def run(data_dir, kills=3, simple_clients=3, tus_clients=2, seed=1):
+def run(data_dir, kills=3, simple_clients=3, tus_clients=2, seed=1, firebase_clients=0):
     rng = random.Random(seed)
     server = start_server(data_dir)
     target = Target(server)
@@ -192,6 +312,9 @@ def run(data_dir, kills=3, simple_clients=3, tus_clients=2, seed=1):
                for i in range(simple_clients)]
     threads += [threading.Thread(target=tus_uploader, args=(i, target, store, stop, random.Random(rng.random())))
                 for i in range(tus_clients)]
+    # Drawn after the others, so that a run without Firebase uploaders keeps its earlier streams.
+    threads += [threading.Thread(target=firebase_uploader, args=(i, target, store, stop, random.Random(rng.random())))
+                for i in range(firebase_clients)]
     started = time.monotonic()
     for t in threads:
         t.start()
@@ -232,7 +355,8 @@ def run(data_dir, kills=3, simple_clients=3, tus_clients=2, seed=1):
     server.stop()
     failures += [f"lost after gc: {n}" for n in lost2[:20]] + [f"wrong after gc: {w}" for w in wrong2[:20]]
 
-    figures = {"kills": kills, "seconds": round(seconds, 1), "uploaders": f"{simple_clients} simple + {tus_clients} tus",
+    figures = {"kills": kills, "seconds": round(seconds, 1),
+               "uploaders": f"{simple_clients} simple + {tus_clients} tus + {firebase_clients} Firebase resumable",
                **store.counts, "acknowledged objects": len(store.acked), "attempted names": len(store.attempted),
                "present though unacknowledged": present_unacked, "lost": len(lost) + len(lost2),
                "wrong bytes": len(wrong) + len(wrong2),
@@ -258,10 +382,12 @@ def main(argv=None):
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--simple", type=int, default=3)
     parser.add_argument("--tus", type=int, default=2)
+    parser.add_argument("--firebase", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="larder-sigkill-") as tmp:
-        result = run(f"{tmp}/data", kills=args.kills, simple_clients=args.simple, tus_clients=args.tus, seed=args.seed)
+        result = run(f"{tmp}/data", kills=args.kills, simple_clients=args.simple, tus_clients=args.tus, seed=args.seed,
+                     firebase_clients=args.firebase)
     print(result.summary())
     return 0 if result.passed and not result.known else 1
 
