@@ -14,6 +14,8 @@ import Synchronization
 /// - `tick`, about four times a second: the server's head deadline (see `ServerCore`).
 final class ConnectionReaper: Sendable {
   private struct Lingering {
+    /// Descriptor numbers are reused as soon as one closes, so entries are known by this.
+    let id: Int
     let descriptor: Int32
     let deadline: ContinuousClock.Instant
     var drained = 0
@@ -21,6 +23,7 @@ final class ConnectionReaper: Sendable {
 
   private struct State {
     var sockets: [Lingering] = []
+    var nextID = 0
     var stopped = false
     var exited = false
   }
@@ -57,7 +60,8 @@ final class ConnectionReaper: Sendable {
     _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
     let accepted = state.withLock { s in
       guard !s.stopped, s.sockets.count < Self.maxLingering else { return false }
-      s.sockets.append(Lingering(descriptor: descriptor, deadline: .now + Self.lingerTime))
+      s.nextID += 1
+      s.sockets.append(Lingering(id: s.nextID, descriptor: descriptor, deadline: .now + Self.lingerTime))
       return true
     }
     guard accepted else {
@@ -92,8 +96,8 @@ final class ConnectionReaper: Sendable {
       fds += sockets.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
       _ = poll(&fds, nfds_t(fds.count), 250)
       if fds[0].revents != 0 { while read(wakeRead, &scratch, scratch.count) > 0 {} }
-      var finished = Set<Int32>()
-      var drained: [Int32: Int] = [:]
+      var finished = Set<Int>()
+      var drained: [Int: Int] = [:]
       let now = ContinuousClock.now
       for (i, socket) in sockets.enumerated() {
         var total = socket.drained
@@ -116,15 +120,15 @@ final class ConnectionReaper: Sendable {
           }
         }
         if done {
-          finished.insert(socket.descriptor)
+          finished.insert(socket.id)
           close(socket.descriptor)
         } else {
-          drained[socket.descriptor] = total
+          drained[socket.id] = total
         }
       }
       state.withLock { s in
-        s.sockets.removeAll { finished.contains($0.descriptor) }
-        for i in s.sockets.indices { s.sockets[i].drained = drained[s.sockets[i].descriptor] ?? s.sockets[i].drained }
+        s.sockets.removeAll { finished.contains($0.id) }
+        for i in s.sockets.indices { s.sockets[i].drained = drained[s.sockets[i].id] ?? s.sockets[i].drained }
       }
       tick()
     }

@@ -172,6 +172,13 @@ public final class HTTPServer: Sendable {
       _ = vsnprintf(&buffer, buffer.count, format, arguments)
       var message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
       while message.hasSuffix("\n") { message.removeLast() }
+      if message.hasPrefix("Application reported internal error"),
+        core.intentionalCloses.load(ordering: .relaxed) > 0
+      {
+        core.intentionalCloses.subtract(1, ordering: .relaxed)
+        core.configuration.logger.debug(message)
+        return
+      }
       core.configuration.logger.warning(message)
     }
     let uriLog:

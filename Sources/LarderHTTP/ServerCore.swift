@@ -15,6 +15,9 @@ final class ServerCore: Sendable {
   let contextsMade = Atomic<Int>(0)
   let contextsEnded = Atomic<Int>(0)
   let draining = Atomic<Bool>(false)
+  /// `MHD_NO` returned on purpose (see `answerMidBodyAndClose`): libmicrohttpd's "internal
+  /// error" message that follows is expected, so it is logged at debug level.
+  let intentionalCloses = Atomic<Int>(0)
   let connections = ConnectionRegistry()
   let reaper: ConnectionReaper
   /// Bytes of a refused body read and thrown away before the error response can go out.
@@ -95,7 +98,7 @@ final class ServerCore: Sendable {
       if count > 0 {
         uploadDataSize.pointee = 0
         context.discarded += count
-        return context.discarded > Self.discardBudget ? .NO : .YES
+        return context.discarded > Self.discardBudget ? answerMidBodyAndClose(response, context, connection) : .YES
       }
       return queue(response, context, connection)
     case .responded:
@@ -214,12 +217,46 @@ final class ServerCore: Sendable {
   {
     let response = handler.errorResponse(for: error, request: context.request!)
     if case .bytes = response.body, queue(response, context, connection) == .YES { return .YES }
-    // A known remainder beyond the budget is not worth reading: close now.
+    // A known remainder beyond the budget is not worth reading: answer and close now.
     if let declared = context.request?.contentLength, declared - context.bytesIn > Int64(Self.discardBudget) {
-      return .NO
+      return answerMidBodyAndClose(response, context, connection)
     }
     context.phase = .discarding(response)
     return .YES
+  }
+
+  /// Answers in the middle of a body and closes the connection.
+  ///
+  /// libmicrohttpd 0.9.75 takes no response while a body is being read, and the only way to
+  /// stop reading is `MHD_NO`, which closes without an answer. So the response is written
+  /// here, straight onto the socket (nothing else is being written on it then: the previous
+  /// response is sent and so is any `100 Continue`), and the close lingers so the client
+  /// reads it. A response that does not fit the socket's buffer at once is not sent at all.
+  private func answerMidBodyAndClose(
+    _ response: HTTPResponse, _ context: RequestContext, _ connection: OpaquePointer?
+  ) -> MHD_Result {
+    if let state = Self.state(of: connection), state.descriptor >= 0, case .bytes(let body) = response.body {
+      let reason = MHD_get_reason_phrase_for(UInt32(clamping: response.status)).map { String(cString: $0) } ?? ""
+      var head = "HTTP/1.1 \(response.status) \(reason)\r\n"
+      for field in response.headers
+      where !HTTPHeaders.same(field.name, "Content-Length") && !HTTPHeaders.same(field.name, "Connection")
+        && !(field.name + field.value).utf8.contains(where: { $0 == 13 || $0 == 10 })
+      {
+        head += "\(field.name): \(field.value)\r\n"
+      }
+      if let id = context.request?.id { head += "X-Request-Id: \(id)\r\n" }
+      head += "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+      let bytes = Array(head.utf8) + body
+      let sent = bytes.withUnsafeBytes { send(state.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+      if sent == bytes.count {
+        context.status = response.status
+        context.bytesOut = Int64(body.count)
+        context.phase = .responded
+        state.lingerOnClose = true
+      }
+    }
+    intentionalCloses.add(1, ordering: .relaxed)
+    return .NO
   }
 
   private func queue(_ response: HTTPResponse, _ context: RequestContext, _ connection: OpaquePointer?)

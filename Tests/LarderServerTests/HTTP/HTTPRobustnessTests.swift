@@ -1,6 +1,8 @@
 import Foundation
-import LarderHTTP
+import Larder
+@testable import LarderHTTP
 import LarderLogging
+@testable import LarderServer
 import Synchronization
 import Testing
 
@@ -198,6 +200,27 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
       #expect(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0)
       #expect(limit.rlim_cur == limit.rlim_max)
     }
+  }
+}
+
+@Suite struct ResourceExhaustionTests {
+  @Test func connectionLimitIsSizedFromTheOpenFileLimit() {
+    #expect(ResourceLimits.connectionLimit(configured: 1024, openFiles: 1024) == 448)
+    #expect(ResourceLimits.connectionLimit(configured: 1024, openFiles: 1_048_576) == 1024)
+    #expect(ResourceLimits.connectionLimit(configured: 1024, openFiles: 64) == 16)
+  }
+
+  @Test func outOfDescriptorsOrMemoryIs503WithRetryAfter() throws {
+    let request = try HTTPRequest(method: "POST", target: "/v0/b/app/o?name=a")
+    for code in [EMFILE, ENFILE, ENOMEM, ENOBUFS] {
+      let error = LarderError.io(operation: "open", path: "/data/tmp/x", errno: code)
+      let r = APIError.response(for: error, request: request, logger: Logger(label: "test", handler: MemoryLogHandler()))
+      #expect(r.status == 503)
+      #expect(r.headers["Retry-After"] == "1")
+      #expect(r.body.length > 0)
+    }
+    let other = LarderError.io(operation: "open", path: "/data/tmp/x", errno: EIO)
+    #expect(APIError.response(for: other, request: request, logger: Logger(label: "test", handler: MemoryLogHandler())).status == 500)
   }
 }
 
