@@ -149,7 +149,12 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
 @Suite struct ConnectionLifecycleTests {
   @Test func requestsTheLibraryDropsAreEndedExactlyOnce() throws {
     let metrics = Metrics()
-    let server = try startedServer(handler: testRouter(metrics: metrics), metrics: metrics)
+    let dropped = Atomic<Int>(0)
+    let server = try startedServer(handler: testRouter(metrics: metrics), metrics: metrics) { line in
+      if line.contains(#""outcome":"dropped""#) { dropped.add(1, ordering: .relaxed) }
+    }
+    // libmicrohttpd 0.9.75 runs out of pool for the argument records and closes without an
+    // answer and without a completion callback: only the connection's close ends these.
     let query = Array(repeating: "a=1", count: 1000).joined(separator: "&")
     for _ in 0..<1000 {
       let c = try WireConnection(port: server.boundPort)
@@ -157,6 +162,7 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
       _ = try? c.readResponse()
     }
     #expect(pollUntil { server.requestContextCounts.ended == 1000 })
+    #expect(dropped.load(ordering: .relaxed) == 1000)
     #expect(server.requestContextCounts.made == 1000)
     #expect(server.inFlightRequests == 0)
     let c = try WireConnection(port: server.boundPort)
@@ -224,10 +230,12 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
   }
 }
 
-private func startedServer(handler: any HTTPHandler, metrics: Metrics) throws -> HTTPServer {
+private func startedServer(
+  handler: any HTTPHandler, metrics: Metrics, accessLog: @escaping @Sendable (String) -> Void
+) throws -> HTTPServer {
   var configuration = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
   configuration.threadPoolSize = 2
-  configuration.accessLog = .disabled
+  configuration.accessLog = .custom(accessLog)
   let server = HTTPServer(configuration: configuration, handler: handler, metrics: metrics)
   try server.start()
   return server
