@@ -61,7 +61,8 @@ public enum HTTPRequestError: Error, Sendable, Equatable {
     case .invalidContentLength: "invalid Content-Length"
     case .conflictingContentLength: "conflicting Content-Length values"
     case .contentLengthWithTransferEncoding: "Content-Length together with Transfer-Encoding"
-    case .unsupportedTransferEncoding(let s): "unsupported Transfer-Encoding \(s.prefix(100).debugDescription)"
+    case .unsupportedTransferEncoding(let s):
+      "unsupported Transfer-Encoding \(s.prefix(100).debugDescription)"
     case .missingHost: "an HTTP/1.1 request needs a Host header"
     }
   }

@@ -96,7 +96,8 @@ public final class HTTPServer: Sendable {
       let socket = try ListenSocket.open(
         host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
       let openFiles = ResourceLimits.raiseOpenFileLimit()
-      let connectionLimit = ResourceLimits.connectionLimit(configured: configuration.connectionLimit, openFiles: openFiles)
+      let connectionLimit = ResourceLimits.connectionLimit(
+        configured: configuration.connectionLimit, openFiles: openFiles)
       if connectionLimit < configuration.connectionLimit {
         configuration.logger.warning(
           "connection limit lowered to \(connectionLimit): \(openFiles) open files allowed (RLIMIT_NOFILE)")
@@ -154,7 +155,9 @@ public final class HTTPServer: Sendable {
     shutdown(deadline: .now + timeout)
   }
 
-  private static func startDaemon(core: ServerCore, socket: ListenSocket, connectionLimit: Int) -> OpaquePointer? {
+  private static func startDaemon(core: ServerCore, socket: ListenSocket, connectionLimit: Int)
+    -> OpaquePointer?
+  {
     let c = core.configuration
     let cls = Unmanaged.passUnretained(core).toOpaque()
     // poll(2), not epoll: with libmicrohttpd 0.9.75's edge-triggered epoll, a client that closed
@@ -186,7 +189,8 @@ public final class HTTPServer: Sendable {
         UnsafeMutableRawPointer? = {
           cls, uri, connection in
           let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
-          let context = core.makeContext(rawTarget: uri.map { String(cString: $0) } ?? "", connection: connection)
+          let context = core.makeContext(
+            rawTarget: uri.map { String(cString: $0) } ?? "", connection: connection)
           return Unmanaged.passRetained(context).toOpaque()
         }
     let completed: MHD_RequestCompletedCallback = { cls, connection, slot, code in

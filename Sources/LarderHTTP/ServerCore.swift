@@ -98,7 +98,8 @@ final class ServerCore: Sendable {
       if count > 0 {
         uploadDataSize.pointee = 0
         context.discarded += count
-        return context.discarded > Self.discardBudget ? answerMidBodyAndClose(response, context, connection) : .YES
+        return context.discarded > Self.discardBudget
+          ? answerMidBodyAndClose(response, context, connection) : .YES
       }
       return queue(response, context, connection)
     case .responded:
@@ -113,7 +114,9 @@ final class ServerCore: Sendable {
     let context = RequestContext(rawTarget: rawTarget)
     if let state = Self.state(of: connection) {
       // A context still current here was dropped without a completion: end it now.
-      if let previous = state.current, previous !== context { end(previous, connection: connection, code: nil) }
+      if let previous = state.current, previous !== context {
+        end(previous, connection: connection, code: nil)
+      }
       state.current = context
     }
     return context
@@ -201,12 +204,16 @@ final class ServerCore: Sendable {
   /// connection after the response; the close lingers (see `ConnectionReaper`) so a client
   /// still sending reads the answer instead of a reset. Never `MHD_NO` for the client's
   /// mistake: that would drop the answer and log an internal error.
-  private func respondAndClose(_ response: HTTPResponse, _ context: RequestContext, _ connection: OpaquePointer?)
+  private func respondAndClose(
+    _ response: HTTPResponse, _ context: RequestContext, _ connection: OpaquePointer?
+  )
     -> MHD_Result
   {
     Self.state(of: connection)?.lingerOnClose = true
     let result = queue(response, context, connection)
-    if result == .NO { configuration.logger.warning("could not queue a refusal", metadata: requestMetadata(context)) }
+    if result == .NO {
+      configuration.logger.warning("could not queue a refusal", metadata: requestMetadata(context))
+    }
     return .YES
   }
 
@@ -236,7 +243,8 @@ final class ServerCore: Sendable {
     _ response: HTTPResponse, _ context: RequestContext, _ connection: OpaquePointer?
   ) -> MHD_Result {
     if let state = Self.state(of: connection), state.descriptor >= 0, case .bytes(let body) = response.body {
-      let reason = MHD_get_reason_phrase_for(UInt32(clamping: response.status)).map { String(cString: $0) } ?? ""
+      let reason =
+        MHD_get_reason_phrase_for(UInt32(clamping: response.status)).map { String(cString: $0) } ?? ""
       var head = "HTTP/1.1 \(response.status) \(reason)\r\n"
       for field in response.headers
       where !HTTPHeaders.same(field.name, "Content-Length") && !HTTPHeaders.same(field.name, "Connection")
@@ -247,7 +255,9 @@ final class ServerCore: Sendable {
       if let id = context.request?.id { head += "X-Request-Id: \(id)\r\n" }
       head += "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
       let bytes = Array(head.utf8) + body
-      let sent = bytes.withUnsafeBytes { send(state.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+      let sent = bytes.withUnsafeBytes {
+        send(state.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+      }
       if sent == bytes.count {
         context.status = response.status
         context.bytesOut = Int64(body.count)
@@ -265,14 +275,16 @@ final class ServerCore: Sendable {
     let isHead = context.method == "HEAD"
     guard let mhd = Self.makeResponse(response.body) else {
       context.phase = .responded
-      configuration.logger.error("could not create a response (out of memory?)", metadata: requestMetadata(context))
+      configuration.logger.error(
+        "could not create a response (out of memory?)", metadata: requestMetadata(context))
       return .NO
     }
     defer { MHD_destroy_response(mhd) }
     for field in response.headers where !HTTPHeaders.same(field.name, "Content-Length") {
       if MHD_add_response_header(mhd, field.name, field.value) != .YES {
         configuration.logger.warning(
-          "dropped invalid response header \(field.name.debugDescription)", metadata: requestMetadata(context))
+          "dropped invalid response header \(field.name.debugDescription)", metadata: requestMetadata(context)
+        )
       }
     }
     if let id = context.request?.id { MHD_add_response_header(mhd, "X-Request-Id", id) }

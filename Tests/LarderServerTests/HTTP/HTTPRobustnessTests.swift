@@ -1,15 +1,18 @@
 import Foundation
 import Larder
-@testable import LarderHTTP
 import LarderLogging
-@testable import LarderServer
 import Synchronization
 import Testing
+
+@testable import LarderHTTP
+@testable import LarderServer
 
 /// Routes that refuse from the head alone, as Larder's rules, name checks and tus PATCH do.
 private func refusingRouter() -> Router {
   var router = testRouter()
-  router.add("POST", "/deny", route: "deny") { _, _ in .respond(.error(status: 403, message: "permission denied")) }
+  router.add("POST", "/deny", route: "deny") { _, _ in
+    .respond(.error(status: 403, message: "permission denied"))
+  }
   router.add("POST", "/noname", route: "noname") { _, _ in .respond(.error(status: 400, message: "no name")) }
   router.add("PATCH", "/conflict", route: "conflict") { _, _ in
     .respond(.error(status: 409, message: "offset mismatch"))
@@ -19,7 +22,9 @@ private func refusingRouter() -> Router {
 
 /// Writes the head and the whole body before reading, as Python's http.client and node do, and
 /// returns the answer: a refusal must survive the body the server never wanted.
-private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String, size: Int, extra: String = "")
+private func sendWholeBodyThenRead(
+  port: Int, _ method: String, _ target: String, size: Int, extra: String = ""
+)
   throws -> WireResponse
 {
   let c = try WireConnection(port: port)
@@ -31,7 +36,9 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
 @Suite struct RefusalBeforeBodyTests {
   @Test func clientWritingTheWholeBodyReadsTheRefusalEveryTime() throws {
     try withServer(handler: refusingRouter()) { server in
-      for (method, target, status) in [("POST", "/deny", 403), ("POST", "/noname", 400), ("PATCH", "/conflict", 409)] {
+      for (method, target, status) in [
+        ("POST", "/deny", 403), ("POST", "/noname", 400), ("PATCH", "/conflict", 409),
+      ] {
         for round in 0..<20 {
           let size = (1 + round % 8) << 20
           let r = try sendWholeBodyThenRead(port: server.boundPort, method, target, size: size)
@@ -46,7 +53,8 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
   @Test func declaredSizeOverTheLimitIs413EvenWhenTheBodyIsWritten() throws {
     try withServer({ $0.maxBodyBytes = 1000 }, handler: refusingRouter()) { server in
       for round in 0..<20 {
-        let r = try sendWholeBodyThenRead(port: server.boundPort, "PUT", "/upload", size: (1 + round % 8) << 20)
+        let r = try sendWholeBodyThenRead(
+          port: server.boundPort, "PUT", "/upload", size: (1 + round % 8) << 20)
         #expect(r.status == 413, "round \(round)")
         #expect(r.error?["status"] as? String == "OUT_OF_RANGE")
       }
@@ -66,7 +74,8 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
 
   @Test func refusalDoesNotLogAnInternalError() throws {
     let messages = MemoryLogHandler()
-    try withServer({ $0.logger = Logger(label: "larder.http", handler: messages) }, handler: refusingRouter()) {
+    try withServer({ $0.logger = Logger(label: "larder.http", handler: messages) }, handler: refusingRouter())
+    {
       server in
       let r = try sendWholeBodyThenRead(port: server.boundPort, "POST", "/deny", size: 1 << 20)
       #expect(r.status == 403)
@@ -112,7 +121,8 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
     try withServer(handler: testRouter()) { server in
       for coding in ["gzip", "gzip, chunked", "chunked, chunked", "identity"] {
         let c = try WireConnection(port: server.boundPort)
-        try c.send("PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \(coding)\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+        try c.send(
+          "PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \(coding)\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
         let r = try c.readResponse()
         #expect(r.status == 501, "\(coding)")
         #expect(r.error?["status"] as? String == "UNIMPLEMENTED")
@@ -139,7 +149,8 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
     try withServer(handler: testRouter()) { server in
       let c = try WireConnection(port: server.boundPort)
       try c.send(
-        "GET /hello HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\nGET /echo/a HTTP/1.1\r\nHost: x\r\n\r\n")
+        "GET /hello HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\nGET /echo/a HTTP/1.1\r\nHost: x\r\n\r\n"
+      )
       #expect(try c.readResponse().text == "hello world")
       #expect(try c.readResponse().text == #"{"name":"a","q":"-","raw":"a"}"#)
     }
@@ -220,13 +231,17 @@ private func sendWholeBodyThenRead(port: Int, _ method: String, _ target: String
     let request = try HTTPRequest(method: "POST", target: "/v0/b/app/o?name=a")
     for code in [EMFILE, ENFILE, ENOMEM, ENOBUFS] {
       let error = LarderError.io(operation: "open", path: "/data/tmp/x", errno: code)
-      let r = APIError.response(for: error, request: request, logger: Logger(label: "test", handler: MemoryLogHandler()))
+      let r = APIError.response(
+        for: error, request: request, logger: Logger(label: "test", handler: MemoryLogHandler()))
       #expect(r.status == 503)
       #expect(r.headers["Retry-After"] == "1")
       #expect(r.body.length > 0)
     }
     let other = LarderError.io(operation: "open", path: "/data/tmp/x", errno: EIO)
-    #expect(APIError.response(for: other, request: request, logger: Logger(label: "test", handler: MemoryLogHandler())).status == 500)
+    #expect(
+      APIError.response(
+        for: other, request: request, logger: Logger(label: "test", handler: MemoryLogHandler())
+      ).status == 500)
   }
 }
 
