@@ -31,7 +31,7 @@ final class ConnectionReaper: Sendable {
   /// How long a refused client gets to finish sending and read the answer.
   static let lingerTime = Duration.seconds(10)
   /// Sockets lingering at once; beyond it a socket is closed at once (as libmicrohttpd would).
-  static let maxLingering = 512
+  let maxLingering: Int
 
   private let state = Mutex(State())
   private let wakeRead: Int32
@@ -39,7 +39,8 @@ final class ConnectionReaper: Sendable {
   private let budget: Int
   private let tick: @Sendable () -> Void
 
-  init(budget: Int, tick: @escaping @Sendable () -> Void) {
+  init(budget: Int, maxLingering: Int, tick: @escaping @Sendable () -> Void) {
+    self.maxLingering = maxLingering
     var pipeEnds: [Int32] = [-1, -1]
     if pipe(&pipeEnds) == 0 {
       for end in pipeEnds { _ = fcntl(end, F_SETFL, O_NONBLOCK) }
@@ -59,7 +60,7 @@ final class ConnectionReaper: Sendable {
     Glibc.shutdown(descriptor, Int32(SHUT_WR))
     _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
     let accepted = state.withLock { s in
-      guard !s.stopped, s.sockets.count < Self.maxLingering else { return false }
+      guard !s.stopped, s.sockets.count < maxLingering else { return false }
       s.nextID += 1
       s.sockets.append(Lingering(id: s.nextID, descriptor: descriptor, deadline: .now + Self.lingerTime))
       return true

@@ -92,7 +92,6 @@ public final class HTTPServer: Sendable {
       // MHD's own threads block SIGPIPE; this covers sendfile or writes from other threads.
       signal(SIGPIPE, SIG_IGN)
       let log = try AccessLog(configuration.accessLog)
-      let core = ServerCore(configuration: configuration, handler: handler, metrics: metrics, accessLog: log)
       let socket = try ListenSocket.open(
         host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
       let openFiles = ResourceLimits.raiseOpenFileLimit()
@@ -102,6 +101,9 @@ public final class HTTPServer: Sendable {
         configuration.logger.warning(
           "connection limit lowered to \(connectionLimit): \(openFiles) open files allowed (RLIMIT_NOFILE)")
       }
+      let core = ServerCore(
+        configuration: configuration, handler: handler, metrics: metrics, accessLog: log,
+        maxLingering: ResourceLimits.lingeringLimit(openFiles: openFiles, connectionLimit: connectionLimit))
       guard let daemon = Self.startDaemon(core: core, socket: socket, connectionLimit: connectionLimit) else {
         close(socket.descriptor)
         core.reaper.stop()

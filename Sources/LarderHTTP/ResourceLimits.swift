@@ -26,4 +26,12 @@ enum ResourceLimits {
     let affordable = max(16, (openFiles - reservedDescriptors) / 2)
     return min(configured, affordable)
   }
+
+  /// Sockets that may linger after a refusal at once (see `ConnectionReaper`): what the
+  /// descriptors left beside the connections allow, 16…512. Each holds a descriptor for up to
+  /// `ConnectionReaper.lingerTime`.
+  static func lingeringLimit(openFiles: Int, connectionLimit: Int) -> Int {
+    let spare = openFiles - 2 * connectionLimit - reservedDescriptors / 2
+    return min(512, max(16, spare))
+  }
 }

@@ -27,7 +27,8 @@ final class ServerCore: Sendable {
   static let discardBudget = 64 << 20
 
   init(
-    configuration: HTTPServer.Configuration, handler: any HTTPHandler, metrics: Metrics, accessLog: AccessLog
+    configuration: HTTPServer.Configuration, handler: any HTTPHandler, metrics: Metrics, accessLog: AccessLog,
+    maxLingering: Int
   ) {
     self.configuration = configuration
     self.handler = handler
@@ -35,7 +36,7 @@ final class ServerCore: Sendable {
     self.accessLog = accessLog
     let connections = connections
     let headTimeout = configuration.requestHeadTimeout
-    reaper = ConnectionReaper(budget: Self.discardBudget) {
+    reaper = ConnectionReaper(budget: Self.discardBudget, maxLingering: maxLingering) {
       if headTimeout > 0 { connections.expireHeads(olderThan: .seconds(headTimeout)) }
     }
   }

@@ -225,6 +225,9 @@ private func sendWholeBodyThenRead(
     #expect(ResourceLimits.connectionLimit(configured: 1024, openFiles: 1024) == 448)
     #expect(ResourceLimits.connectionLimit(configured: 1024, openFiles: 1_048_576) == 1024)
     #expect(ResourceLimits.connectionLimit(configured: 1024, openFiles: 64) == 16)
+    #expect(ResourceLimits.lingeringLimit(openFiles: 1_048_576, connectionLimit: 1024) == 512)
+    #expect(ResourceLimits.lingeringLimit(openFiles: 256, connectionLimit: 64) == 64)
+    #expect(ResourceLimits.lingeringLimit(openFiles: 1024, connectionLimit: 448) == 64)
   }
 
   @Test func outOfDescriptorsOrMemoryIs503WithRetryAfter() throws {
