@@ -224,6 +224,12 @@ final class ServerCore: Sendable {
   private func fail(_ error: any Error, _ context: RequestContext, _ connection: OpaquePointer?) -> MHD_Result
   {
     let response = handler.errorResponse(for: error, request: context.request!)
+    // The sink's cleanup (temporary file, upload lock) happens before the answer can reach the
+    // client, not at completion after it: a client that reads the error and looks finds nothing left.
+    if let sink = context.sink, !context.sinkSettled {
+      context.sinkSettled = true
+      sink.cancel()
+    }
     if case .bytes = response.body, queue(response, context, connection) == .YES { return .YES }
     // A known remainder beyond the budget is not worth reading: answer and close now.
     if let declared = context.request?.contentLength, declared - context.bytesIn > Int64(Self.discardBudget) {
