@@ -51,7 +51,6 @@ CLIENTS = clients_dir()
 BUNDLE = CLIENTS / "tus-js-client" / "tus.node.cjs"
 DRIVER = Path(__file__).resolve().parent / "tusjs" / "upload.cjs"
 NODE = shutil.which("node")
-REFUSALS_BEFORE_BODY = "issue 12: refusals before the body is read"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -447,8 +446,7 @@ def assert_refused_as_such(server, tmp_path, status, with_body):
     assert os.listdir(Path(server.data_dir) / "uploads") == []
 
 
-WITH_BODY = pytest.param(
-    True, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=REFUSALS_BEFORE_BODY), id="body-in-flight")
+WITH_BODY = pytest.param(True, id="body-in-flight")
 
 
 @pytest.mark.parametrize("with_body", [pytest.param(False, id="headers-only"), WITH_BODY])

@@ -15,6 +15,15 @@ public enum HTTPRequestError: Error, Sendable, Equatable {
   case bodyTooLarge(limit: Int64)
   /// `Content-Length` is not a decimal number.
   case invalidContentLength
+  /// More than one `Content-Length` value (repeated, or a list) that a proxy and Larder could
+  /// read differently (RFC 9112 §6.3, the request-smuggling class).
+  case conflictingContentLength
+  /// `Content-Length` together with `Transfer-Encoding` (RFC 9112 §6.1: the server must close).
+  case contentLengthWithTransferEncoding
+  /// A `Transfer-Encoding` other than exactly `chunked` (gzip, a list, …): 501, RFC 9112 §6.1.
+  case unsupportedTransferEncoding(String)
+  /// An HTTP/1.1 request without `Host` (RFC 9112 §3.2).
+  case missingHost
 
   public var code: String {
     switch self {
@@ -24,12 +33,19 @@ public enum HTTPRequestError: Error, Sendable, Equatable {
     case .headersTooLarge: "headers_too_large"
     case .bodyTooLarge: "body_too_large"
     case .invalidContentLength: "invalid_content_length"
+    case .conflictingContentLength: "conflicting_content_length"
+    case .contentLengthWithTransferEncoding: "content_length_with_transfer_encoding"
+    case .unsupportedTransferEncoding: "unsupported_transfer_encoding"
+    case .missingHost: "missing_host"
     }
   }
 
   public var status: Int {
     switch self {
-    case .malformedPercentEncoding, .invalidUTF8, .malformedTarget, .invalidContentLength: 400
+    case .malformedPercentEncoding, .invalidUTF8, .malformedTarget, .invalidContentLength,
+      .conflictingContentLength, .contentLengthWithTransferEncoding, .missingHost:
+      400
+    case .unsupportedTransferEncoding: 501
     case .headersTooLarge: 431
     case .bodyTooLarge: 413
     }
@@ -43,6 +59,11 @@ public enum HTTPRequestError: Error, Sendable, Equatable {
     case .headersTooLarge(let limit): "request headers exceed \(limit) bytes"
     case .bodyTooLarge(let limit): "request body exceeds \(limit) bytes"
     case .invalidContentLength: "invalid Content-Length"
+    case .conflictingContentLength: "conflicting Content-Length values"
+    case .contentLengthWithTransferEncoding: "Content-Length together with Transfer-Encoding"
+    case .unsupportedTransferEncoding(let s):
+      "unsupported Transfer-Encoding \(s.prefix(100).debugDescription)"
+    case .missingHost: "an HTTP/1.1 request needs a Host header"
     }
   }
 }

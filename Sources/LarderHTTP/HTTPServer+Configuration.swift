@@ -10,13 +10,20 @@ extension HTTPServer {
     public var port: Int = 0
     /// libmicrohttpd worker threads, each polling (`poll(2)`) its own connections.
     public var threadPoolSize: Int = ProcessInfo.processInfo.activeProcessorCount
-    /// Concurrent connections accepted in total.
+    /// Concurrent connections accepted in total; lowered at start to what the open-file limit
+    /// allows (about half of `RLIMIT_NOFILE`: a socket and an upload's file each).
     public var connectionLimit: Int = 1024
-    /// Concurrent connections from one IP address; 0 = unlimited.
-    public var perIPConnectionLimit: Int = 0
+    /// Concurrent connections from one IP address, so one address cannot fill
+    /// `connectionLimit` alone; 0 = unlimited.
+    public var perIPConnectionLimit: Int = 64
     /// Seconds a connection may stay idle (no bytes either way) before it is closed,
     /// so slow or stalled clients cannot pin connections forever; 0 = never.
     public var connectionTimeout: Int = 60
+    /// Seconds a connection may take to deliver a complete request head, counted from accept
+    /// or from the end of the previous request, whatever trickles in meanwhile (a client
+    /// sending a header byte now and then never reaches `connectionTimeout`). It also bounds
+    /// how long an idle keep-alive connection is kept. 0 = no deadline.
+    public var requestHeadTimeout: Int = 30
     /// Per-connection buffer memory. Bounds the upload chunk size handed to a sink (about
     /// half of it), and the largest request header block. See ARCHITECTURE §1: bigger
     /// speeds large uploads but costs every small request.

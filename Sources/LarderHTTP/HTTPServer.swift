@@ -34,8 +34,9 @@ public final class HTTPServer: Sendable {
   }
 
   deinit {
-    if case .running(let daemon, let fd, _, _) = state.withLock({ $0 }) {
+    if case .running(let daemon, let fd, _, let core) = state.withLock({ $0 }) {
       MHD_stop_daemon(daemon)
+      core.reaper.stop()
       close(fd)
     }
   }
@@ -60,6 +61,28 @@ public final class HTTPServer: Sendable {
     }
   }
 
+  /// Request contexts made and ended so far (each request has one; a request libmicrohttpd
+  /// drops before the handler ran is ended when its connection closes). Equal when idle.
+  public var requestContextCounts: (made: Int, ended: Int) {
+    state.withLock { s in
+      switch s {
+      case .running(_, _, _, let core), .stopping(_, let core):
+        (core.contextsMade.load(ordering: .relaxed), core.contextsEnded.load(ordering: .relaxed))
+      case .idle, .stopped: (0, 0)
+      }
+    }
+  }
+
+  /// Open connections libmicrohttpd has told the server about (accepted and not yet closed).
+  public var openConnections: Int {
+    state.withLock { s in
+      switch s {
+      case .running(_, _, _, let core), .stopping(_, let core): core.connections.count
+      case .idle, .stopped: 0
+      }
+    }
+  }
+
   /// Binds the socket and starts the worker threads. Sets `SIGPIPE` to ignored for the
   /// whole process (a peer closing mid-`sendfile` must not kill the server).
   /// - Throws: `HTTPServerError` (bad host, port in use, daemon failure, already started).
@@ -69,11 +92,21 @@ public final class HTTPServer: Sendable {
       // MHD's own threads block SIGPIPE; this covers sendfile or writes from other threads.
       signal(SIGPIPE, SIG_IGN)
       let log = try AccessLog(configuration.accessLog)
-      let core = ServerCore(configuration: configuration, handler: handler, metrics: metrics, accessLog: log)
       let socket = try ListenSocket.open(
         host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
-      guard let daemon = Self.startDaemon(core: core, socket: socket) else {
+      let openFiles = ResourceLimits.raiseOpenFileLimit()
+      let connectionLimit = ResourceLimits.connectionLimit(
+        configured: configuration.connectionLimit, openFiles: openFiles)
+      if connectionLimit < configuration.connectionLimit {
+        configuration.logger.warning(
+          "connection limit lowered to \(connectionLimit): \(openFiles) open files allowed (RLIMIT_NOFILE)")
+      }
+      let core = ServerCore(
+        configuration: configuration, handler: handler, metrics: metrics, accessLog: log,
+        maxLingering: ResourceLimits.lingeringLimit(openFiles: openFiles, connectionLimit: connectionLimit))
+      guard let daemon = Self.startDaemon(core: core, socket: socket, connectionLimit: connectionLimit) else {
         close(socket.descriptor)
+        core.reaper.stop()
         throw .daemonStartFailed
       }
       metrics.registerGauge(
@@ -111,6 +144,7 @@ public final class HTTPServer: Sendable {
       usleep(5_000)
     }
     MHD_stop_daemon(daemon)
+    core.reaper.stop()
     close(fd)
     state.withLock { s in
       if case .stopping(let port, _) = s { s = .stopped(port: port) }
@@ -123,7 +157,9 @@ public final class HTTPServer: Sendable {
     shutdown(deadline: .now + timeout)
   }
 
-  private static func startDaemon(core: ServerCore, socket: ListenSocket) -> OpaquePointer? {
+  private static func startDaemon(core: ServerCore, socket: ListenSocket, connectionLimit: Int)
+    -> OpaquePointer?
+  {
     let c = core.configuration
     let cls = Unmanaged.passUnretained(core).toOpaque()
     // poll(2), not epoll: with libmicrohttpd 0.9.75's edge-triggered epoll, a client that closed
@@ -141,19 +177,31 @@ public final class HTTPServer: Sendable {
       _ = vsnprintf(&buffer, buffer.count, format, arguments)
       var message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
       while message.hasSuffix("\n") { message.removeLast() }
+      if message.hasPrefix("Application reported internal error"),
+        core.intentionalCloses.load(ordering: .relaxed) > 0
+      {
+        core.intentionalCloses.subtract(1, ordering: .relaxed)
+        core.configuration.logger.debug(message)
+        return
+      }
       core.configuration.logger.warning(message)
     }
     let uriLog:
       @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) ->
         UnsafeMutableRawPointer? = {
-          cls, uri, _ in
+          cls, uri, connection in
           let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
-          let context = core.makeContext(rawTarget: uri.map { String(cString: $0) } ?? "")
+          let context = core.makeContext(
+            rawTarget: uri.map { String(cString: $0) } ?? "", connection: connection)
           return Unmanaged.passRetained(context).toOpaque()
         }
     let completed: MHD_RequestCompletedCallback = { cls, connection, slot, code in
       Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue().completed(
         connection: connection, slot: slot, code: code)
+    }
+    let notify: MHD_NotifyConnectionCallback = { cls, connection, socketContext, code in
+      Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue().connectionChanged(
+        connection: connection, socketContext: socketContext, code: code)
     }
     let access: MHD_AccessHandlerCallback = { cls, connection, url, method, version, data, size, slot in
       Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue().access(
@@ -171,8 +219,9 @@ public final class HTTPServer: Sendable {
       item(.LISTEN_SOCKET, Int(socket.descriptor)),
       item(.URI_LOG_CALLBACK, address(uriLog), cls),
       item(.NOTIFY_COMPLETED, address(completed), cls),
+      item(.NOTIFY_CONNECTION, address(notify), cls),
       item(.CONNECTION_MEMORY_LIMIT, c.connectionMemoryLimit),
-      item(.CONNECTION_LIMIT, c.connectionLimit),
+      item(.CONNECTION_LIMIT, connectionLimit),
       item(.CONNECTION_TIMEOUT, c.connectionTimeout),
     ]
     if c.perIPConnectionLimit > 0 { items.append(item(.PER_IP_CONNECTION_LIMIT, c.perIPConnectionLimit)) }

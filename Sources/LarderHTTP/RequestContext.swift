@@ -33,6 +33,8 @@ final class RequestContext {
   var bytesIn: Int64 = 0
   var bytesOut: Int64 = 0
   var discarded = 0
+  /// Metrics and the access log have it; it is not counted in flight any more.
+  var ended = false
 
   init(rawTarget: String) { self.rawTarget = rawTarget }
 }

@@ -71,6 +71,10 @@ enum APIError {
       log.error("corrupt content: \(e)")
       return .error(status: 500, message: e.description)
     case .cancelled: return .error(status: 499, message: e.description)
+    case .io(_, _, let errno) where [EMFILE, ENFILE, ENOMEM, ENOBUFS].contains(errno):
+      // Out of descriptors or memory is the server's load, not a fault: the client may retry.
+      log.warning("out of resources: \(e)")
+      return retryLater("the server is out of resources; retry")
     case .io, .catalogTooNew:
       log.error("internal error: \(e)")
       return .error(status: 500, message: "internal error")

@@ -40,7 +40,7 @@ struct ServeCommand: Command {
   static let connectionLimit = Option.value(
     "--connection-limit", "N", default: "1024", help: "open connections at most, 1…1000000")
   static let perIPConnectionLimit = Option.value(
-    "--per-ip-connection-limit", "N", default: "0", help: "open connections per client address (0: no limit)")
+    "--per-ip-connection-limit", "N", default: "64", help: "open connections per client address (0: no limit)")
 
   static let configuration = CommandConfiguration(
     name: "serve", summary: "run the HTTP service",

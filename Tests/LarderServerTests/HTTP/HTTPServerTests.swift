@@ -410,6 +410,11 @@ import Testing
       let c = try WireConnection(port: server.boundPort)
       try c.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\n")
       try? c.send(testBytes(512 * 1024))
+      // The answer is written before the close (libmicrohttpd takes none mid-body), then it closes.
+      let r = try c.readResponse()
+      #expect(r.status == 413)
+      #expect(r.error?["maxSize"] as? Int == 262_144)
+      #expect(r.headers["Connection"] == "close")
       #expect(c.isClosedByServer())
       #expect(pollUntil { events.read().cancels == 1 })
       #expect(events.read().finishes == 0)
