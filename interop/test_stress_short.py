@@ -91,7 +91,5 @@ def test_full_disk_answers_507_keeps_every_acknowledged_object_and_recovers(disk
     check(diskfull_result)
 
 
-@pytest.mark.xfail(strict=False, reason="found by the full-disk scenario: uploads in flight take the space the "
-                   "reserve gave back, then every delete answers 507 (python -m stress.diskfull --reproduce)")
 def test_full_disk_deletes_commit_after_the_reserve_was_spent(diskfull_result):
     assert not diskfull_result.known, diskfull_result.summary()

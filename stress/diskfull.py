@@ -98,8 +98,9 @@ class Book:
             self.known.setdefault(name, []).append(what)
 
     def fail_delete(self, data, what, r):
-        """A delete that did not commit: known when the reserve is already spent, else a failure."""
-        if r.status_code == 507 and reserve_bytes(data) is None:
+        """A delete that did not commit: known when the reserve is already spent (its file missing,
+        or empty: how the store marks it spent), else a failure."""
+        if r.status_code == 507 and not reserve_bytes(data):
             self.fail_known(KNOWN_RESERVE_SPENT, f"{what} answered 507 with the reserve already given back")
         else:
             self.fail(f"{what} answered {r.status_code} {r.text[:200]}")

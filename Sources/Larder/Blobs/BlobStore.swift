@@ -50,6 +50,11 @@ public struct BlobStore: Sendable {
     try BlobWriter(directory: tmpDirectory.path, options: options)
   }
 
+  /// Starts a streaming write whose blocks `reserve` admits (the store's writes: ``FileStore``).
+  func makeWriter(options: BlobWriter.Options, reserve: SpaceReserve?) throws -> BlobWriter {
+    try BlobWriter(directory: tmpDirectory.path, options: options, reserve: reserve)
+  }
+
   /// Links a staged file into its content address and makes the name durable.
   ///
   /// Call only inside the catalog's write transaction, after finding no `blobs` row: a file

@@ -37,8 +37,11 @@ public final class BlobWriter {
   /// Buffers to 1 MiB blocks, hashes (MD5 on another core) and writes them.
   private let sink: BlockSink
 
-  init(directory: String, options: Options) throws {
+  /// Refused with ``LarderError/diskFull`` before any file is made while `reserve` is spent
+  /// and the disk has no room to spare (see ``SpaceReserve``).
+  init(directory: String, options: Options, reserve: SpaceReserve? = nil) throws {
     self.options = options
+    try reserve?.admitContent()
     while true {
       let candidate = "\(directory)/\(SecureRandom.hexIdentifier()).part"
       let fd: Int32
@@ -53,7 +56,7 @@ public final class BlobWriter {
       if let st = try? POSIX.fstat(fd, path: candidate), st.st_nlink > 0 {
         self.fd = fd
         self.path = candidate
-        sink = BlockSink(fd: fd, path: candidate, sha256: sha256, md5: md5)
+        sink = BlockSink(fd: fd, path: candidate, sha256: sha256, md5: md5, reserve: reserve)
         break
       }
       POSIX.close(fd)

@@ -10,6 +10,8 @@ import LarderCrypto
 /// the sum of all of them. Shared by ``BlobWriter`` and resumable-upload appends.
 ///
 /// Nothing is durable, and the digests do not cover buffered bytes, until ``flush()``.
+/// Each block is first admitted by the store's ``SpaceReserve``: while a full disk has spent it,
+/// content may not take the space left for deletes.
 final class BlockSink {
   let fd: Int32
   let path: String
@@ -18,6 +20,8 @@ final class BlockSink {
   let md5: Digest?
   /// Another digest over the same bytes (a client's per-chunk checksum).
   let extra: Digest?
+  /// Asked before each block is written (nil: no reserve to keep).
+  let reserve: SpaceReserve?
   /// Where the next block goes (`pwrite`); nil writes at the descriptor's position.
   private(set) var position: Int64?
   private var pending: [UInt8] = []
@@ -25,13 +29,17 @@ final class BlockSink {
   static let blockSize = 1 << 20
   static let parallelHashSize = 256 * 1024
 
-  init(fd: Int32, path: String, sha256: Digest?, md5: Digest?, extra: Digest? = nil, at position: Int64? = nil) {
+  init(
+    fd: Int32, path: String, sha256: Digest?, md5: Digest?, extra: Digest? = nil, at position: Int64? = nil,
+    reserve: SpaceReserve?
+  ) {
     self.fd = fd
     self.path = path
     self.sha256 = sha256
     self.md5 = md5
     self.extra = extra
     self.position = position
+    self.reserve = reserve
   }
 
   /// Takes bytes; a full block is hashed and written before returning.
@@ -54,6 +62,7 @@ final class BlockSink {
 
   /// Hashes and writes one block, in order.
   private func consume(_ block: UnsafeRawBufferPointer) throws {
+    try reserve?.admitContent(adding: block.count)
     guard block.count >= Self.parallelHashSize, let md5 else {
       sha256?.update(block)
       md5?.update(block)

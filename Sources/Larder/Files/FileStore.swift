@@ -13,8 +13,10 @@ public struct FileStore: Sendable {
   let faults: FaultInjector
 
   /// Starts a streaming write; pass the writer's ``BlobWriter/finish()`` result to ``commit(_:filename:declaredContentType:)``.
+  /// - Throws: ``LarderError/diskFull`` while a full disk has spent the reserve (see ``SpaceReserve``),
+  ///   here or from any write.
   public func makeWriter(options: BlobWriter.Options = .init()) throws -> BlobWriter {
-    try blobs.makeWriter(options: options)
+    try blobs.makeWriter(options: options, reserve: catalog.reserve)
   }
 
   /// Stores `data` and returns its new `File`.

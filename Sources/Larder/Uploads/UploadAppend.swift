@@ -58,7 +58,7 @@ public final class UploadAppend {
     self.checksumDigest = checksumDigest
     sink = BlockSink(
       fd: session.fd, path: session.path, sha256: session.sha256?.copy(), md5: session.md5?.copy(),
-      extra: checksumDigest, at: upload.offset)
+      extra: checksumDigest, at: upload.offset, reserve: store.larder.catalog.reserve)
   }
 
   deinit { abort(keepReceived: false) }
