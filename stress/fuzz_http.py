@@ -268,6 +268,18 @@ def _check_query_params(t):
     return ok, f"status {got.status}, closed {got.closed}, in-flight gauge {before:.0f} -> {after:.0f}"
 
 
+def _check_query_params_release(t):
+    # What Larder controls of the case above: a request the library drops is still ended once, so
+    # the in-flight gauge comes back (issue 12); the missing answer is libmicrohttpd's.
+    before = metrics(t.server.url)[1].get("larder_http_requests_in_flight", 0)
+    data = b"GET /healthz?" + b"&".join([b"a=1"] * 1000) + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    for _ in range(20):
+        exchange(t.port, data, timeout=5)
+    time.sleep(0.3)
+    after = metrics(t.server.url)[1].get("larder_http_requests_in_flight", 0)
+    return after <= before, f"in-flight gauge {before:.0f} -> {after:.0f} after 20 dropped requests"
+
+
 def _check_duplicate_length(t):
     data = (b"POST /v0/b/app/o?name=open%2Fdup HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n"
             b"Connection: close\r\n\r\nhello!")
@@ -335,8 +347,11 @@ def _check_resumable_start(t):
 KNOWN = [
     Known("chunk-extension-70000", "a 70 000-byte chunk extension gets libmicrohttpd's HTML 500",
           _check_chunk_extension, lambda d: re.search(rb"\r\n[0-9a-fA-F]+;[^\r\n]{4000,}", d) is not None),
-    Known("query-960-params", "~960+ query parameters: closed with no answer, in-flight gauge leaks",
+    Known("query-960-params", "~960+ query parameters: closed with no answer (libmicrohttpd's pool runs out "
+          "parsing the query, before Larder sees the request)",
           _check_query_params, lambda d: d.split(b"\r\n", 1)[0].count(b"&") >= 900),
+    Known("query-960-in-flight", "a request libmicrohttpd drops leaks its context: the in-flight gauge grows",
+          _check_query_params_release, lambda d: False),
     Known("duplicate-content-length", "conflicting Content-Length headers accepted (RFC 9112 §6.3: 400)",
           _check_duplicate_length,
           lambda d: len(set(_header_values(d, b"content-length"))) > 1
