@@ -21,41 +21,10 @@ import Testing
 
   /// Sends one HTTP/1.1 request on a fresh connection and returns the whole answer (the server closes).
   static func request(port: UInt16, _ text: String) throws -> String {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw HarnessFailure("socket: \(errno)") }
-    defer { close(fd) }
-    var timeout = timeval(tv_sec: 20, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
-    }
-    guard connected == 0 else {
-      throw HarnessFailure("connect to \(port): \(String(cString: strerror(errno)))")
-    }
-    let bytes = Array(text.utf8)
-    guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == bytes.count else {
-      throw HarnessFailure("send failed")
-    }
-    var answer: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-      let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-      if n > 0 {
-        answer += buffer[0..<n]
-      } else if n == 0 {
-        break
-      } else if errno != EINTR {
-        throw HarnessFailure("recv: \(String(cString: strerror(errno))) after \(answer.count) bytes")
-      }
-    }
-    return String(decoding: answer, as: UTF8.self)
+    let connection = try RawConnection(port: port)
+    defer { connection.close() }
+    try connection.send(Array(text.utf8))
+    return String(decoding: try connection.readToEnd(), as: UTF8.self)
   }
 
   @Test func serveOnPortZeroAnswersHealthzAndStopsOnSIGTERM() throws {

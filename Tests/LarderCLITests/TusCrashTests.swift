@@ -211,8 +211,8 @@ final class RawConnection {
     }
   }
 
-  /// Reads until the server closes (every request here says `Connection: close`).
-  func readResponse(head: Bool) throws -> RawResponse {
+  /// Every byte until the server closes.
+  func readToEnd() throws -> [UInt8] {
     var answer: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 1 << 16)
     while true {
@@ -220,11 +220,16 @@ final class RawConnection {
       if n > 0 {
         answer += buffer[0..<n]
       } else if n == 0 {
-        break
+        return answer
       } else if errno != EINTR {
         throw HarnessFailure("recv: \(String(cString: strerror(errno))) after \(answer.count) bytes")
       }
     }
+  }
+
+  /// Reads until the server closes (every request here says `Connection: close`).
+  func readResponse(head: Bool) throws -> RawResponse {
+    let answer = try readToEnd()
     let separator: [UInt8] = Array("\r\n\r\n".utf8)
     guard let end = answer.indices.first(where: { answer[$0...].starts(with: separator) }) else {
       throw HarnessFailure("no complete answer: \(answer.count) bytes")

@@ -79,11 +79,7 @@ final class FirebaseMultipartSink: HTTPBodySink {
     }
     guard let writer, let path else { throw LarderError.cancelled }
     self.writer = nil
-    let staged = try writer.finish()
-    // The rules judge the real content inside the write that publishes it (the admission step).
-    let object = try context.larder.objects.put(
-      path, staged: staged, options: options, admission: context.admission(for: identity))
-    return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+    return try context.publish(writer, at: path, options: options, identity: identity)
   }
 
   func cancel() {

@@ -269,7 +269,9 @@ struct FirebaseUploads {
       id: upload.id, owner: identity?.uid, offset: offset, length: declare, sizeLimit: context.maxUploadSize,
       // The SDK resends a broken chunk whole: nothing of it is kept, so nothing is checkpointed.
       checkpoints: false)
-    return .receiveBody(FirebaseChunkSink(uploads: self, append: append, identity: identity))
+    // The SDK resends a broken chunk whole at the same offset: keep none of it.
+    return .receiveBody(
+      UploadAppendSink(append, keepReceivedOnBreak: false) { try self.complete($0, identity: identity) })
   }
 
   /// Ends a chunk: an acknowledged offset, or the last byte: rules, then publish.
@@ -317,41 +319,5 @@ struct FirebaseUploads {
     let t = text.trimmingCharacters(in: .whitespaces)
     guard !t.isEmpty, t.utf8.count <= 19, t.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
     return Int64(t)
-  }
-}
-
-/// Streams one resumable chunk into the session's ``UploadAppend``: the answer comes only after
-/// the bytes are fsync'ed and the offset committed (or the object published).
-final class FirebaseChunkSink: HTTPBodySink {
-  private let uploads: FirebaseUploads
-  private let identity: Identity?
-  private var append: UploadAppend?
-
-  init(uploads: FirebaseUploads, append: UploadAppend, identity: Identity?) {
-    self.uploads = uploads
-    self.append = append
-    self.identity = identity
-  }
-
-  func receive(_ chunk: UnsafeRawBufferPointer) throws {
-    guard let append else { throw LarderError.cancelled }
-    do {
-      try append.write(chunk)
-    } catch {
-      self.append = nil
-      throw error
-    }
-  }
-
-  func finish() throws -> HTTPResponse {
-    guard let append else { throw LarderError.cancelled }
-    self.append = nil
-    return try uploads.complete(append, identity: identity)
-  }
-
-  func cancel() {
-    // The SDK resends a broken chunk whole at the same offset: keep none of it.
-    append?.abort(keepReceived: false)
-    append = nil
   }
 }

@@ -32,16 +32,24 @@ final class ObjectUploadSink: HTTPBodySink {
   func finish() throws -> HTTPResponse {
     guard let writer else { throw LarderError.cancelled }
     self.writer = nil
-    let staged = try writer.finish()
-    // The policy is asked again on the real size and sniffed type, inside the write, about the
-    // row it replaces.
-    let object = try context.larder.objects.put(
-      path, staged: staged, options: options, admission: context.admission(for: identity))
-    return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+    return try context.publish(writer, at: path, options: options, identity: identity)
   }
 
   func cancel() {
     writer?.cancel()
     writer = nil
+  }
+}
+
+extension ServiceContext {
+  /// Finishes a single-request upload's writer and publishes it at `path`: the policy is asked
+  /// again on the real size and detected type, inside the write, about the row it replaces (the
+  /// admission step). Answers the object's metadata.
+  func publish(_ writer: BlobWriter, at path: ObjectPath, options: ObjectWriteOptions, identity: Identity?) throws
+    -> HTTPResponse
+  {
+    let staged = try writer.finish()
+    let object = try larder.objects.put(path, staged: staged, options: options, admission: admission(for: identity))
+    return ObjectsEndpoint.writeResponse(object, identity: identity, context: self)
   }
 }

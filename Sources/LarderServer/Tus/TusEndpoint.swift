@@ -176,8 +176,18 @@ struct TusEndpoint {
     if withBody {
       let append = try store.beginAppend(
         id: upload.id, owner: identity?.uid, offset: 0, checksum: checksum, sizeLimit: context.maxUploadSize)
+      // A creation-with-upload answer, success or error, names the upload it created, so the
+      // client can resume it.
+      let location = self.location(of: upload)
       return .receiveBody(
-        TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: upload))
+        UploadAppendSink(
+          append, keepReceivedOnBreak: true,
+          decorate: { r in
+            if r.status == 204 { r.status = 201 }
+            r.headers.set("Location", location)
+            if !r.headers.contains("Upload-Expires") { r.headers.set("Upload-Expires", HTTPDate.format(upload.expiresAt)) }
+          },
+          complete: { try self.complete($0, identity: identity) }))
     }
     if length == 0 && !partial {
       // Nothing to wait for: complete it now.
@@ -301,7 +311,7 @@ struct TusEndpoint {
       throw tooLarge()
     }
     return .receiveBody(
-      TusAppendSink(endpoint: self, request: request, append: append, identity: identity, created: nil))
+      UploadAppendSink(append, keepReceivedOnBreak: true) { try self.complete($0, identity: identity) })
   }
 
   /// Ends an append: commits progress, or asks the policy and publishes.
