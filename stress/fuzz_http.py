@@ -11,16 +11,13 @@ case's shape, and interop/test_stress_short.py runs each KNOWN reproducer as its
 Run as its own process (a crash of the fuzzer or the server is then a finding, not a lost run):
     python -m stress.fuzz_http --seconds 10 --seed 1 --json out.json
 """
-import argparse
 import base64
 import dataclasses
 import glob
-import json
 import os
 import random
 import re
 import sys
-import tempfile
 import threading
 import time
 
@@ -30,7 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     __package__ = "stress"  # noqa: A001  (run as a script: import siblings as the package)
 
-from .harness import (BUCKET, _skip_interim, exchange, larder, metrics, pid_status, start_server)  # noqa: E402
+from .harness import (fuzzer_main, BUCKET, _skip_interim, exchange, larder, metrics, pid_status, start_server)  # noqa: E402
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "http")
 RULES = os.path.join(CORPUS, "fuzz.rules")
@@ -518,20 +515,8 @@ def fuzz(data_dir, seconds=10.0, seed=1, threads=8):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--json", help="write {figures, findings} here")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="larder-fuzz-http-") as tmp:
-        figures, items = fuzz(os.path.join(tmp, "data"), args.seconds, args.seed, args.threads)
-    out = {"figures": figures, "findings": items}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    print(json.dumps(out, indent=1)[:20000])
-    return 1 if any(not f["known"] for f in items) else 0
+    return fuzzer_main(argv, __doc__, fuzz, failed=lambda items: any(not f["known"] for f in items), threads=8,
+                       data_prefix="larder-fuzz-http-")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ never 500; the server never dies and never hangs.
 
     python -m stress.fuzz_jwt --seconds 10 --seed 1 --json out.json
 """
-import argparse
 import base64
 import glob
 import hashlib
@@ -17,7 +16,6 @@ import json
 import os
 import random
 import sys
-import tempfile
 import threading
 import time
 
@@ -26,7 +24,7 @@ if __package__ in (None, ""):
     __package__ = "stress"  # noqa: A001
 
 from .fuzz_http import start_target  # noqa: E402
-from .harness import exchange, pid_status  # noqa: E402
+from .harness import fuzzer_main, exchange, pid_status  # noqa: E402
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "jwt")
 # 431: a token padded past the 16 KiB header limit is refused for its size, in JSON; also honest.
@@ -186,19 +184,7 @@ def request_for_fixed(token):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="larder-fuzz-jwt-") as tmp:
-        figures, items = fuzz(os.path.join(tmp, "data"), args.seconds, args.seed)
-    out = {"figures": figures, "findings": items}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    print(json.dumps(out, indent=1)[:20000])
-    return 1 if items else 0
+    return fuzzer_main(argv, __doc__, fuzz, data_prefix="larder-fuzz-jwt-")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ CRLF) tells which bodies are well-formed and what their content is. Oracles:
 
     python -m stress.fuzz_multipart --seconds 10 --seed 1 --json out.json
 """
-import argparse
 import base64
 import dataclasses
 import glob
@@ -29,7 +28,6 @@ import random
 import re
 import socket
 import sys
-import tempfile
 import threading
 import time
 
@@ -39,7 +37,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     __package__ = "stress"  # noqa: A001  (run as a script: import siblings as the package)
 
-from .harness import (BUCKET, _complete, _skip_interim, metrics, pid_status, quote, start_server,  # noqa: E402
+from .harness import (final_status, fuzzer_main, BUCKET, _complete, _skip_interim, metrics, pid_status, quote, start_server,  # noqa: E402
                       verify)
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "multipart")
@@ -483,14 +481,7 @@ def send(port, case, timeout=10.0, linger=3.0):
         closed = True
     finally:
         sock.close()
-    status = None
-    final = _skip_interim(raw)
-    if final.startswith(b"HTTP/1."):
-        try:
-            status = int(final.split(b" ", 2)[1])
-        except (ValueError, IndexError):
-            pass
-    return Answer(status, raw, closed, hung)
+    return Answer(final_status(raw), raw, closed, hung)
 
 
 # MARK: the fuzz loop
@@ -708,20 +699,7 @@ def fuzz(data_dir, seconds=10.0, seed=1, threads=4):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--json", help="write {figures, findings} here")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="larder-fuzz-multipart-") as tmp:
-        figures, items = fuzz(os.path.join(tmp, "data"), args.seconds, args.seed, args.threads)
-    out = {"figures": figures, "findings": items}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    print(json.dumps(out, indent=1)[:20000])
-    return 1 if items else 0
+    return fuzzer_main(argv, __doc__, fuzz, threads=4, data_prefix="larder-fuzz-multipart-")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,7 @@ Oracles: exit 0 or 1 (never a signal, never another code), each run under 5 s.
 
     python -m stress.fuzz_rules --seconds 10 --seed 1 --json out.json
 """
-import argparse
 import glob
-import json
 import os
 import random
 import re
@@ -21,7 +19,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     __package__ = "stress"  # noqa: A001
 
-from .harness import larder_bin  # noqa: E402
+from .harness import fuzzer_main, larder_bin  # noqa: E402
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "rules")
 LIMIT = 5.0
@@ -149,18 +147,7 @@ def fuzz(seconds=10.0, seed=1, threads=2):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json")
-    args = parser.parse_args(argv)
-    figures, items = fuzz(args.seconds, args.seed)
-    out = {"figures": figures, "findings": items}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    print(json.dumps(out, indent=1)[:20000])
-    return 1 if items else 0
+    return fuzzer_main(argv, __doc__, fuzz)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 The server is interop/larder_server.py's `LarderServer` (the same start/kill code the interop tests
 use), so a scenario and an interop test see the same process with the same flags.
 """
+import argparse
 import dataclasses
 import hashlib
 import json
@@ -11,6 +12,7 @@ import resource
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -253,14 +255,7 @@ def exchange(port, data, timeout=3.0, linger=2.0, host="127.0.0.1", source=None,
                 deadline = min(deadline, time.monotonic() + settle)
     finally:
         sock.close()
-    status = None
-    final = _skip_interim(raw)
-    if final.startswith(b"HTTP/1."):
-        try:
-            status = int(final.split(b" ", 2)[1])
-        except (ValueError, IndexError):
-            pass
-    return Exchange(status, raw, closed, hung, time.monotonic() - started)
+    return Exchange(final_status(raw), raw, closed, hung, time.monotonic() - started)
 
 
 def _skip_interim(raw):
@@ -346,3 +341,39 @@ class Result:
         lines += [f"  known failure {k}: {v[0]} (×{len(v)})" for k, v in self.known.items()]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def final_status(raw):
+    """The status of the final answer in `raw` (after any 1xx), or None when there is none."""
+    final = _skip_interim(raw)
+    if final.startswith(b"HTTP/1."):
+        try:
+            return int(final.split(b" ", 2)[1])
+        except (ValueError, IndexError):
+            pass
+    return None
+
+
+def fuzzer_main(argv, doc, fuzz, failed=bool, threads=None, data_prefix=None):
+    """The command line every fuzzer shares: --seconds, --seed, [--threads], --json; prints
+    {figures, findings} and exits 1 when `failed(findings)`. `fuzz` takes (data dir or nothing,
+    seconds, seed[, threads])."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    if threads is not None:
+        parser.add_argument("--threads", type=int, default=threads)
+    parser.add_argument("--json", help="write {figures, findings} here")
+    args = parser.parse_args(argv)
+    extra = (args.threads,) if threads is not None else ()
+    if data_prefix:
+        with tempfile.TemporaryDirectory(prefix=data_prefix) as tmp:
+            figures, items = fuzz(os.path.join(tmp, "data"), args.seconds, args.seed, *extra)
+    else:
+        figures, items = fuzz(args.seconds, args.seed, *extra)
+    out = {"figures": figures, "findings": items}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    print(json.dumps(out, indent=1)[:20000])
+    return 1 if failed(items) else 0
