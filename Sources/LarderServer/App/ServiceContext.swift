@@ -47,7 +47,18 @@ public struct ServiceContext: Sendable {
     try authorize(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,
-        identity: identity, resource: existing.map(AccessResource.init), incoming: incoming))
+        identity: identity, resource: existing.map(resource), incoming: incoming))
+  }
+
+  /// `object` as the policy sees it, with its MD5 computed now if the policy reads `md5Hash`
+  /// and it is not known yet (best effort: an unreadable blob leaves it empty).
+  func resource(_ object: StoredObject) -> AccessResource {
+    guard policy.readsMD5Hash, object.file.md5.isEmpty, let file = try? larder.files.withMD5(object.file) else {
+      return AccessResource(object)
+    }
+    var known = object
+    known.file = file
+    return AccessResource(known)
   }
 
   /// The generation a write must find: the one the policy judged (`seen`), which must also be

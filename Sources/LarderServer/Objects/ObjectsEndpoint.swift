@@ -144,7 +144,7 @@ struct ObjectsEndpoint {
     if !tokenGrants {
       try context.authorize(
         AccessRequest(
-          operation: .get, bucket: bucket, name: name, identity: identity, resource: object.map(AccessResource.init)))
+          operation: .get, bucket: bucket, name: name, identity: identity, resource: object.map(context.resource)))
     }
     guard let object else { throw LarderError.notFound(bucket: bucket, name: name) }
     guard media else {
@@ -308,7 +308,7 @@ struct ObjectsEndpoint {
     }
     let current = try context.larder.objects.find(path)
     let incoming = current.map { object -> AccessResource in
-      var next = AccessResource(object)
+      var next = context.resource(object)
       if let t = patch.contentType { next.contentType = t ?? "application/octet-stream" }
       if patch.clearMetadata { next.metadata = [:] }
       for (k, v) in patch.metadata ?? [:] { next.metadata[k] = v }
@@ -316,7 +316,7 @@ struct ObjectsEndpoint {
     }
     try context.authorize(
       AccessRequest(
-        operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init),
+        operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(context.resource),
         incoming: incoming))
     // Applied only to the row that was judged (same generation and metageneration), else 412.
     patch.ifGenerationMatch = current?.generation
@@ -345,7 +345,7 @@ struct ObjectsEndpoint {
     let current = try context.larder.objects.find(path)
     try context.authorize(
       AccessRequest(
-        operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init)))
+        operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(context.resource)))
     guard let current else { throw LarderError.notFound(bucket: bucket, name: name) }
     // Deletes only the row that was judged: if it was replaced meanwhile, 412.
     try context.larder.objects.delete(
@@ -410,7 +410,7 @@ struct ObjectsEndpoint {
     let mayGet = context.policy.decide(
       AccessRequest(
         operation: .get, bucket: object.bucket, name: object.name, identity: identity,
-        resource: AccessResource(object))
+        resource: context.resource(object))
     ).allowed
     return .json(object.firebaseMetadata(includingTokens: mayGet))
   }
