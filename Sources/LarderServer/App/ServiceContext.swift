@@ -53,12 +53,18 @@ public struct ServiceContext: Sendable {
   /// `object` as the policy sees it, with its MD5 computed now if the policy reads `md5Hash`
   /// and it is not known yet (best effort: an unreadable blob leaves it empty).
   func resource(_ object: StoredObject) -> AccessResource {
+    AccessResource(knowingMD5(object))
+  }
+
+  /// `object` with its MD5 computed now (and recorded) when the policy reads `md5Hash` and it is
+  /// not known yet; as it is otherwise (best effort: an unreadable blob leaves it unknown).
+  func knowingMD5(_ object: StoredObject) -> StoredObject {
     guard policy.readsMD5Hash, object.file.md5.isEmpty, let file = try? larder.files.withMD5(object.file) else {
-      return AccessResource(object)
+      return object
     }
     var known = object
     known.file = file
-    return AccessResource(known)
+    return known
   }
 
   /// The generation a write must find: the one the policy judged (`seen`), which must also be

@@ -136,7 +136,7 @@ struct ObjectsEndpoint {
 
   func read(_ request: HTTPRequest, path: ObjectPath, identity: Identity?, media: Bool) throws -> HTTPResponse {
     let (bucket, name) = (path.bucket, path.name)
-    let object = try context.larder.objects.find(path)
+    let object = try context.larder.objects.find(path).map(context.knowingMD5)
     let token = request.queryValue("token").map { Array($0.utf8) }
     let tokenGrants =
       media && token != nil
@@ -407,6 +407,7 @@ struct ObjectsEndpoint {
   /// caller who may also `get` it. Otherwise a create-only drop box or an update-only rule
   /// (e.g. "may change metadata.likes") would hand out tokens that grant the content.
   static func writeResponse(_ object: StoredObject, identity: Identity?, context: ServiceContext) -> HTTPResponse {
+    let object = context.knowingMD5(object)
     let mayGet = context.policy.decide(
       AccessRequest(
         operation: .get, bucket: object.bucket, name: object.name, identity: identity,
