@@ -83,7 +83,7 @@ final class FirebaseMultipartSink: HTTPBodySink {
     // The rules judge the real content inside the write that publishes it (the admission step).
     let object = try context.larder.objects.put(
       path, staged: staged, options: options, admission: context.admission(for: identity))
-    return ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+    return ObjectsEndpoint.writeResponse(object, identity: identity, context: context, withMD5: true)
   }
 
   func cancel() {

@@ -238,7 +238,7 @@ struct FirebaseUploads {
       guard let object = try context.larder.objects.find(bucket: upload.bucket, name: upload.name ?? "") else {
         throw UploadError.notFound(id: upload.id)
       }
-      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context, withMD5: true)
       r.headers.set("X-Goog-Upload-Status", "final")
       return .respond(r)
     }
@@ -294,7 +294,7 @@ struct FirebaseUploads {
       // The rules judge the real content inside the write (the admission step); a denial ends the
       // session with it, any other failure rolls back to the last acknowledged offset (resend).
       let object = try store.publish(completed, options: options, admission: context.admission(for: identity))
-      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context, withMD5: true)
       r.headers.set("X-Goog-Upload-Status", "final")
       return r
     }

@@ -406,8 +406,17 @@ struct ObjectsEndpoint {
   /// An object's metadata as answered to a write (upload, PATCH): `downloadTokens` only for a
   /// caller who may also `get` it. Otherwise a create-only drop box or an update-only rule
   /// (e.g. "may change metadata.likes") would hand out tokens that grant the content.
-  static func writeResponse(_ object: StoredObject, identity: Identity?, context: ServiceContext) -> HTTPResponse {
-    let object = context.knowingMD5(object)
+  ///
+  /// With `withMD5` (the Firebase upload protocols, whose SDKs hand `md5Hash` to the app as part of
+  /// the finished upload's metadata) an MD5 not known yet is computed now, after the commit (and
+  /// recorded); other answers omit it until the background hasher has it (``MD5Backfill``).
+  static func writeResponse(
+    _ object: StoredObject, identity: Identity?, context: ServiceContext, withMD5: Bool = false
+  ) -> HTTPResponse {
+    var object = context.knowingMD5(object)
+    if withMD5, object.file.md5.isEmpty, let file = try? context.larder.files.withMD5(object.file) {
+      object.file = file
+    }
     let mayGet = context.policy.decide(
       AccessRequest(
         operation: .get, bucket: object.bucket, name: object.name, identity: identity,

@@ -4,8 +4,9 @@ import LarderCrypto
 import Testing
 
 /// `md5Hash` in answers now that MD5 is off the upload path: in the answer for content up to
-/// `FileStore.inlineMD5Limit` (or when the client gave one), absent for larger content until the
-/// background hasher has it, and computed at once for rules that read it. Client MD5s are still
+/// `FileStore.inlineMD5Limit` (or when the client gave one) and in Firebase upload answers,
+/// absent otherwise for larger content until the background hasher has it, and computed at once
+/// for rules that read it. Client MD5s are still
 /// checked inline, and a mismatch stores nothing.
 @Suite struct BackgroundMD5AnswerTests {
   static let large: [UInt8] = (0..<(Int(FileStore.inlineMD5Limit) + 1000)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) }
@@ -64,6 +65,19 @@ import Testing
       let ok = try s.send(FirebaseWire.multipart("big.bin", content: Self.large, json: good))
       #expect(ok.status == 200, "\(ok.text)")
       #expect(ok.json?["md5Hash"] as? String == Self.largeMD5)
+    }
+  }
+
+  /// The Firebase SDKs hand the finished upload's metadata to the app: those answers carry
+  /// `md5Hash` whatever the size (computed after the commit), unlike Larder's own POST.
+  @Test func aLargeFirebaseUploadAnswersWithMD5Hash() throws {
+    try withInProcessService { s in
+      let json: [String: Any] = ["name": "big.bin", "contentType": "application/octet-stream"]
+      let r = try s.send(FirebaseWire.multipart("big.bin", content: Self.large, json: json))
+      #expect(r.status == 200, "\(r.text)")
+      #expect(r.json?["md5Hash"] as? String == Self.largeMD5)
+      #expect(r.json?["size"] as? String == String(Self.large.count))
+      #expect(try s.send(.get("/v0/b/app/o/big.bin")).json?["md5Hash"] as? String == Self.largeMD5)
     }
   }
 
