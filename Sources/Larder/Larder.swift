@@ -16,9 +16,15 @@ public final class Larder: Sendable {
     /// Bytes kept in `<data>/reserve` so deletes and gc can commit on a full disk; 0 keeps none.
     /// Created only while the disk has four times as much free.
     public var reserveBytes: Int64
-    public init(faults: FaultInjector = .fromEnvironment, reserveBytes: Int64 = 4 << 20) {
+    /// Whether this process hashes, in the background, the MD5 of content committed without one
+    /// (``MD5Backfill``), starting with a pass at open over what earlier runs left, and rescanning
+    /// every 10 s for what other processes left. Off, the
+    /// blobs keep `md5` NULL until a process that has it on (or ``FileStore/withMD5(_:)``) fills it.
+    public var backgroundMD5: Bool
+    public init(faults: FaultInjector = .fromEnvironment, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true) {
       self.faults = faults
       self.reserveBytes = reserveBytes
+      self.backgroundMD5 = backgroundMD5
     }
   }
 
@@ -46,10 +52,14 @@ public final class Larder: Sendable {
     let reserve = SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
     catalog = try Catalog(path: self.directory.appendingPathComponent("larder.sqlite").path, reserve: reserve)
     reserve.replenish()
-    files = FileStore(catalog: catalog, blobs: blobs, faults: configuration.faults)
+    files = FileStore(
+      catalog: catalog, blobs: blobs, faults: configuration.faults,
+      md5Backfill: configuration.backgroundMD5
+        ? MD5Backfill(catalog: catalog, blobs: blobs, rescanInterval: .seconds(10)) : nil)
     objects = ObjectStore(catalog: catalog, files: files)
     models = ModelStore(catalog: catalog)
     recovery = try Recovery.run(blobs: blobs, catalog: catalog)
+    files.md5Backfill?.wake()
   }
 
   /// A store in a new temporary directory, removed when the store is released (for tests).

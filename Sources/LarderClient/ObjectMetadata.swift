@@ -57,7 +57,8 @@ public struct ObjectMetadata: Sendable, Equatable, Decodable {
     contentType = try c.decode(String.self, forKey: .contentType)
     detectedContentType = try c.decodeIfPresent(String.self, forKey: .detectedContentType)
     size = try number(.size)
-    md5Hash = try c.decode(String.self, forKey: .md5Hash)
+    // Absent while the server has not computed it yet (large content, just uploaded).
+    md5Hash = try c.decodeIfPresent(String.self, forKey: .md5Hash) ?? ""
     sha256 = try c.decode(String.self, forKey: .sha256)
     timeCreated = try date(.timeCreated)
     updated = try date(.updated)

@@ -1,7 +1,8 @@
 import Foundation
 import LarderCrypto
 
-/// Streams bytes into an exclusive temporary file while hashing and counting them.
+/// Streams bytes into an exclusive temporary file while hashing (SHA-256, and MD5 only to check
+/// a client's) and counting them.
 ///
 /// ```swift
 /// let writer = try store.makeWriter(options: .init(sizeLimit: 5 << 20))
@@ -17,6 +18,8 @@ public final class BlobWriter {
     public var sizeLimit: Int64?
     /// Refuse content whose digest differs (raw bytes), checked in ``finish()``.
     public var expectedSHA256: [UInt8]?
+    /// Also the only case MD5 is computed while writing: without it, MD5 is computed after the
+    /// commit (``MD5Backfill``), or at once for small content (``FileStore/inlineMD5Limit``).
     public var expectedMD5: [UInt8]?
 
     public init(sizeLimit: Int64? = nil, expectedSHA256: [UInt8]? = nil, expectedMD5: [UInt8]? = nil) {
@@ -31,7 +34,8 @@ public final class BlobWriter {
   let path: String
   private var fd: Int32
   private let sha256 = Digest(.sha256)
-  private let md5 = Digest(.md5)
+  /// Only when the client gave an MD5 to verify.
+  private let md5: Digest?
   private var head: [UInt8] = []
   private var done = false
   /// Buffers to 1 MiB blocks, hashes (MD5 on another core) and writes them.
@@ -41,6 +45,7 @@ public final class BlobWriter {
   /// and the disk has no room to spare (see ``SpaceReserve``).
   init(directory: String, options: Options, reserve: SpaceReserve? = nil) throws {
     self.options = options
+    md5 = options.expectedMD5 == nil ? nil : Digest(.md5)
     try reserve?.admitContent()
     while true {
       let candidate = "\(directory)/\(SecureRandom.hexIdentifier()).part"
@@ -102,16 +107,16 @@ public final class BlobWriter {
   public func finish() throws -> StagedBlob {
     precondition(!done, "finish called twice")
     let sha: [UInt8]
-    let md: [UInt8]
+    let md: [UInt8]?
     do {
       try sink.flush()
       sha = sha256.finalize()
-      md = md5.finalize()
+      md = md5?.finalize()
       if let expected = options.expectedSHA256, expected != sha {
         throw LarderError.checksumMismatch(
           algorithm: "sha256", expected: Hex.encode(expected), actual: Hex.encode(sha))
       }
-      if let expected = options.expectedMD5, expected != md {
+      if let expected = options.expectedMD5, let md, expected != md {
         throw LarderError.checksumMismatch(algorithm: "md5", expected: Hex.encode(expected), actual: Hex.encode(md))
       }
       try POSIX.fsync(fd, path: path)

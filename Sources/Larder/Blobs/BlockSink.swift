@@ -4,8 +4,8 @@ import LarderCrypto
 /// Buffers streamed bytes into 1 MiB blocks, hashes each block and writes it to a file.
 ///
 /// HTTP bodies arrive in chunks of a few KiB: writing and hashing each at once cost a fifth of
-/// an upload's CPU in system calls (measured), 1 MiB blocks do not. For large blocks MD5 (the
-/// slower digest here) runs on another core while this thread computes SHA-256 (and any extra
+/// an upload's CPU in system calls (measured), 1 MiB blocks do not. When MD5 is kept (only to
+/// check a client's MD5), for large blocks it (the slower digest here) runs on another core while this thread computes SHA-256 (and any extra
 /// digest) and writes, so one upload is bounded by the slower of the two paths rather than by
 /// the sum of all of them. Shared by ``BlobWriter`` and resumable-upload appends.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import LarderCrypto
+import Synchronization
 
 /// Verified, durable content waiting to be committed into the catalog.
 ///
@@ -10,21 +11,21 @@ import LarderCrypto
 public final class StagedBlob: Sendable {
   public let path: String
   public let sha256: [UInt8]
-  public let md5: [UInt8]
   public let size: Int64
   /// What libmagic found in the first bytes.
   public let contentType: String
   private let descriptor: OwnedDescriptor
   private let removeOnDiscard: Bool
+  private let knownMD5: Mutex<[UInt8]?>
 
   init(
-    path: String, descriptor: OwnedDescriptor, sha256: [UInt8], md5: [UInt8], size: Int64, contentType: String,
+    path: String, descriptor: OwnedDescriptor, sha256: [UInt8], md5: [UInt8]?, size: Int64, contentType: String,
     removeOnDiscard: Bool
   ) {
     self.path = path
     self.descriptor = descriptor
     self.sha256 = sha256
-    self.md5 = md5
+    knownMD5 = Mutex(md5)
     self.size = size
     self.contentType = contentType
     self.removeOnDiscard = removeOnDiscard
@@ -33,6 +34,19 @@ public final class StagedBlob: Sendable {
   deinit { discard() }
 
   public var sha256Hex: String { Hex.encode(sha256) }
+
+  /// The MD5 when it is known: a client gave one and it was verified, or ``computeMD5()`` ran.
+  /// Uploads do not hash MD5 otherwise (it is off the critical path; see ``MD5Backfill``).
+  public var md5: [UInt8]? { knownMD5.withLock { $0 } }
+
+  /// The MD5, reading the staged file once when it is not known yet (then remembered).
+  /// - Throws: an I/O error.
+  public func computeMD5() throws -> [UInt8] {
+    if let md5 { return md5 }
+    let digest = try MD5Backfill.md5(ofFile: path)
+    knownMD5.withLock { $0 = digest }
+    return digest
+  }
 
   /// True until ``discard()``.
   public var isStaged: Bool { descriptor.isOpen }
@@ -45,7 +59,8 @@ public final class StagedBlob: Sendable {
     descriptor.close { _ in if remove { POSIX.unlink(path) } }
   }
 
-  /// Stages an existing file (a finished resumable upload), hashing it unless digests are given.
+  /// Stages an existing file (a finished resumable upload), hashing its SHA-256 unless given.
+  /// Its MD5 is `knownMD5`, or computed later when asked (``computeMD5()``).
   ///
   /// The file must be on the same filesystem as the store; it is fsync'ed and made read-only.
   /// With `removeOnDiscard`, the name is removed after the commit.
@@ -62,24 +77,18 @@ public final class StagedBlob: Sendable {
       return (size, head)
     }
     var sha = knownSHA256
-    var md = knownMD5
-    if sha == nil || md == nil {
+    if sha == nil {
+      // Only the address is computed here; MD5 only when a caller asks (``computeMD5()``).
       let s = Digest(.sha256)
-      let m = Digest(.md5)
-      let reader = try BlobReader(path: path)
-      try reader.forEachChunk { chunk in
-        s.update(chunk)
-        m.update(chunk)
-      }
+      try BlobReader(path: path).forEachChunk { s.update($0) }
       sha = s.finalize()
-      md = m.finalize()
     }
     try owned.use(path: path) { fd in
       try POSIX.fsync(fd, path: path)
       try POSIX.fchmod(fd, 0o444, path: path)
     }
     return StagedBlob(
-      path: path, descriptor: owned, sha256: sha!, md5: md!, size: size,
+      path: path, descriptor: owned, sha256: sha!, md5: knownMD5, size: size,
       contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: removeOnDiscard)
   }
 }

@@ -97,6 +97,17 @@ enum Migrations {
         (SELECT f.declared_content_type FROM files f WHERE f.id = objects.file_id), 'application/octet-stream')
       WHERE content_type = (SELECT f.content_type FROM files f WHERE f.id = objects.file_id);
     """,
+    // 5: MD5 leaves the upload's critical path. A blob's MD5 (Firebase's `md5Hash`) lives on its
+    // `blobs` row, NULL until known: uploads without a client MD5 commit without one and the
+    // background hasher (`MD5Backfill`) fills it in; the partial index is its work list. Existing
+    // blobs take the MD5 their files recorded. `files.md5` stays as written at upload (empty when
+    // it was not computed); reads take the blob's.
+    """
+    ALTER TABLE blobs ADD COLUMN md5 BLOB CHECK (md5 IS NULL OR length(md5) = 16);
+    UPDATE blobs SET md5 = (
+        SELECT f.md5 FROM files f WHERE f.blob_sha256 = blobs.sha256 AND length(f.md5) = 16 LIMIT 1);
+    CREATE INDEX blobs_without_md5 ON blobs(sha256) WHERE md5 IS NULL;
+    """,
   ]
 
   static func run(on db: Database) throws {

@@ -10,7 +10,9 @@ public struct File: Codable, Sendable, Hashable, Identifiable {
   /// Lower-case hex SHA-256 of the content.
   public let sha256: String
   public let size: Int64
-  /// Lower-case hex MD5 of the content (Firebase's `md5Hash` is its base64 form).
+  /// Lower-case hex MD5 of the content (Firebase's `md5Hash` is its base64 form); empty while
+  /// not known yet (large content is hashed after its commit, see ``MD5Backfill``;
+  /// ``FileStore/withMD5(_:)`` computes it at once).
   public let md5: String
   /// The type libmagic found in the content: the truth the rest of Larder uses.
   public let contentType: String
@@ -33,7 +35,7 @@ public struct File: Codable, Sendable, Hashable, Identifiable {
     self.createdAt = createdAt
   }
 
-  /// Base64 of the MD5 digest, as Firebase reports it.
+  /// Base64 of the MD5 digest, as Firebase reports it; empty while not known.
   public var md5Base64: String {
     Data(Hex.decode(md5) ?? []).base64EncodedString()
   }
@@ -53,10 +55,11 @@ extension File {
       createdAt: row.date("file_created_at") ?? Date(timeIntervalSince1970: 0))
   }
 
-  /// The columns ``init(row:)`` reads, from a `files` table aliased `f`. Aliased, because joined
+  /// The columns ``init(row:)`` reads, from a `files` table aliased `f`; the MD5 is the blob's
+  /// (`files.md5` is only what was known at upload). Aliased, because joined
   /// with `objects` the bare names collide (`content_type`, `created_at`) and the object's would win.
   static let columns = """
-    f.id AS file_id, f.blob_sha256 AS file_sha256, f.size AS file_size, f.md5 AS file_md5, \
+    f.id AS file_id, f.blob_sha256 AS file_sha256, f.size AS file_size, (SELECT b.md5 FROM blobs b WHERE b.sha256 = f.blob_sha256) AS file_md5, \
     f.filename AS file_filename, f.content_type AS file_content_type, \
     f.declared_content_type AS file_declared_content_type, f.created_at AS file_created_at
     """

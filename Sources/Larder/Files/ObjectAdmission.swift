@@ -17,6 +17,14 @@
 /// ```
 public protocol ObjectAdmission: Sendable {
   func admit(_ incoming: IncomingObject, replacing current: StoredObject?) throws
+  /// True when ``admit(_:replacing:)`` reads the MD5 (`file.md5`) of the incoming or current
+  /// content: the store then computes it before the write (MD5 is otherwise not computed on
+  /// the upload path for content over ``FileStore/inlineMD5Limit``, and may not be known yet).
+  var readsMD5: Bool { get }
+}
+
+extension ObjectAdmission {
+  public var readsMD5: Bool { false }
 }
 
 /// The object a write would publish: its name, declared type, committed content and custom metadata.
@@ -25,7 +33,8 @@ public struct IncomingObject: Sendable {
   public var name: String
   /// The type the object will report: what the client declared, else `application/octet-stream`.
   public var contentType: String
-  /// The content as committed: size, sha256, md5 and the sniffed `contentType` (libmagic's finding).
+  /// The content as committed: size, sha256, md5 (empty unless known or ``ObjectAdmission/readsMD5``)
+  /// and the sniffed `contentType` (libmagic's finding).
   public var file: File
   public var metadata: [String: String]
 }

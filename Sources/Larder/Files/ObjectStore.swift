@@ -42,6 +42,12 @@ public struct ObjectStore: Sendable {
   ) throws -> StoredObject {
     let (bucket, name) = (path.bucket, path.name)
     try options.validate()
+    if admission?.readsMD5 == true {
+      // Computed outside the write lock; the current object's is recorded on its blob row, where
+      // the admission step's read inside the write finds it.
+      _ = try staged.computeMD5()
+      if let current = try find(path), current.file.md5.isEmpty { _ = try files.withMD5(current.file) }
+    }
     return try files.commit(staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType) {
       db, file in
       let object = try Self.insert(

@@ -37,7 +37,7 @@ public struct StoredObject: Sendable, Equatable, Codable {
     FirebaseObjectMetadata(
       name: name, bucket: bucket, generation: String(generation), metageneration: String(metageneration),
       contentType: contentType, detectedContentType: detectedContentType, size: String(file.size),
-      md5Hash: file.md5Base64, sha256: file.sha256, timeCreated: Self.timestamp(timeCreated),
+      md5Hash: file.md5.isEmpty ? nil : file.md5Base64, sha256: file.sha256, timeCreated: Self.timestamp(timeCreated),
       updated: Self.timestamp(updated), downloadTokens: includingTokens ? downloadTokens.joined(separator: ",") : nil,
       metadata: metadata.isEmpty ? nil : metadata, cacheControl: cacheControl,
       contentDisposition: contentDisposition, contentEncoding: contentEncoding ?? "identity",
@@ -64,7 +64,9 @@ public struct FirebaseObjectMetadata: Codable, Sendable, Equatable {
   public var contentType: String
   public var detectedContentType: String
   public var size: String
-  public var md5Hash: String
+  /// Absent until known: content over ``FileStore/inlineMD5Limit`` uploaded without a client
+  /// MD5 gets it from the background hasher moments after the commit (``MD5Backfill``).
+  public var md5Hash: String?
   public var sha256: String
   public var timeCreated: String
   public var updated: String

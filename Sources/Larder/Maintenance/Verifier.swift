@@ -102,16 +102,16 @@ public struct Verifier: Sendable {
     var buffer = [UInt8](repeating: 0, count: 256 * 1024)
     var reported: Int64 = 0
     while true {
-      let page: [([UInt8], Int64)] = try catalog.read { db in
-        try db.rows("SELECT sha256, size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT 1000", [cursor])
+      let page: [([UInt8], Int64, [UInt8]?)] = try catalog.read { db in
+        try db.rows("SELECT sha256, size, md5 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT 1000", [cursor])
           .map {
-            ($0.bytes("sha256") ?? [], $0.int("size") ?? 0)
+            ($0.bytes("sha256") ?? [], $0.int("size") ?? 0, $0.bytes("md5"))
           }
       }
       guard let last = page.last else { break }
       cursor = last.0
-      for (sha256, size) in page {
-        try checkBlob(sha256: sha256, size: size, repair: repair, buffer: &buffer, &report)
+      for (sha256, size, md5) in page {
+        try checkBlob(sha256: sha256, size: size, md5: md5, repair: repair, buffer: &buffer, &report)
         report.blobsChecked += 1
         // Throttled: a terminal line per blob would cost more than hashing small blobs.
         if report.blobsChecked % 1000 == 0 || report.bytesHashed - reported >= 64 << 20 {
@@ -130,7 +130,8 @@ public struct Verifier: Sendable {
   }
 
   private func checkBlob(
-    sha256: [UInt8], size: Int64, repair: Bool, buffer: inout [UInt8], _ report: inout VerifyReport
+    sha256: [UInt8], size: Int64, md5: [UInt8]?, repair: Bool, buffer: inout [UInt8],
+    _ report: inout VerifyReport
   ) throws {
     let hex = Hex.encode(sha256)
     let path = blobs.path(forHex: hex)
@@ -145,9 +146,18 @@ public struct Verifier: Sendable {
     } else if Int64(st.st_size) != size {
       problem = (.sizeMismatch, "file has \(st.st_size) bytes, row says \(size)")
     } else {
-      let (actual, hashed) = try hash(path: path, buffer: &buffer)
+      let (actual, actualMD5, hashed) = try hash(path: path, md5: md5 != nil, buffer: &buffer)
       report.bytesHashed += hashed
-      if actual != sha256 { problem = (.hashMismatch, "content hashes to \(Hex.encode(actual))") }
+      if actual != sha256 {
+        problem = (.hashMismatch, "content hashes to \(Hex.encode(actual))")
+      } else if let md5, let actualMD5, md5 != actualMD5 {
+        // The content is right (its address says so); only the recorded MD5 is wrong.
+        let repaired = repair ? try clearMD5(sha256: sha256, recorded: md5) : false
+        report.add(
+          .init(
+            kind: .md5Mismatch, sha256: hex, path: path,
+            detail: "content's MD5 is \(Hex.encode(actualMD5)), row says \(Hex.encode(md5))", repaired: repaired))
+      }
     }
     if let (kind, detail) = problem {
       let repaired = repair ? try quarantine(sha256: sha256, hex: hex, path: path) : false
@@ -165,20 +175,33 @@ public struct Verifier: Sendable {
     }
   }
 
-  /// SHA-256 of a file, streamed through `buffer`; the file is opened without following links.
-  private func hash(path: String, buffer: inout [UInt8]) throws -> ([UInt8], Int64) {
+  /// Forgets a wrong MD5 (only if it is still the one found), so the backfill computes it again.
+  private func clearMD5(sha256: [UInt8], recorded: [UInt8]) throws -> Bool {
+    try catalog.write { db in
+      try db.execute("UPDATE blobs SET md5 = NULL WHERE sha256 = ? AND md5 = ?", [sha256, recorded])
+      return db.changes > 0
+    }
+  }
+
+  /// SHA-256 (and MD5 when `md5`) of a file, streamed through `buffer`; the file is opened
+  /// without following links.
+  private func hash(path: String, md5: Bool, buffer: inout [UInt8]) throws -> ([UInt8], [UInt8]?, Int64) {
     let fd = try POSIX.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
     defer { POSIX.close(fd) }
     let digest = Digest(.sha256)
+    let md5Digest = md5 ? Digest(.md5) : nil
     var offset: Int64 = 0
     while true {
       let n = try buffer.withUnsafeMutableBytes { try POSIX.readFully(fd, into: $0, at: offset, path: path) }
       if n == 0 { break }
-      buffer.withUnsafeBytes { digest.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+      buffer.withUnsafeBytes {
+        digest.update(UnsafeRawBufferPointer(rebasing: $0[0..<n]))
+        md5Digest?.update(UnsafeRawBufferPointer(rebasing: $0[0..<n]))
+      }
       offset += Int64(n)
       if n < buffer.count { break }
     }
-    return (digest.finalize(), offset)
+    return (digest.finalize(), md5Digest?.finalize(), offset)
   }
 
   /// A row without its file: explained by a quarantine, or lost.

@@ -23,6 +23,9 @@ public struct VerifyReport: Codable, Sendable, Equatable {
       case badPermissions = "bad-permissions"
       /// A file under `blobs/` that no row names, or that is not at its address.
       case strayBlobFile = "stray-blob-file"
+      /// The blob's recorded MD5 (`md5Hash`) is not its content's; repair clears it, and the
+      /// MD5 is computed afresh (``MD5Backfill``). A blob whose MD5 is not known yet is not checked.
+      case md5Mismatch = "md5-mismatch"
       /// A `files` row whose size differs from its blob's.
       case fileSizeMismatch = "file-size-mismatch"
       /// A row of `PRAGMA foreign_key_check` (I2).

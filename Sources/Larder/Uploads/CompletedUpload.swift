@@ -33,7 +33,10 @@ public final class CompletedUpload: @unchecked Sendable {
   /// The type libmagic found.
   public var contentType: String { staged.contentType }
   public var sha256Hex: String { staged.sha256Hex }
-  public var md5: [UInt8] { staged.md5 }
+  /// The MD5 of the content, computed (once, reading the file) when first asked: resumable
+  /// uploads do not hash MD5 as bytes arrive. Empty if the file cannot be read; callers that
+  /// must know use `staged.computeMD5()`.
+  public var md5: [UInt8] { (try? staged.computeMD5()) ?? [] }
   /// The object name it will be published under.
   public var name: String { upload.name ?? "" }
   /// The object's options, from the upload's metadata.

@@ -57,7 +57,7 @@ public final class UploadAppend {
     let checksumDigest = checksum.map { Digest($0.algorithm) }
     self.checksumDigest = checksumDigest
     sink = BlockSink(
-      fd: session.fd, path: session.path, sha256: session.sha256?.copy(), md5: session.md5?.copy(),
+      fd: session.fd, path: session.path, sha256: session.sha256?.copy(), md5: nil,
       extra: checksumDigest, at: upload.offset, reserve: store.larder.catalog.reserve)
   }
 
@@ -105,7 +105,6 @@ public final class UploadAppend {
       committed = try store.commitOffset(committed, offset: end, length: length)
       session.offset = end
       session.sha256 = sink.sha256?.copy()
-      session.md5 = sink.md5?.copy()
       lastCheckpoint = now
     } catch {
       abort(keepReceived: false)
@@ -156,7 +155,7 @@ public final class UploadAppend {
       if let length, newOffset == length, !upload.isPartial {
         // Staging fsyncs the file (and hashes it if the session was cold).
         let staged = try StagedBlob.adopting(
-          path: session.path, sha256: sink.sha256?.finalize(), md5: sink.md5?.finalize(), removeOnDiscard: false)
+          path: session.path, sha256: sink.sha256?.finalize(), removeOnDiscard: false)
         guard staged.size == length else { throw UploadError.dataLost(id: upload.id) }
         let done = Upload(
           id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,
@@ -168,7 +167,6 @@ public final class UploadAppend {
       let updated = try store.commitOffset(committed, offset: newOffset, length: length)
       session.offset = newOffset
       session.sha256 = sink.sha256
-      session.md5 = sink.md5
       // A finished partial takes no more bytes: close its file.
       store.release(upload.id, keeping: updated.isComplete ? nil : session)
       return .progress(updated)

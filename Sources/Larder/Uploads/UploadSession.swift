@@ -1,7 +1,7 @@
 import Foundation
 import LarderCrypto
 
-/// The hot state of one upload: its open partial file and, while warm, the digests of its
+/// The hot state of one upload: its open partial file and, while warm, the SHA-256 of its
 /// committed prefix.
 ///
 /// Only the holder of the upload's lease (see ``UploadStore``) touches a session, so it needs
@@ -14,16 +14,15 @@ final class UploadSession: @unchecked Sendable {
   /// The committed offset; the file holds exactly this many acknowledged bytes (and possibly an
   /// unacknowledged tail while an append is in progress).
   var offset: Int64
-  /// Digests of the committed prefix; nil for a session loaded with bytes already in the file.
+  /// SHA-256 of the committed prefix; nil for a session loaded with bytes already in the file.
+  /// (No MD5: it is computed after the upload is committed, see ``MD5Backfill``.)
   var sha256: Digest?
-  var md5: Digest?
 
-  private init(path: String, fd: Int32, offset: Int64, sha256: Digest?, md5: Digest?) {
+  private init(path: String, fd: Int32, offset: Int64, sha256: Digest?) {
     self.path = path
     self.fd = fd
     self.offset = offset
     self.sha256 = sha256
-    self.md5 = md5
   }
 
   deinit { close(fd) }
@@ -53,8 +52,7 @@ final class UploadSession: @unchecked Sendable {
       }
       let fresh = offset == 0
       return UploadSession(
-        path: path, fd: fd, offset: offset, sha256: fresh ? Digest(.sha256) : nil,
-        md5: fresh ? Digest(.md5) : nil)
+        path: path, fd: fd, offset: offset, sha256: fresh ? Digest(.sha256) : nil)
     } catch {
       close(fd)
       throw error

@@ -116,6 +116,13 @@ public struct AccessDecision: Sendable, Equatable {
 /// Every request of the REST and tus APIs passes through one policy.
 public protocol AccessPolicy: Sendable {
   func decide(_ request: AccessRequest) -> AccessDecision
+  /// True when decisions may read `md5Hash`: the server then computes an MD5 not known yet
+  /// before asking (it is computed after the upload otherwise; see `MD5Backfill`).
+  var readsMD5Hash: Bool { get }
+}
+
+extension AccessPolicy {
+  public var readsMD5Hash: Bool { false }
 }
 
 /// Allows everything: only for `larder serve --allow-all`, which says so loudly.

@@ -9,6 +9,7 @@ import Larder
 struct PolicyAdmission: ObjectAdmission {
   let policy: any AccessPolicy
   let identity: Identity?
+  var readsMD5: Bool { policy.readsMD5Hash }
   func admit(_ incoming: IncomingObject, replacing current: StoredObject?) throws {
     let resource = AccessResource(
       bucket: incoming.bucket, name: incoming.name, size: incoming.file.size,

@@ -12,6 +12,9 @@ import Synchronization
 public final class RulesPolicy: AccessPolicy {
   public let file: URL?
   private let rules: Mutex<RuleSet>
+  /// Whether the rules' text mentions `md5Hash` (then MD5s not known yet are computed first).
+  private let mentionsMD5 = Mutex(false)
+  public var readsMD5Hash: Bool { mentionsMD5.withLock { $0 } }
 
   /// Loads and parses the rules file.
   /// - Throws: ``RulesDiagnostics`` with `file:line:col` messages, or a read error.
@@ -19,6 +22,7 @@ public final class RulesPolicy: AccessPolicy {
     self.file = file
     let source = try String(contentsOf: file, encoding: .utf8)
     rules = Mutex(try RuleSet.parse(source, fileName: file.path))
+    mentionsMD5.withLock { $0 = source.contains("md5Hash") }
   }
 
   /// Re-reads the file; returns nil on success, else the diagnostics (the old rules stay).
@@ -29,6 +33,7 @@ public final class RulesPolicy: AccessPolicy {
       let source = try String(contentsOf: file, encoding: .utf8)
       let parsed = try RuleSet.parse(source, fileName: file.path)
       rules.withLock { $0 = parsed }
+      mentionsMD5.withLock { $0 = source.contains("md5Hash") }
       return nil
     } catch {
       return "\(error)"

@@ -47,7 +47,24 @@ public struct ServiceContext: Sendable {
     try authorize(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,
-        identity: identity, resource: existing.map(AccessResource.init), incoming: incoming))
+        identity: identity, resource: existing.map(resource), incoming: incoming))
+  }
+
+  /// `object` as the policy sees it, with its MD5 computed now if the policy reads `md5Hash`
+  /// and it is not known yet (best effort: an unreadable blob leaves it empty).
+  func resource(_ object: StoredObject) -> AccessResource {
+    AccessResource(knowingMD5(object))
+  }
+
+  /// `object` with its MD5 computed now (and recorded) when the policy reads `md5Hash` and it is
+  /// not known yet; as it is otherwise (best effort: an unreadable blob leaves it unknown).
+  func knowingMD5(_ object: StoredObject) -> StoredObject {
+    guard policy.readsMD5Hash, object.file.md5.isEmpty, let file = try? larder.files.withMD5(object.file) else {
+      return object
+    }
+    var known = object
+    known.file = file
+    return known
   }
 
   /// The generation a write must find: the one the policy judged (`seen`), which must also be

@@ -79,7 +79,8 @@ final class FirebaseMultipartSink: HTTPBodySink {
     }
     guard let writer, let path else { throw LarderError.cancelled }
     self.writer = nil
-    return try context.publish(writer, at: path, options: options, identity: identity)
+    // Firebase's answers always carry md5Hash (the SDK reads it), computed after the commit if need be.
+    return try context.publish(writer, at: path, options: options, identity: identity, withMD5: true)
   }
 
   func cancel() {

@@ -238,7 +238,7 @@ struct FirebaseUploads {
       guard let object = try context.larder.objects.find(bucket: upload.bucket, name: upload.name ?? "") else {
         throw UploadError.notFound(id: upload.id)
       }
-      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context, withMD5: true)
       r.headers.set("X-Goog-Upload-Status", "final")
       return .respond(r)
     }
@@ -282,17 +282,21 @@ struct FirebaseUploads {
     case .complete(let completed):
       let resource = FirebaseUploadMetadata.fromUpload(completed.upload.metadata)
       let options = resource.writeOptions(declaredFallback: completed.upload.metadata["contentType"])
-      if let md5 = try resource.expectedMD5(), md5 != completed.md5 {
-        // The content is final and is not what its md5Hash says: the session ends with it.
-        store.reject(completed)
-        throw LarderError.checksumMismatch(
-          algorithm: "md5", expected: Data(md5).base64EncodedString(),
-          actual: Data(completed.md5).base64EncodedString())
+      // The only case a resumable upload's MD5 is computed before the commit: one was given.
+      if let md5 = try resource.expectedMD5() {
+        // A read failure rolls back to the last acknowledged offset (`completed` is dropped).
+        let actual = try completed.staged.computeMD5()
+        if md5 != actual {
+          // The content is final and is not what its md5Hash says: the session ends with it.
+          store.reject(completed)
+          throw LarderError.checksumMismatch(
+            algorithm: "md5", expected: Data(md5).base64EncodedString(), actual: Data(actual).base64EncodedString())
+        }
       }
       // The rules judge the real content inside the write (the admission step); a denial ends the
       // session with it, any other failure rolls back to the last acknowledged offset (resend).
       let object = try store.publish(completed, options: options, admission: context.admission(for: identity))
-      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context)
+      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context, withMD5: true)
       r.headers.set("X-Goog-Upload-Status", "final")
       return r
     }

@@ -44,12 +44,13 @@ final class ObjectUploadSink: HTTPBodySink {
 extension ServiceContext {
   /// Finishes a single-request upload's writer and publishes it at `path`: the policy is asked
   /// again on the real size and detected type, inside the write, about the row it replaces (the
-  /// admission step). Answers the object's metadata.
-  func publish(_ writer: BlobWriter, at path: ObjectPath, options: ObjectWriteOptions, identity: Identity?) throws
-    -> HTTPResponse
-  {
+  /// admission step). Answers the object's metadata (with `md5Hash` even when it is not yet
+  /// known for large content, if `withMD5`).
+  func publish(
+    _ writer: BlobWriter, at path: ObjectPath, options: ObjectWriteOptions, identity: Identity?, withMD5: Bool = false
+  ) throws -> HTTPResponse {
     let staged = try writer.finish()
     let object = try larder.objects.put(path, staged: staged, options: options, admission: admission(for: identity))
-    return ObjectsEndpoint.writeResponse(object, identity: identity, context: self)
+    return ObjectsEndpoint.writeResponse(object, identity: identity, context: self, withMD5: withMD5)
   }
 }

@@ -136,7 +136,7 @@ struct ObjectsEndpoint {
 
   func read(_ request: HTTPRequest, path: ObjectPath, identity: Identity?, media: Bool) throws -> HTTPResponse {
     let (bucket, name) = (path.bucket, path.name)
-    let object = try context.larder.objects.find(path)
+    let object = try context.larder.objects.find(path).map(context.knowingMD5)
     let token = request.queryValue("token").map { Array($0.utf8) }
     let tokenGrants =
       media && token != nil
@@ -144,7 +144,7 @@ struct ObjectsEndpoint {
     if !tokenGrants {
       try context.authorize(
         AccessRequest(
-          operation: .get, bucket: bucket, name: name, identity: identity, resource: object.map(AccessResource.init)))
+          operation: .get, bucket: bucket, name: name, identity: identity, resource: object.map(context.resource)))
     }
     guard let object else { throw LarderError.notFound(bucket: bucket, name: name) }
     guard media else {
@@ -308,7 +308,7 @@ struct ObjectsEndpoint {
     }
     let current = try context.larder.objects.find(path)
     let incoming = current.map { object -> AccessResource in
-      var next = AccessResource(object)
+      var next = context.resource(object)
       if let t = patch.contentType { next.contentType = t ?? "application/octet-stream" }
       if patch.clearMetadata { next.metadata = [:] }
       for (k, v) in patch.metadata ?? [:] { next.metadata[k] = v }
@@ -316,7 +316,7 @@ struct ObjectsEndpoint {
     }
     try context.authorize(
       AccessRequest(
-        operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init),
+        operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(context.resource),
         incoming: incoming))
     // Applied only to the row that was judged (same generation and metageneration), else 412.
     patch.ifGenerationMatch = current?.generation
@@ -345,7 +345,7 @@ struct ObjectsEndpoint {
     let current = try context.larder.objects.find(path)
     try context.authorize(
       AccessRequest(
-        operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(AccessResource.init)))
+        operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(context.resource)))
     guard let current else { throw LarderError.notFound(bucket: bucket, name: name) }
     // Deletes only the row that was judged: if it was replaced meanwhile, 412.
     try context.larder.objects.delete(
@@ -406,11 +406,21 @@ struct ObjectsEndpoint {
   /// An object's metadata as answered to a write (upload, PATCH): `downloadTokens` only for a
   /// caller who may also `get` it. Otherwise a create-only drop box or an update-only rule
   /// (e.g. "may change metadata.likes") would hand out tokens that grant the content.
-  static func writeResponse(_ object: StoredObject, identity: Identity?, context: ServiceContext) -> HTTPResponse {
+  ///
+  /// With `withMD5` (the Firebase upload protocols, whose SDKs hand `md5Hash` to the app as part of
+  /// the finished upload's metadata) an MD5 not known yet is computed now, after the commit (and
+  /// recorded); other answers omit it until the background hasher has it (``MD5Backfill``).
+  static func writeResponse(
+    _ object: StoredObject, identity: Identity?, context: ServiceContext, withMD5: Bool = false
+  ) -> HTTPResponse {
+    var object = context.knowingMD5(object)
+    if withMD5, object.file.md5.isEmpty, let file = try? context.larder.files.withMD5(object.file) {
+      object.file = file
+    }
     let mayGet = context.policy.decide(
       AccessRequest(
         operation: .get, bucket: object.bucket, name: object.name, identity: identity,
-        resource: AccessResource(object))
+        resource: context.resource(object))
     ).allowed
     return .json(object.firebaseMetadata(includingTokens: mayGet))
   }

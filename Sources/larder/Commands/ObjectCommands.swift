@@ -244,7 +244,10 @@ struct StatCommand: Command {
   }
 
   func run() throws {
-    let object = try store.open().objects.get(bucket: bucket, name: name)
+    let larder = try store.open()
+    var object = try larder.objects.get(bucket: bucket, name: name)
+    // `stat` is a caller that wants the MD5 now, also for content whose background hash is pending.
+    object.file = try larder.files.withMD5(object.file)
     let m = object.firebaseMetadata
     if json {
       print(try Output.json(m))
@@ -255,7 +258,7 @@ struct StatCommand: Command {
     print("contentType:   \(m.contentType)")
     print("detectedType:  \(m.detectedContentType)")
     print("sha256:        \(m.sha256)")
-    print("md5Hash:       \(m.md5Hash)")
+    print("md5Hash:       \(m.md5Hash ?? "")")
     print("generation:    \(m.generation)")
     print("metageneration:\(m.metageneration)")
     print("timeCreated:   \(m.timeCreated)")

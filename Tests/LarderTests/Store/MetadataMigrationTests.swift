@@ -20,7 +20,7 @@ import Testing
       try larder.objects.update(bucket: "b", name: "patched", patch: ObjectPatch(contentType: "text/csv"))
     }
     // Back to what version 3 stored: the detected type in `objects.content_type` (a PATCHed type
-    // stays as set), and no encoding or language columns.
+    // stays as set), no encoding or language columns, and no `blobs.md5` (migration 5).
     do {
       let db = try Database(path: directory.appendingPathComponent("larder.sqlite").path)
       try db.executeScript(
@@ -29,6 +29,8 @@ import Testing
           WHERE name IN ('declared', 'undeclared');
         ALTER TABLE objects DROP COLUMN content_encoding;
         ALTER TABLE objects DROP COLUMN content_language;
+        DROP INDEX blobs_without_md5;
+        ALTER TABLE blobs DROP COLUMN md5;
         PRAGMA user_version = 3;
         """)
       #expect(try db.row("SELECT content_type FROM objects WHERE name = 'declared'")?.string("content_type") == "text/plain")
@@ -55,7 +57,7 @@ import Testing
     #expect(updated.firebaseMetadata.contentLanguage == "en")
     #expect(try larder.objects.get(bucket: "b", name: "declared").contentLanguage == "en")
     let version = try larder.catalog.read { try $0.row("PRAGMA user_version")?.int("user_version") }
-    #expect(version == 4)
+    #expect(version == 5)  // and migration 5 ran after 4
   }
 
   @Test func writeOptionsAreValidatedLikeAPatch() throws {

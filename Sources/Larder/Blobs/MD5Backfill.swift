@@ -1,0 +1,136 @@
+import Dispatch
+import Foundation
+import LarderCrypto
+import Synchronization
+
+/// Computes the MD5 of blobs committed without one, after the commit, on one low-priority queue.
+///
+/// MD5 exists for Firebase's `md5Hash` and for clients' `Content-MD5`; hashing it inline cost
+/// about half of an upload's CPU (a tus profile: MD5 46 %, SHA-256 20 %). So uploads verify a
+/// client's MD5 inline only when one is given, small content (≤ ``FileStore/inlineMD5Limit``)
+/// is hashed at commit, and everything else is committed with `blobs.md5` NULL and hashed here.
+///
+/// The work list is the table itself (`blobs.md5 IS NULL`, a partial index), so the work
+/// survives restarts and needs no queue of its own on disk; several processes may hash the same
+/// blob at once and the first `UPDATE … WHERE md5 IS NULL` wins (the others change nothing).
+/// A blob that `gc` removes while it is being hashed is no problem: the open file still reads,
+/// and the update finds no row, so nothing is resurrected. A missing or unreadable file is
+/// skipped for this pass (`verify` reports it).
+public final class MD5Backfill: Sendable {
+  private let catalog: Catalog
+  private let blobs: BlobStore
+  private let queue = DispatchQueue(label: "larder.md5-backfill", qos: .background)
+  /// Between passes, a rescan after this long picks up blobs that other processes committed
+  /// (a CLI `put` that exited before hashing); nil: only ``wake()`` starts a pass.
+  private let rescanInterval: Duration?
+  /// `running`: a pass is scheduled or under way; `again`: woken during it, so scan once more;
+  /// `rescanArmed`: one delayed rescan is pending (never more than one).
+  private let state = Mutex<(running: Bool, again: Bool, rescanArmed: Bool)>((false, false, false))
+
+  init(catalog: Catalog, blobs: BlobStore, rescanInterval: Duration? = nil) {
+    self.catalog = catalog
+    self.blobs = blobs
+    self.rescanInterval = rescanInterval
+  }
+
+  /// Starts a pass over the blobs without an MD5, unless one is under way (it is then rerun once
+  /// it ends, so a blob committed meanwhile is not missed). Returns at once.
+  public func wake() {
+    let start = state.withLock { s -> Bool in
+      if s.running {
+        s.again = true
+        return false
+      }
+      s.running = true
+      return true
+    }
+    guard start else { return }
+    queue.async { [self] in
+      while true {
+        runPass()
+        let more = state.withLock { s -> Bool in
+          if s.again {
+            s.again = false
+            return true
+          }
+          s.running = false
+          return false
+        }
+        if !more { break }
+      }
+      armRescan()
+    }
+  }
+
+  /// Schedules one delayed ``wake()``; it holds the backfill weakly, so a closed store's ends.
+  private func armRescan() {
+    guard let rescanInterval else { return }
+    let arm = state.withLock { s -> Bool in
+      if s.rescanArmed { return false }
+      s.rescanArmed = true
+      return true
+    }
+    guard arm else { return }
+    let c = rescanInterval.components
+    let nanoseconds = Int(c.seconds) * 1_000_000_000 + Int(c.attoseconds / 1_000_000_000)
+    queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
+      guard let self else { return }
+      state.withLock { $0.rescanArmed = false }
+      wake()
+    }
+  }
+
+  /// Whether a pass is scheduled or running (for tests and `larder` status).
+  public var isRunning: Bool { state.withLock { $0.running } }
+
+  /// Blocks until no pass is running (tests; a shutting-down process).
+  public func waitUntilIdle() {
+    while isRunning { queue.sync {} }
+  }
+
+  /// One pass in `sha256` order: a failure skips that blob, so the pass always ends.
+  /// - Returns: how many MD5s it stored.
+  @discardableResult
+  public func runPass() -> Int {
+    var cursor = [UInt8]()
+    var stored = 0
+    while true {
+      let batch: [[UInt8]]
+      do {
+        batch = try catalog.read(snapshot: false) { db in
+          try db.rows(
+            "SELECT sha256 FROM blobs WHERE md5 IS NULL AND sha256 > ? ORDER BY sha256 LIMIT 64", [cursor]
+          ).compactMap { $0.bytes("sha256") }
+        }
+      } catch {
+        return stored
+      }
+      guard let last = batch.last else { return stored }
+      for sha256 in batch {
+        if (try? fill(sha256: sha256)) != nil { stored += 1 }
+      }
+      cursor = last
+    }
+  }
+
+  /// Hashes one blob's file and records its MD5 if the row still has none.
+  /// - Returns: the MD5 (also when the row was deleted meanwhile or another process was first).
+  /// - Throws: an I/O error (the file is missing or unreadable), ``DatabaseError``.
+  /// `beforeRecording` is a test hook, run between hashing and recording.
+  @discardableResult
+  func fill(sha256: [UInt8], beforeRecording: () throws -> Void = {}) throws -> [UInt8] {
+    let md5 = try Self.md5(ofFile: blobs.path(for: sha256))
+    try beforeRecording()
+    try catalog.write(releasingReserve: false) { db in
+      try db.execute("UPDATE blobs SET md5 = ? WHERE sha256 = ? AND md5 IS NULL", [md5, sha256])
+    }
+    return md5
+  }
+
+  /// The MD5 of a file, read in 1 MiB chunks.
+  static func md5(ofFile path: String) throws -> [UInt8] {
+    let digest = Digest(.md5)
+    try BlobReader(path: path).forEachChunk { digest.update($0) }
+    return digest.finalize()
+  }
+}
