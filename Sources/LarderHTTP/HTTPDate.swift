@@ -3,6 +3,57 @@ import Foundation
 /// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), formatted and parsed without shared state.
 public enum HTTPDate {
   public static func format(_ date: Date) -> String {
+    let seconds = date.timeIntervalSince1970.rounded(.down)
+    // Every download sends one (`Last-Modified`): computed here rather than through gmtime_r,
+    // which takes glibc's time-zone lock, and strftime, which reads the locale.
+    guard seconds.isFinite, abs(seconds) < 1e15 else { return formatWithLibc(date) }
+    let t = Int64(seconds)
+    let days = t >= 0 ? t / 86_400 : (t - 86_399) / 86_400
+    let secondOfDay = Int(t - days * 86_400)
+    // Days to civil date (proleptic Gregorian), after Howard Hinnant's `civil_from_days`.
+    let z = days + 719_468
+    let era = (z >= 0 ? z : z - 146_096) / 146_097
+    let dayOfEra = z - era * 146_097
+    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+    let mp = (5 * dayOfYear + 2) / 153
+    let day = Int(dayOfYear - (153 * mp + 2) / 5 + 1)
+    let month = Int(mp < 10 ? mp + 3 : mp - 9)
+    let year = Int(yearOfEra + era * 400 + (month <= 2 ? 1 : 0))
+    guard (1000...9999).contains(year) else { return formatWithLibc(date) }
+    let weekday = Int(((days % 7) + 11) % 7)  // 1970-01-01 was a Thursday (4)
+    return String(unsafeUninitializedCapacity: 29) { out in
+      var i = 0
+      func put(_ byte: UInt8) {
+        out[i] = byte
+        i += 1
+      }
+      func two(_ n: Int) {
+        put(0x30 + UInt8(n / 10))
+        put(0x30 + UInt8(n % 10))
+      }
+      for b in dayNames[weekday].utf8 { put(b) }
+      put(0x2C)
+      put(0x20)
+      two(day)
+      put(0x20)
+      for b in months[month - 1].utf8 { put(b) }
+      put(0x20)
+      two(year / 100)
+      two(year % 100)
+      put(0x20)
+      two(secondOfDay / 3600)
+      put(0x3A)
+      two(secondOfDay / 60 % 60)
+      put(0x3A)
+      two(secondOfDay % 60)
+      for b in " GMT".utf8 { put(b) }
+      return i
+    }
+  }
+
+  /// The libc formatting, for dates outside years 1000–9999 (never sent in practice).
+  static func formatWithLibc(_ date: Date) -> String {
     var t = time_t(date.timeIntervalSince1970.rounded(.down))
     var tm = tm()
     gmtime_r(&t, &tm)
@@ -31,5 +82,6 @@ public enum HTTPDate {
     return Date(timeIntervalSince1970: TimeInterval(timegm(&tm)))
   }
 
+  private static let dayNames = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
   private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 }

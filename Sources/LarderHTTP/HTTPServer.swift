@@ -144,6 +144,7 @@ public final class HTTPServer: Sendable {
       usleep(5_000)
     }
     MHD_stop_daemon(daemon)
+    core.accessLog.flush()
     core.reaper.stop()
     close(fd)
     state.withLock { s in

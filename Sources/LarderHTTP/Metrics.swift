@@ -22,6 +22,12 @@ public final class Metrics: Sendable {
     var counts: [UInt64]  // per bucket, not cumulative; the last is +Inf
     var sum: Double = 0
     var count: UInt64 = 0
+
+    mutating func record(bucket: Int, seconds: Double) {
+      counts[bucket] += 1
+      sum += seconds
+      count += 1
+    }
   }
 
   struct Gauge {
@@ -54,11 +60,9 @@ public final class Metrics: Sendable {
       s.requests[RouteStatus(route: route, status: status), default: 0] += 1
       s.bytesIn[route, default: 0] += bytesIn
       s.bytesOut[route, default: 0] += bytesOut
-      var h = s.durations[route] ?? Histogram(counts: Array(repeating: 0, count: buckets.count + 1))
-      h.counts[bucket] += 1
-      h.sum += seconds
-      h.count += 1
-      s.durations[route] = h
+      // In place: a copy taken out and stored back would copy the bucket array every request.
+      s.durations[route, default: Histogram(counts: Array(repeating: 0, count: buckets.count + 1))]
+        .record(bucket: bucket, seconds: seconds)
     }
   }
 

@@ -10,6 +10,8 @@ import LarderCrypto
 public struct ObjectStore: Sendable {
   let catalog: Catalog
   let files: FileStore
+  /// Rows looked up lately, served while the catalog is unchanged (see ``ObjectCache``).
+  let cache = ObjectCache()
 
   /// The most custom metadata an object may carry, keys and values together.
   public static let maxMetadataBytes = 8 * 1024
@@ -135,7 +137,9 @@ public struct ObjectStore: Sendable {
 
   /// ``find(bucket:name:)`` at a path validated already.
   public func find(_ path: ObjectPath) throws -> StoredObject? {
-    try catalog.read(snapshot: false) { db in try Self.fetch(db: db, bucket: path.bucket, name: path.name) }
+    try catalog.read(snapshot: false) { db in
+      try cache.object(at: path, db: db) { try Self.fetch(db: db, bucket: $0.bucket, name: $0.name) }
+    }
   }
 
   static func fetch(db: Database, bucket: String, name: String) throws -> StoredObject? {

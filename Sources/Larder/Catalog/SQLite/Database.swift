@@ -98,6 +98,21 @@ package final class Database {
     while try s.step() { try body(s.row()) }
   }
 
+  /// `PRAGMA data_version`: it changes whenever another connection, in this process (the
+  /// writer beside these readers) or in another one, has committed to the file since this
+  /// connection last looked; equal values mean nobody else wrote in between.
+  package func dataVersion() throws(DatabaseError) -> Int64 {
+    let s = try statement("PRAGMA data_version")
+    defer { s.reset() }
+    guard try s.step(), case .integer(let version) = s.row()[0] else { return -1 }
+    return version
+  }
+
+  /// The ``dataVersion()`` this connection returned at its last ``ObjectCache`` check; nil
+  /// before the first. Kept on the connection, not keyed by it, so a new connection can never
+  /// inherit a closed one's value.
+  package var lastCheckedDataVersion: Int64?
+
   /// Rows changed by the last INSERT, UPDATE or DELETE.
   package var changes: Int { Int(sqlite3_changes(handle)) }
 

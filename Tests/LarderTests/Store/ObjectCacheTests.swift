@@ -1,0 +1,96 @@
+import Foundation
+@testable import Larder
+import Testing
+
+/// The per-process object cache never serves a row that a commit replaced or removed, whether
+/// the commit came from this store or from a second store (a second process) on the directory.
+@Suite struct ObjectCacheTests {
+  @Test func repeatedLookupsAreServedFromTheCache() throws {
+    let scratch = try StoreScratch()
+    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let put = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
+    #expect(larder.objects.cache.count == 0)
+    let first = try larder.objects.find(bucket: "c", name: "a.bin")
+    #expect(first == put)
+    #expect(larder.objects.cache.count == 1)
+    #expect(try larder.objects.find(bucket: "c", name: "a.bin") == put)
+    #expect(try larder.objects.find(bucket: "c", name: "missing") == nil)
+    #expect(larder.objects.cache.count == 2)
+  }
+
+  @Test func overwriteUpdateAndDeleteInThisStoreAreSeenAtOnce() throws {
+    let scratch = try StoreScratch()
+    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
+    _ = try larder.objects.find(bucket: "c", name: "a.bin")
+
+    let replaced = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("two!".utf8))
+    let afterPut = try #require(try larder.objects.find(bucket: "c", name: "a.bin"))
+    #expect(afterPut == replaced)
+    #expect(try larder.files.data(of: afterPut.file) == Data("two!".utf8))
+
+    let updated = try larder.objects.update(
+      bucket: "c", name: "a.bin", patch: ObjectPatch(cacheControl: "no-store", rotateDownloadToken: true))
+    let afterUpdate = try #require(try larder.objects.find(bucket: "c", name: "a.bin"))
+    #expect(afterUpdate == updated)
+    #expect(afterUpdate.metageneration == 2)
+    #expect(afterUpdate.cacheControl == "no-store")
+    #expect(afterUpdate.downloadTokens != replaced.downloadTokens)
+
+    try larder.objects.delete(bucket: "c", name: "a.bin")
+    #expect(try larder.objects.find(bucket: "c", name: "a.bin") == nil)
+    // An absence is cached too, and a new put ends it.
+    #expect(try larder.objects.find(bucket: "c", name: "a.bin") == nil)
+    let again = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("three".utf8))
+    #expect(try larder.objects.find(bucket: "c", name: "a.bin") == again)
+  }
+
+  @Test func writesThroughASecondStoreOnTheSameDirectoryAreSeenAtOnce() throws {
+    let scratch = try StoreScratch()
+    let directory = scratch.url.appendingPathComponent("data")
+    let first = try Larder(at: directory)
+    let second = try Larder(at: directory)
+    let original = try first.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
+    // Fill the cache of every reader connection the first store may hand out.
+    for _ in 0..<20 { #expect(try first.objects.find(bucket: "c", name: "a.bin") == original) }
+    #expect(first.objects.cache.count == 1)
+
+    let replaced = try second.objects.put(bucket: "c", name: "a.bin", data: Data("two!".utf8))
+    let seen = try #require(try first.objects.find(bucket: "c", name: "a.bin"))
+    #expect(seen == replaced)
+    #expect(seen.generation > original.generation)
+    #expect(try first.files.data(of: seen.file) == Data("two!".utf8))
+
+    let updated = try second.objects.update(bucket: "c", name: "a.bin", patch: ObjectPatch(rotateDownloadToken: true))
+    #expect(try first.objects.find(bucket: "c", name: "a.bin")?.downloadTokens == updated.downloadTokens)
+
+    try second.objects.delete(bucket: "c", name: "a.bin")
+    #expect(try first.objects.find(bucket: "c", name: "a.bin") == nil)
+    #expect(throws: LarderError.notFound(bucket: "c", name: "a.bin")) {
+      try first.objects.get(bucket: "c", name: "a.bin")
+    }
+  }
+
+  @Test func concurrentLookupsNeverSeeAReplacedGenerationAfterTheWriteReturned() async throws {
+    let scratch = try StoreScratch()
+    let directory = scratch.url.appendingPathComponent("data")
+    let reader = try Larder(at: directory)
+    let writer = try Larder(at: directory)
+    var latest = try writer.objects.put(bucket: "c", name: "hot", data: Data("0".utf8)).generation
+    for round in 1...30 {
+      // Readers hammer the name on several connections while the other store replaces it.
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<4 {
+          group.addTask { for _ in 0..<10 { _ = try reader.objects.find(bucket: "c", name: "hot") } }
+        }
+        try await group.waitForAll()
+      }
+      latest = try writer.objects.put(bucket: "c", name: "hot", data: Data("\(round)".utf8)).generation
+      let seen = try await withThrowingTaskGroup(of: Int64?.self) { group in
+        for _ in 0..<4 { group.addTask { try reader.objects.find(bucket: "c", name: "hot")?.generation } }
+        return try await group.reduce(into: [Int64?]()) { $0.append($1) }
+      }
+      #expect(seen == Array(repeating: latest, count: 4), "round \(round)")
+    }
+  }
+}
