@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# tus upload benchmark: 256 MiB in 8 MiB chunks through Larder and through fastapi-tusd under
-# uvicorn, same machine, same run. Prints both times and the ratio.
+# tus upload benchmark: 256 MiB in 8 MiB and in 1 MiB PATCHes (one keep-alive connection) through
+# Larder, tusd 1.13 (the reference tus server, $LARDER_PEERS/tusd/tusd) and fastapi-tusd under
+# uvicorn, interleaved within each of ROUNDS rounds. Prints medians, all runs and the speed ratios;
+# a missing tusd is printed as missing.
 #   Benchmarks/tus/run.sh            (uses the release build; builds it if missing)
-#   LARDER_BIN=path SIZE_MIB=64 Benchmarks/tus/run.sh
+#   LARDER_BIN=path SIZE_MIB=64 CHUNK_MIB=8,1 ROUNDS=3 LARDER_PEERS=dir Benchmarks/tus/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -18,5 +20,12 @@ if [ -z "${LARDER_BIN:-}" ]; then
   [ -x "$LARDER_BIN" ] || swift build -c release --product larder
 fi
 
-exec "$VENV/bin/python" Benchmarks/tus/bench.py --larder "$LARDER_BIN" --size-mib "${SIZE_MIB:-256}" \
-  --chunk-mib "${CHUNK_MIB:-8}" --rounds "${ROUNDS:-2}"
+# Peers: LARDER_PEERS, else ../shared/peers beside the repository, else /work/shared/peers.
+PEERS="${LARDER_PEERS:-}"
+if [ -z "$PEERS" ]; then
+  PEERS=../shared/peers
+  [ -d "$PEERS" ] || PEERS=/work/shared/peers
+fi
+
+exec "$VENV/bin/python" Benchmarks/tus/bench.py --larder "$LARDER_BIN" --tusd "$PEERS/tusd/tusd" \
+  --size-mib "${SIZE_MIB:-256}" --chunk-mib "${CHUNK_MIB:-8,1}" --rounds "${ROUNDS:-3}"
