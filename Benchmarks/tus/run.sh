@@ -20,12 +20,8 @@ if [ -z "${LARDER_BIN:-}" ]; then
   [ -x "$LARDER_BIN" ] || swift build -c release --product larder
 fi
 
-# Peers: LARDER_PEERS, else ../shared/peers beside the repository, else /work/shared/peers.
-PEERS="${LARDER_PEERS:-}"
-if [ -z "$PEERS" ]; then
-  PEERS=../shared/peers
-  [ -d "$PEERS" ] || PEERS=/work/shared/peers
-fi
+# Peers: LARDER_PEERS, else ../shared/peers beside the repository (a missing peer is reported).
+PEERS="${LARDER_PEERS:-../shared/peers}"
 
 exec "$VENV/bin/python" Benchmarks/tus/bench.py --larder "$LARDER_BIN" --tusd "$PEERS/tusd/tusd" \
   --size-mib "${SIZE_MIB:-256}" --chunk-mib "${CHUNK_MIB:-8,1}" --rounds "${ROUNDS:-3}"
