@@ -26,6 +26,8 @@ public final class MD5Backfill: Sendable {
   /// `running`: a pass is scheduled or under way; `again`: woken during it, so scan once more;
   /// `rescanArmed`: one delayed rescan is pending (never more than one).
   private let state = Mutex<(running: Bool, again: Bool, rescanArmed: Bool)>((false, false, false))
+  /// Set by ``stop()``: no pass starts, and a running one ends after the blob it is on.
+  private let stopped = Atomic<Bool>(false)
 
   init(catalog: Catalog, blobs: BlobStore, rescanInterval: Duration? = nil) {
     self.catalog = catalog
@@ -36,6 +38,7 @@ public final class MD5Backfill: Sendable {
   /// Starts a pass over the blobs without an MD5, unless one is under way (it is then rerun once
   /// it ends, so a blob committed meanwhile is not missed). Returns at once.
   public func wake() {
+    guard !stopped.load(ordering: .relaxed) else { return }
     let start = state.withLock { s -> Bool in
       if s.running {
         s.again = true
@@ -80,6 +83,14 @@ public final class MD5Backfill: Sendable {
     }
   }
 
+  /// Ends the work for good and waits for the blob being hashed, if any: call it before the
+  /// process exits. A pass still hashing when `exit` runs would call OpenSSL while its atexit
+  /// cleanup tears it down (seen as a SIGSEGV at the end of a `larder gc` over a million blobs).
+  public func stop() {
+    stopped.store(true, ordering: .relaxed)
+    queue.sync {}
+  }
+
   /// Whether a pass is scheduled or running (for tests and `larder` status).
   public var isRunning: Bool { state.withLock { $0.running } }
 
@@ -107,6 +118,7 @@ public final class MD5Backfill: Sendable {
       }
       guard let last = batch.last else { return stored }
       for sha256 in batch {
+        if stopped.load(ordering: .relaxed) { return stored }
         if (try? fill(sha256: sha256)) != nil { stored += 1 }
       }
       cursor = last

@@ -18,5 +18,10 @@ struct StoreOptions: OptionGroup {
     data = try DataOptions(arguments)
   }
 
-  func open() throws -> Larder { try Larder(at: data.directory) }
+  /// The store, without the background MD5 worker: a command that exits right after its work
+  /// must not leave a pass hashing (blobs it commits without an MD5 are filled by a running
+  /// server's worker, or on demand).
+  func open() throws -> Larder {
+    try Larder(at: data.directory, configuration: .init(backgroundMD5: false))
+  }
 }

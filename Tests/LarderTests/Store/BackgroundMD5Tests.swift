@@ -49,6 +49,30 @@ import Testing
     #expect(backfill.runPass() == 0)
   }
 
+  /// A process must be able to end the worker before it exits (OpenSSL's atexit cleanup would
+  /// otherwise pull the digest out from under a running pass): after `stop()` nothing runs, and
+  /// nothing starts again.
+  @Test func stopEndsTheWorkAndNoPassStartsAfterIt() throws {
+    let dir = ScratchDirectory("md5-stop")
+    var shas: [String] = []
+    do {
+      let larder = try Larder(at: dir.url, configuration: .init(backgroundMD5: false))
+      for i in 0..<3 {
+        shas.append(try larder.objects.put(bucket: "b", name: "big\(i)", data: Data(Self.large + [UInt8(i)])).file.sha256)
+      }
+    }
+    let larder = try Larder(at: dir.url)
+    let backfill = try #require(larder.files.md5Backfill)
+    backfill.stop()
+    #expect(!backfill.isRunning)
+    let filledAtStop = try shas.filter { try Self.rowMD5(larder, $0) != .some(nil) }.count
+    backfill.wake()
+    _ = try larder.objects.put(bucket: "b", name: "more", data: Data(Self.large + [9]))
+    usleep(200_000)
+    #expect(!backfill.isRunning)
+    #expect(try shas.filter { try Self.rowMD5(larder, $0) != .some(nil) }.count == filledAtStop)
+  }
+
   static func waitForRow(_ larder: Larder, _ sha: String) throws {
     let deadline = Date().addingTimeInterval(30)
     while try rowMD5(larder, sha) == .some(nil), Date() < deadline { usleep(20_000) }
