@@ -41,9 +41,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_larder(binary, data_dir):
-    proc = subprocess.Popen([binary, "serve", "--data", data_dir, "--port", "0", "--allow-all", "--access-log", "off"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def listening_url(proc, name):
+    """The URL in the first stdout line saying 'listening on http://…' (60 s), else exit."""
     line, deadline = b"", time.monotonic() + 60
     while time.monotonic() < deadline:
         if select.select([proc.stdout], [], [], 0.5)[0]:
@@ -53,12 +52,18 @@ def start_larder(binary, data_dir):
             if b == b"\n":
                 text = line.decode(errors="replace").strip()
                 line = b""
-                if text.startswith("listening on http://"):
-                    return proc, f"{text.split('listening on ', 1)[1].rstrip('/')}/v0/b/bench/uploads"
+                if "listening on http://" in text:
+                    return text.split("listening on ", 1)[1].strip().rstrip("/")
             else:
                 line += b
     proc.kill()
-    sys.exit("larder serve did not start")
+    sys.exit(f"{name} did not start")
+
+
+def start_larder(binary, data_dir):
+    proc = subprocess.Popen([binary, "serve", "--data", data_dir, "--port", "0", "--allow-all", "--access-log", "off"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return proc, f"{listening_url(proc, 'larder serve')}/v0/b/bench/uploads"
 
 
 def start_fastapi(workdir, store):
@@ -85,21 +90,7 @@ def start_fastapi(workdir, store):
 def start_tusd(binary, store):
     proc = subprocess.Popen([binary, "-host", "127.0.0.1", "-port", "0", "-upload-dir", store],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    line, deadline = b"", time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if select.select([proc.stdout], [], [], 0.5)[0]:
-            b = os.read(proc.stdout.fileno(), 1)
-            if not b:
-                break
-            if b == b"\n":
-                text = line.decode(errors="replace").strip()
-                line = b""
-                if "listening on http://" in text:
-                    return proc, text.split("listening on ", 1)[1].strip()
-            else:
-                line += b
-    proc.kill()
-    sys.exit("tusd did not start")
+    return proc, listening_url(proc, "tusd") + "/"
 
 
 def sha256_file(path):

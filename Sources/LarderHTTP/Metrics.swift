@@ -30,10 +30,11 @@ public final class Metrics: Sendable {
     }
   }
 
-  struct Gauge {
-    let name: String
-    let help: String
-    let value: @Sendable () -> Double
+  /// Gauges read together: one `values()` call per render gives all of them (one store query
+  /// for several figures).
+  struct GaugeGroup {
+    let gauges: [(name: String, help: String)]
+    let values: @Sendable () -> [Double]
   }
 
   struct State {
@@ -41,7 +42,7 @@ public final class Metrics: Sendable {
     var bytesIn: [String: Int64] = [:]
     var bytesOut: [String: Int64] = [:]
     var durations: [String: Histogram] = [:]
-    var gauges: [Gauge] = []
+    var gauges: [GaugeGroup] = []
   }
 
   public let namespace: String
@@ -69,9 +70,18 @@ public final class Metrics: Sendable {
   /// Registers a gauge read at every render (e.g. stored objects, blob bytes). A second
   /// registration of the same name replaces the first.
   public func registerGauge(_ name: String, help: String, _ value: @escaping @Sendable () -> Double) {
+    registerGauges([(name, help)]) { [value()] }
+  }
+
+  /// Registers gauges whose values come from one read per render, in the order of `gauges`
+  /// (e.g. several counts from one store snapshot). A name registered again leaves its old group.
+  public func registerGauges(
+    _ gauges: [(name: String, help: String)], _ values: @escaping @Sendable () -> [Double]
+  ) {
+    let names = Set(gauges.map(\.name))
     state.withLock { s in
-      s.gauges.removeAll { $0.name == name }
-      s.gauges.append(Gauge(name: name, help: help, value: value))
+      s.gauges.removeAll { group in group.gauges.contains { names.contains($0.name) } }
+      s.gauges.append(GaugeGroup(gauges: gauges, values: values))
     }
   }
 
@@ -116,8 +126,13 @@ public final class Metrics: Sendable {
       out += "\(p)_http_request_duration_seconds_sum{route=\(l)} \(Self.number(h.sum))\n"
       out += "\(p)_http_request_duration_seconds_count{route=\(l)} \(h.count)\n"
     }
-    for g in s.gauges.sorted(by: { $0.name < $1.name }) {
-      out += "# HELP \(g.name) \(g.help)\n# TYPE \(g.name) gauge\n\(g.name) \(Self.number(g.value()))\n"
+    var gauges: [(name: String, help: String, value: Double)] = []
+    for group in s.gauges {
+      let values = group.values()
+      for (i, g) in group.gauges.enumerated() { gauges.append((g.name, g.help, i < values.count ? values[i] : 0)) }
+    }
+    for g in gauges.sorted(by: { $0.name < $1.name }) {
+      out += "# HELP \(g.name) \(g.help)\n# TYPE \(g.name) gauge\n\(g.name) \(Self.number(g.value))\n"
     }
     return out
   }

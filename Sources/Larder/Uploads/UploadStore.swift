@@ -37,6 +37,10 @@ public final class UploadStore: Sendable {
   /// Why recent background concatenations failed (their rows are gone), for the client's next
   /// look; bounded, oldest forgotten first.
   private let failures = Mutex<[(id: String, owner: String?, error: any Error)]>([])
+  /// Final uploads whose background concatenation has not yet recorded its outcome. A refusal
+  /// at publish releases the final's lease before the thread can remember the error, so the
+  /// lease alone would let a HEAD in between see "not running" and answer 410.
+  private let concatenating = Mutex<Set<String>>([])
   static let maxRememberedFailures = 256
 
   private struct Slot {
@@ -492,12 +496,15 @@ public final class UploadStore: Sendable {
     publish: @escaping @Sendable (CompletedUpload) throws -> Void
   ) -> Result<Void, any Error>? {
     let outcome = Outcome()
+    let id = concatenation.upload.id
+    concatenating.withLock { _ = $0.insert(id) }
     // A thread of its own, not a Dispatch queue: Dispatch's width for non-overcommit queues is
     // the core count, and one busy with other blocking work would delay a small
     // concatenation past `wait`. Concatenations are rare; each holds its final's lease.
     let thread = Thread {
       let result = Result { try publish(try self.copy(concatenation)) }
       if case .failure(let error) = result { self.remember(concatenation.upload, error) }
+      self.concatenating.withLock { _ = $0.remove(id) }
       outcome.set(result)
     }
     thread.name = "larder-concatenation"
@@ -522,7 +529,7 @@ public final class UploadStore: Sendable {
   /// Whether this final upload's concatenation is running in this process. A final upload not
   /// completed and not running was interrupted (the process stopped): its bytes were never made.
   public func isConcatenating(_ id: String) -> Bool {
-    slots.withLock { $0[id]?.busy == true }
+    concatenating.withLock { $0.contains(id) } || slots.withLock { $0[id]?.busy == true }
   }
 
   private func remember(_ upload: Upload, _ error: any Error) {

@@ -84,11 +84,10 @@ public final class LarderService: Sendable {
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
       uploadExpiry: options.uploadExpiry, logger: options.logger)
     let metrics = Metrics()
-    metrics.registerGauge("larder_objects", help: "Objects stored.") {
-      Double((try? larder.statistics().objectCount) ?? 0)
-    }
-    metrics.registerGauge("larder_blob_bytes", help: "Bytes of distinct content stored.") {
-      Double((try? larder.statistics().blobBytes) ?? 0)
+    // One store snapshot per scrape for both figures.
+    metrics.registerGauges([("larder_objects", "Objects stored."), ("larder_blob_bytes", "Bytes of distinct content stored.")]) {
+      guard let statistics = try? larder.statistics() else { return [0, 0] }
+      return [Double(statistics.objectCount), Double(statistics.blobBytes)]
     }
     var http = options.http
     // The limit is on content: a Firebase multipart body wraps it in up to this much more.

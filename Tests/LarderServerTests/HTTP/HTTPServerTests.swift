@@ -287,6 +287,25 @@ import Testing
     #expect(events.read().finishes == 0)
   }
 
+  /// Gauges registered together are read once per render (the server's two store figures come
+  /// from one snapshot), each under its own name; registering a name again replaces its group.
+  @Test func aGaugeGroupIsReadOncePerRender() {
+    let metrics = Metrics()
+    let reads = Mutex(0)
+    metrics.registerGauges([("larder_b", "B."), ("larder_a", "A.")]) {
+      reads.withLock { $0 += 1 }
+      return [2, 1]
+    }
+    let text = metrics.renderPrometheus()
+    #expect(reads.withLock { $0 } == 1)
+    #expect(text.contains("# HELP larder_a A.\n# TYPE larder_a gauge\nlarder_a 1\n# HELP larder_b B.\n# TYPE larder_b gauge\nlarder_b 2\n"))
+    metrics.registerGauge("larder_a", help: "A again.") { 7 }
+    let again = metrics.renderPrometheus()
+    #expect(reads.withLock { $0 } == 1)
+    #expect(again.contains("larder_a 7\n"))
+    #expect(!again.contains("larder_b"))
+  }
+
   @Test func metricsAreRenderedInPrometheusFormat() throws {
     let metrics = Metrics()
     metrics.registerGauge("larder_objects", help: "Stored objects.") { 42 }
