@@ -11,6 +11,7 @@ let package = Package(
     .library(name: "LarderRules", targets: ["LarderRules"]),
     .library(name: "LarderAuth", targets: ["LarderAuth"]),
     .library(name: "LarderClient", targets: ["LarderClient"]),
+    .library(name: "LarderS3", targets: ["LarderS3"]),
     .executable(name: "larder", targets: ["larder"]),
   ],
   targets: [
@@ -23,6 +24,8 @@ let package = Package(
       name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(
       name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+    .systemLibrary(
+      name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     // RE2 is C++: a tiny C shim around it.
     .target(
       name: "CRE2",
@@ -50,6 +53,9 @@ let package = Package(
     // and an in-process driver for HTTP handlers (no socket).
     .target(name: "LarderTestSupport", dependencies: ["LarderHTTP"]),
 
+    // S3-compatible blob storage over libcurl (which signs requests itself); CCurl stays inside.
+    .target(name: "LarderS3", dependencies: ["CCurl", "LarderCrypto"]),
+
     // The Swift client: Foundation only, it stands alone.
     .target(name: "LarderClient"),
 
@@ -65,5 +71,6 @@ let package = Package(
       ]),
     .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder"]),
     .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderTestSupport"]),
+    .testTarget(name: "LarderS3Tests", dependencies: ["LarderS3", "LarderCrypto", "LarderTestSupport"]),
   ]
 )

@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 PACKAGES=(pkg-config libsqlite3-dev libmagic-dev libmagic-mgc libssl-dev libmicrohttpd-dev libre2-dev
           openssl curl python3-venv
           nodejs chromium)  # the real Firebase JS SDK runs in node and headless Chromium (interop tests)
+# The S3 blob backend: libcurl, and OpenStack Swift with its S3 API for the tests on loopback
+# (scripts/swift-s3.sh). Never python3-swiftclient: its `swift` command shadows the Swift compiler.
+PACKAGES+=(libcurl4-openssl-dev swift-proxy swift-account swift-container swift-object memcached)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
