@@ -37,7 +37,7 @@ let package = Package(
 
     // One Swift wrapper per C library.
     .target(name: "LarderCrypto", dependencies: ["CCrypto"]),
-    .target(name: "Larder", dependencies: ["CSQLite", "CMagic", "LarderCrypto", "LarderLogging"]),
+    .target(name: "Larder", dependencies: ["CSQLite", "CMagic", "LarderCrypto", "LarderLogging", "LarderS3"]),
     .target(name: "LarderRules", dependencies: ["CRE2"]),
     .target(name: "LarderAuth", dependencies: ["LarderCrypto"]),
     // The HTTP layer (libmicrohttpd, requests, responses, router, metrics, access log): it
@@ -71,6 +71,6 @@ let package = Package(
       ]),
     .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder"]),
     .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderTestSupport"]),
-    .testTarget(name: "LarderS3Tests", dependencies: ["LarderS3", "LarderCrypto", "LarderTestSupport"]),
+    .testTarget(name: "LarderS3Tests", dependencies: ["LarderS3", "Larder", "LarderCrypto", "LarderTestSupport"]),
   ]
 )

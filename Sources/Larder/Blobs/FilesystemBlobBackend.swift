@@ -1,0 +1,47 @@
+import Foundation
+
+/// Blobs as read-only files under the data directory's `blobs/sha256/ab/cd/`: today's
+/// ``BlobStore`` seen through ``BlobBackend``, with the same behaviour (a hard link of the
+/// staged file, fsync'ed directories; downloads may still take the descriptor for `sendfile`
+/// through ``BlobStore/open(sha256:)``).
+public struct FilesystemBlobBackend: BlobBackend {
+  public let store: BlobStore
+
+  public init(store: BlobStore) { self.store = store }
+
+  public var location: String { store.blobsDirectory.path }
+
+  /// A link: cheap, and it belongs under the write lock with the dedupe decision.
+  public var publishesInsideTransaction: Bool { true }
+
+  /// Links the staged file into place (``BlobStore/place(_:)``). As there, call it under the
+  /// catalog's write lock after finding no `blobs` row: a file already at the address is then
+  /// a crash's leftover and is replaced by the verified copy.
+  public func publish(_ staged: StagedBlob) throws {
+    _ = try store.place(staged)
+  }
+
+  public func storedSize(ofBlob hex: String) throws -> Int64? {
+    BlobTreeWalker.sizeAndModified(of: store.path(forHex: hex))?.size
+  }
+
+  public func read(blob hex: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    let reader = try BlobReader(path: store.path(forHex: hex))
+    let range = range.map { max(0, $0.lowerBound)..<min($0.upperBound, reader.size) }
+    try reader.forEachChunk(in: range, chunkSize: 256 << 10, body)
+  }
+
+  public func remove(blob hex: String) throws {
+    let path = store.path(forHex: hex)
+    guard POSIX.unlink(path) || errno == ENOENT else { throw LarderError.posix("unlink", path) }
+  }
+
+  public func forEachStoredBlob(_ body: (_ hex: String, _ size: Int64) throws -> Void) throws {
+    try BlobTreeWalker(root: store.blobsDirectory.path).forEachLeaf { entries in
+      for case .blob(let hex, let path) in entries {
+        guard let size = BlobTreeWalker.sizeAndModified(of: path)?.size else { continue }  // just collected
+        try body(hex, size)
+      }
+    }
+  }
+}
