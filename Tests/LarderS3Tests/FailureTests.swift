@@ -4,9 +4,8 @@ import Testing
 
 @testable import LarderS3
 
-/// What callers see when the store cannot be reached or refuses them.
-@Suite(.enabled(if: LoopbackS3.isAvailable))
-struct FailureTests {
+/// What callers see when the store cannot be reached or does not answer: no engine needed.
+struct ConnectionFailureTests {
   @Test func unreachableEndpointIsATransientErrorAtOnce() throws {
     // Port 1 on loopback: nothing listens, the connection is refused immediately.
     let client = S3Client(
@@ -22,6 +21,34 @@ struct FailureTests {
     #expect(ContinuousClock.now - started < .seconds(3))
   }
 
+  @Test func silentServerIsATransientTimeout() throws {
+    // A socket that listens but never accepts: the connection completes in the kernel's
+    // backlog, the request goes out, and no answer ever comes.
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(listener) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+    }
+    #expect(bound && listen(listener, 8) == 0)
+    var tuning = S3Client.Tuning()
+    tuning.stallTimeoutSeconds = 1
+    tuning.attempts = 1
+    let client = S3Client(
+      configuration: S3Configuration(bucket: "larder-test", endpoint: "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"),
+      credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), tuning: tuning)
+    let error = #expect(throws: S3Error.self) { try client.head("sha256/00/00/x") }
+    #expect(error?.kind == .timeout)
+    #expect(error?.isTransient == true)
+  }
+}
+
+/// What callers see when the store refuses them.
+@Suite(.enabled(if: LoopbackS3.isAvailable))
+struct RefusalTests {
   @Test func wrongSecretIsATyped403() throws {
     let engine = try LoopbackS3.engine()
     let s3 = try S3Fixture(credentials: S3Credentials(accessKeyID: engine.accessKeyID, secretAccessKey: "wrong"))

@@ -1,5 +1,6 @@
 import Foundation
 import LarderTestSupport
+import Synchronization
 import Testing
 
 @testable import LarderS3
@@ -98,6 +99,29 @@ struct ObjectRoundTripTests {
     try s3.client.delete(key)
     try s3.client.delete(key)
     #expect(try s3.client.head(key) == nil)
+  }
+
+  @Test func oneClientServesManyThreadsAtOnce() throws {
+    let s3 = try S3Fixture()
+    defer { s3.cleanUp() }
+    let results = Mutex<[Int: [UInt8]]>([:])
+    let failures = Mutex<[String]>([])
+    DispatchQueue.concurrentPerform(iterations: 16) { i in
+      do {
+        let bytes = [UInt8](repeating: UInt8(i), count: 1000 + i)
+        try s3.client.put(.bytes(bytes), key: s3.key("parallel-\(i)"))
+        let back = try s3.download(s3.key("parallel-\(i)")).bytes
+        results.withLock { $0[i] = back }
+      } catch {
+        failures.withLock { $0.append("\(i): \(error)") }
+      }
+    }
+    #expect(failures.withLock { $0 } == [])
+    let collected = results.withLock { $0 }
+    for i in 0..<16 { #expect(collected[i] == [UInt8](repeating: UInt8(i), count: 1000 + i)) }
+    var listed = 0
+    try s3.client.list(prefix: s3.key("parallel-"), pageSize: 5) { _ in listed += 1 }
+    #expect(listed == 16)
   }
 
   @Test func keysNeedingEncodingRoundTrip() throws {
