@@ -7,7 +7,8 @@
 #
 # The proxy answers on http://127.0.0.1:PORT (path-style, region us-east-1, access key
 # `test:tester`, secret `testing`); account, container and object servers take PORT+1..PORT+3,
-# memcached PORT+4. Everything lives under DIR (wiped at start); PIDs go to DIR/run/*.pid and
+# memcached PORT+4. Exit status 4: a port was taken (pick another range; best below the
+# kernel's ephemeral range, /proc/sys/net/ipv4/ip_local_port_range). Everything lives under DIR (wiped at start); PIDs go to DIR/run/*.pid and
 # `stop` ends exactly those processes. Each BUCKET is created after start.
 #
 # When SWIFT_S3_OWNER_PID is set, a watchdog stops the engine once that process is gone, so a
@@ -55,7 +56,7 @@ start_engine() {
   rm -rf "$dir"; mkdir -p "$dir"/{etc,node/d1,run,log}
 
   conf() {  # name port pipeline
-    printf '[DEFAULT]\nbind_ip = 127.0.0.1\nbind_port = %s\nworkers = 0\nuser = %s\nswift_dir = %s/etc\ndevices = %s/node\nmount_check = false\nlog_level = WARNING\n[pipeline:main]\npipeline = %s\n' \
+    printf '[DEFAULT]\nbind_ip = 127.0.0.1\nbind_port = %s\nworkers = 0\nuser = %s\nswift_dir = %s/etc\ndevices = %s/node\nmount_check = false\nlog_level = WARNING\nbind_timeout = 2\n[pipeline:main]\npipeline = %s\n' \
       "$2" "$me" "$dir" "$dir" "$3" > "$dir/etc/$1-server.conf"
   }
   conf account $((port+1)) account-server;     printf '[app:account-server]\nuse = egg:swift#account\n' >> "$dir/etc/account-server.conf"
@@ -116,7 +117,10 @@ PY
     sleep 0.1
   done
   if [ -z "$ok" ]; then
-    echo "swift-s3: swift did not start" >&2; tail -n 20 "$dir"/log/*.log >&2; stop_engine "$dir"; exit 1
+    echo "swift-s3: swift did not start" >&2; tail -n 20 "$dir"/log/*.log >&2; stop_engine "$dir"
+    # A port taken between the check and the bind (a client's ephemeral port): try another.
+    if grep -qs "Could not bind" "$dir"/log/*.log; then exit 4; fi
+    exit 1
   fi
 
   # Buckets through Swift's native API (tempauth token), so no S3 signing is needed here.

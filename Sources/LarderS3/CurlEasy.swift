@@ -89,7 +89,8 @@ final class CurlEasy: @unchecked Sendable {
     if case .file(let path, _, _) = exchange.body {
       transfer.fd = open(path, O_RDONLY | O_CLOEXEC)
       if transfer.fd < 0 {
-        throw CurlFailure(kind: .transport, code: 0, message: "open \(path): \(String(cString: strerror(errno)))")
+        throw CurlFailure(
+          kind: .transport, code: 0, message: "open \(path): \(String(cString: strerror(errno)))")
       }
     }
     var headerList: UnsafeMutablePointer<curl_slist>? = nil

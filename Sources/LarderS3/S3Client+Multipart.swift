@@ -31,7 +31,8 @@ extension S3Client {
   {
     let hash = try sha256Hex ?? Self.sha256Hex(of: body, operation: "UploadPart", key: key)
     let response = try request(
-      "PUT", operation: "UploadPart", key: key, query: [("partNumber", String(number)), ("uploadId", uploadID)],
+      "PUT", operation: "UploadPart", key: key,
+      query: [("partNumber", String(number)), ("uploadId", uploadID)],
       body: body, payloadHash: hash, retried: true)
     guard let etag = response.headers["etag"]?.unquoted, !etag.isEmpty else {
       throw S3Error(.invalidResponse, operation: "UploadPart", key: key, detail: "no ETag for part \(number)")

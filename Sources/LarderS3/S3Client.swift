@@ -64,7 +64,8 @@ public final class S3Client: Sendable {
   public func putFile(atPath path: String, key: String, sha256Hex: String) throws -> String {
     var info = stat()
     guard stat(path, &info) == 0 else {
-      throw S3Error(.local, operation: "PutObject", key: key, detail: "stat \(path): \(String(cString: strerror(errno)))")
+      throw S3Error(
+        .local, operation: "PutObject", key: key, detail: "stat \(path): \(String(cString: strerror(errno)))")
     }
     let size = Int64(info.st_size)
     if size <= tuning.multipartThreshold {
@@ -78,7 +79,8 @@ public final class S3Client: Sendable {
         let length = min(tuning.partSize, size - offset)
         parts.append(
           try uploadPart(
-            key: key, uploadID: uploadID, number: parts.count + 1, body: .file(path: path, offset: offset, length: length)))
+            key: key, uploadID: uploadID, number: parts.count + 1,
+            body: .file(path: path, offset: offset, length: length)))
         offset += length
       }
       return try completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
@@ -97,7 +99,8 @@ public final class S3Client: Sendable {
   public func put(_ body: S3Body, key: String, sha256Hex: String? = nil) throws -> String {
     let hash = try sha256Hex ?? Self.sha256Hex(of: body, operation: "PutObject", key: key)
     let response = try request(
-      "PUT", operation: "PutObject", key: key, headers: ["Content-Type: application/octet-stream"], body: body,
+      "PUT", operation: "PutObject", key: key, headers: ["Content-Type: application/octet-stream"],
+      body: body,
       payloadHash: hash, retried: true)
     return response.headers["etag"]?.unquoted ?? ""
   }
@@ -159,11 +162,13 @@ public final class S3Client: Sendable {
     var query = [("list-type", "2"), ("max-keys", String(maxKeys)), ("prefix", prefix)]
     if let continuationToken { query.append(("continuation-token", continuationToken)) }
     let response = try request("GET", operation: "ListObjectsV2", key: nil, query: query, retried: true)
-    let root = try Self.document(response, operation: "ListObjectsV2", key: prefix, expecting: "ListBucketResult")
+    let root = try Self.document(
+      response, operation: "ListObjectsV2", key: prefix, expecting: "ListBucketResult")
     var objects: [S3ObjectSummary] = []
     for entry in root.children("Contents") {
       guard let key = entry["Key"], let size = entry["Size"].flatMap(Int64.init) else {
-        throw S3Error(.invalidResponse, operation: "ListObjectsV2", key: prefix, detail: "an entry lacks Key or Size")
+        throw S3Error(
+          .invalidResponse, operation: "ListObjectsV2", key: prefix, detail: "an entry lacks Key or Size")
       }
       objects.append(S3ObjectSummary(key: key, size: size, etag: entry["ETag"]?.unquoted ?? ""))
     }
@@ -171,7 +176,8 @@ public final class S3Client: Sendable {
     let next = root["NextContinuationToken"].flatMap { $0.isEmpty ? nil : $0 }
     if truncated && next == nil {
       throw S3Error(
-        .invalidResponse, operation: "ListObjectsV2", key: prefix, detail: "truncated without NextContinuationToken")
+        .invalidResponse, operation: "ListObjectsV2", key: prefix,
+        detail: "truncated without NextContinuationToken")
     }
     return S3ListPage(objects: objects, continuationToken: truncated ? next : nil)
   }
@@ -180,7 +186,8 @@ public final class S3Client: Sendable {
   /// bounded however large the bucket.
   ///
   /// - Throws: ``S3Error``, or what `each` threw.
-  public func list(prefix: String = "", pageSize: Int = 1000, _ each: (S3ObjectSummary) throws -> Void) throws {
+  public func list(prefix: String = "", pageSize: Int = 1000, _ each: (S3ObjectSummary) throws -> Void) throws
+  {
     var token: String? = nil
     repeat {
       let page = try listPage(prefix: prefix, continuationToken: token, maxKeys: pageSize)
@@ -239,7 +246,8 @@ public final class S3Client: Sendable {
     guard (200..<300).contains(response.status) else {
       let error = S3XMLElement.parse(response.body)
       throw S3Error(
-        .http(status: response.status, code: error?["Code"], message: error?["Message"]), operation: operation,
+        .http(status: response.status, code: error?["Code"], message: error?["Message"]),
+        operation: operation,
         key: key)
     }
     return response
@@ -255,10 +263,13 @@ public final class S3Client: Sendable {
     }
     if root.name == "Error" {
       throw S3Error(
-        .http(status: response.status, code: root["Code"], message: root["Message"]), operation: operation, key: key)
+        .http(status: response.status, code: root["Code"], message: root["Message"]), operation: operation,
+        key: key)
     }
     guard root.name == expecting else {
-      throw S3Error(.invalidResponse, operation: operation, key: key, detail: "expected <\(expecting)>, got <\(root.name)>")
+      throw S3Error(
+        .invalidResponse, operation: operation, key: key,
+        detail: "expected <\(expecting)>, got <\(root.name)>")
     }
     return root
   }
@@ -278,7 +289,8 @@ public final class S3Client: Sendable {
     case .file(let path, let offset, let length):
       let fd = open(path, O_RDONLY | O_CLOEXEC)
       guard fd >= 0 else {
-        throw S3Error(.local, operation: operation, key: key, detail: "open \(path): \(String(cString: strerror(errno)))")
+        throw S3Error(
+          .local, operation: operation, key: key, detail: "open \(path): \(String(cString: strerror(errno)))")
       }
       defer { close(fd) }
       var buffer = [UInt8](repeating: 0, count: 1 << 20)

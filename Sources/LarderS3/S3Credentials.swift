@@ -59,7 +59,8 @@ public struct S3Credentials: Sendable, Equatable {
     guard let id = values["aws_access_key_id"], !id.isEmpty,
       let secret = values["aws_secret_access_key"], !secret.isEmpty
     else {
-      throw S3ConfigurationError("\(file) lacks aws_access_key_id or aws_secret_access_key for profile '\(profile)'")
+      throw S3ConfigurationError(
+        "\(file) lacks aws_access_key_id or aws_secret_access_key for profile '\(profile)'")
     }
     return S3Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: values["aws_session_token"])
   }

@@ -33,7 +33,9 @@ public enum LoopbackS3 {
   public static let isAvailable: Bool = {
     if ProcessInfo.processInfo.environment["LARDER_TEST_S3"] != nil { return true }
     let installed = ["swift-proxy-server", "swift-object-server", "memcached"].allSatisfy { tool in
-      ["/usr/bin", "/usr/local/bin", "/usr/sbin"].contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(tool)") }
+      ["/usr/bin", "/usr/local/bin", "/usr/sbin"].contains {
+        FileManager.default.isExecutableFile(atPath: "\($0)/\(tool)")
+      }
     }
     if !installed {
       let line = String(repeating: "!", count: 78)
@@ -52,11 +54,19 @@ public enum LoopbackS3 {
   /// - Throws: `HarnessFailure` when it is installed but would not start (a failure, not a skip).
   public static func engine() throws -> Engine { try started.get() }
 
+  /// The first port the kernel hands out for port 0 and outgoing connections (usually 32768).
+  static var ephemeralPortsStart: Int {
+    let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+    let low = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first.flatMap { Int($0) }
+    return max(low ?? 32768, 12_000)
+  }
+
   private static func start() -> Result<Engine, HarnessFailure> {
     let env = ProcessInfo.processInfo.environment
     if let url = env["LARDER_TEST_S3"] {
       guard let id = env["AWS_ACCESS_KEY_ID"], let secret = env["AWS_SECRET_ACCESS_KEY"] else {
-        return .failure(HarnessFailure("LARDER_TEST_S3 is set but AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY are not"))
+        return .failure(
+          HarnessFailure("LARDER_TEST_S3 is set but AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY are not"))
       }
       return .success(Engine(url: url, accessKeyID: id, secretAccessKey: secret, port: nil))
     }
@@ -65,16 +75,18 @@ public enum LoopbackS3 {
     var environment = env
     environment["SWIFT_S3_OWNER_PID"] = String(getpid())
     var failures: [String] = []
-    // Ports are taken five at a time (proxy, account, container, object, memcached); the script
-    // refuses ports in use (exit 4), so another range is tried.
+    // Ports are taken five at a time (proxy, account, container, object, memcached), below the
+    // kernel's ephemeral range, so that no test's client connection or port-0 server holds one.
+    // The script refuses ports in use (exit 4), and another range is tried.
     for _ in 0..<5 {
-      let port = Int.random(in: 20_000..<60_000) / 10 * 10
+      let port = Int.random(in: 10_000..<ephemeralPortsStart - 10) / 10 * 10
       do {
         let result = try Subprocess.run(
           "/bin/bash", [script, "start", dir, String(port), bucket], environment: environment, timeout: 180)
         if result.status == 0 {
           return .success(
-            Engine(url: result.stdout.trimmingCharacters(in: .whitespacesAndNewlines), accessKeyID: "test:tester",
+            Engine(
+              url: result.stdout.trimmingCharacters(in: .whitespacesAndNewlines), accessKeyID: "test:tester",
               secretAccessKey: "testing", port: port))
         }
         failures.append("port \(port): \(result)")
@@ -84,6 +96,7 @@ public enum LoopbackS3 {
         break
       }
     }
-    return .failure(HarnessFailure("scripts/swift-s3.sh did not start Swift:\n" + failures.joined(separator: "\n")))
+    return .failure(
+      HarnessFailure("scripts/swift-s3.sh did not start Swift:\n" + failures.joined(separator: "\n")))
   }
 }

@@ -27,7 +27,9 @@ struct BlobBackendTests {
       // the listing assertions look only at the blobs this test published.
       let backend = try S3BlobBackend(
         url: engine.url,
-        environment: ["AWS_ACCESS_KEY_ID": engine.accessKeyID, "AWS_SECRET_ACCESS_KEY": engine.secretAccessKey])
+        environment: [
+          "AWS_ACCESS_KEY_ID": engine.accessKeyID, "AWS_SECRET_ACCESS_KEY": engine.secretAccessKey,
+        ])
       return (backend, stager, "")
     }
   }

@@ -6,20 +6,31 @@ import Testing
 /// `--blobs s3://…` parsing, request addressing and credentials; no store needed.
 struct ConfigurationTests {
   @Test func fullURLIsParsed() throws {
-    let c = try S3Configuration(url: "s3://larder?endpoint=http://127.0.0.1:18080&region=eu-west-3&path-style=1")
-    #expect(c == S3Configuration(bucket: "larder", endpoint: "http://127.0.0.1:18080", region: "eu-west-3", pathStyle: true))
+    let c = try S3Configuration(
+      url: "s3://larder?endpoint=http://127.0.0.1:18080&region=eu-west-3&path-style=1")
+    #expect(
+      c
+        == S3Configuration(
+          bucket: "larder", endpoint: "http://127.0.0.1:18080", region: "eu-west-3", pathStyle: true))
   }
 
   @Test func defaultsAreAWSVirtualHosted() throws {
     let c = try S3Configuration(url: "s3://my-bucket")
-    #expect(c == S3Configuration(bucket: "my-bucket", endpoint: "https://s3.us-east-1.amazonaws.com", region: "us-east-1", pathStyle: false))
+    #expect(
+      c
+        == S3Configuration(
+          bucket: "my-bucket", endpoint: "https://s3.us-east-1.amazonaws.com", region: "us-east-1",
+          pathStyle: false))
     #expect(c.url(key: "sha256/ab/cd/ef") == "https://my-bucket.s3.us-east-1.amazonaws.com/sha256/ab/cd/ef")
-    #expect(c.url(key: nil, query: [("list-type", "2")]) == "https://my-bucket.s3.us-east-1.amazonaws.com/?list-type=2")
+    #expect(
+      c.url(key: nil, query: [("list-type", "2")])
+        == "https://my-bucket.s3.us-east-1.amazonaws.com/?list-type=2")
   }
 
   @Test(arguments: [
     "http://bucket", "s3://", "s3://Bucket", "s3://b", "s3://bucket/path", "s3://bucket?endpoint=ftp://h",
-    "s3://bucket?endpoint=http://h/base", "s3://bucket?path-style=yes", "s3://bucket?secret=x", "s3://bucket?region=",
+    "s3://bucket?endpoint=http://h/base", "s3://bucket?path-style=yes", "s3://bucket?secret=x",
+    "s3://bucket?region=",
     "s3://key:secret@bucket",
   ])
   func badURLsAreRefused(url: String) {
@@ -36,13 +47,18 @@ struct ConfigurationTests {
   }
 
   @Test func credentialsComeFromTheEnvironment() throws {
-    let c = try S3Credentials.resolve(environment: ["AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret"])
+    let c = try S3Credentials.resolve(environment: [
+      "AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret",
+    ])
     #expect(c == S3Credentials(accessKeyID: "id", secretAccessKey: "secret"))
-    #expect(throws: S3ConfigurationError.self) { try S3Credentials.resolve(environment: ["AWS_ACCESS_KEY_ID": "id"]) }
+    #expect(throws: S3ConfigurationError.self) {
+      try S3Credentials.resolve(environment: ["AWS_ACCESS_KEY_ID": "id"])
+    }
   }
 
   @Test func credentialsFileTakesTheProfileSection() throws {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("creds-\(UUID().uuidString)").path
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("creds-\(UUID().uuidString)")
+      .path
     defer { unlink(path) }
     let text = """
       # a comment

@@ -31,14 +31,17 @@ struct ConnectionFailureTests {
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0
+      }
     }
     #expect(bound && listen(listener, 8) == 0)
     var tuning = S3Client.Tuning()
     tuning.stallTimeoutSeconds = 1
     tuning.attempts = 1
     let client = S3Client(
-      configuration: S3Configuration(bucket: "larder-test", endpoint: "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"),
+      configuration: S3Configuration(
+        bucket: "larder-test", endpoint: "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"),
       credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), tuning: tuning)
     let error = #expect(throws: S3Error.self) { try client.head("sha256/00/00/x") }
     #expect(error?.kind == .timeout)
@@ -51,7 +54,8 @@ struct ConnectionFailureTests {
 struct RefusalTests {
   @Test func wrongSecretIsATyped403() throws {
     let engine = try LoopbackS3.engine()
-    let s3 = try S3Fixture(credentials: S3Credentials(accessKeyID: engine.accessKeyID, secretAccessKey: "wrong"))
+    let s3 = try S3Fixture(
+      credentials: S3Credentials(accessKeyID: engine.accessKeyID, secretAccessKey: "wrong"))
     defer { s3.cleanUp() }
     let key = s3.key("refused")
     let error = #expect(throws: S3Error.self) { try s3.client.put(.bytes([1]), key: key) }

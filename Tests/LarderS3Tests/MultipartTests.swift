@@ -43,7 +43,8 @@ struct MultipartTests {
     try s3.client.abortMultipartUpload(key: key, uploadID: id)  // again: already gone is fine
     #expect(try s3.client.head(key) == nil)
     let error = #expect(throws: S3Error.self) {
-      try s3.client.completeMultipartUpload(key: key, uploadID: id, parts: [S3Part(number: 1, etag: md5Hex([1, 2, 3]), size: 3)])
+      try s3.client.completeMultipartUpload(
+        key: key, uploadID: id, parts: [S3Part(number: 1, etag: md5Hex([1, 2, 3]), size: 3)])
     }
     #expect(error?.status == 404)
     #expect(error?.code == "NoSuchUpload")
@@ -56,7 +57,8 @@ struct MultipartTests {
     let id = try s3.client.createMultipartUpload(key: key)
     defer { try? s3.client.abortMultipartUpload(key: key, uploadID: id) }
     let error = #expect(throws: S3Error.self) {
-      try s3.client.uploadPart(key: key, uploadID: id, number: 1, body: .bytes([1, 2, 3]), sha256Hex: sha256Hex([4]))
+      try s3.client.uploadPart(
+        key: key, uploadID: id, number: 1, body: .bytes([1, 2, 3]), sha256Hex: sha256Hex([4]))
     }
     #expect(error?.status == 400)
     #expect(error?.code == "BadDigest")

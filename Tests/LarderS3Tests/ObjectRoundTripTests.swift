@@ -71,7 +71,7 @@ struct ObjectRoundTripTests {
     #expect(try s3.download(key, range: 0...0).bytes == [content.bytes[0]])
     #expect(try s3.download(key, range: 990...999).bytes == Array(content.bytes[990...999]))
     var seen: S3ObjectHead?
-    let head = try s3.client.get(key, range: 100...349, onResponse: { seen = $0 }) { _ in }
+    let head = try s3.client.get(key, range: 100...349, onResponse: { seen = $0 }, body: { _ in })
     #expect(head == S3ObjectHead(size: 250, etag: md5Hex(content.bytes), contentRange: "bytes 100-349/1000"))
     #expect(seen == head)
 

@@ -1,6 +1,7 @@
 import Foundation
 import LarderCrypto
 import LarderTestSupport
+
 @testable import LarderS3
 
 /// A client on the test engine, and a key prefix of its own so tests never see each other's objects.
@@ -16,7 +17,8 @@ struct S3Fixture {
       credentials: credentials
         ?? S3Credentials(accessKeyID: engine.accessKeyID, secretAccessKey: engine.secretAccessKey),
       tuning: tuning)
-    scratch = FileManager.default.temporaryDirectory.appendingPathComponent("larder-s3-test-\(UUID().uuidString)")
+    scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "larder-s3-test-\(UUID().uuidString)")
   }
 
   func key(_ name: String) -> String { prefix + name }
@@ -40,7 +42,8 @@ struct S3Fixture {
   }
 
   /// The whole object (or a range), collected from the streamed chunks, and the largest chunk seen.
-  func download(_ key: String, range: ClosedRange<Int64>? = nil) throws -> (bytes: [UInt8], largestChunk: Int) {
+  func download(_ key: String, range: ClosedRange<Int64>? = nil) throws -> (bytes: [UInt8], largestChunk: Int)
+  {
     var bytes: [UInt8] = []
     var largest = 0
     try client.get(key, range: range) { chunk in

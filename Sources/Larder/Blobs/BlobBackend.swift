@@ -60,7 +60,8 @@ public enum BlobAddress {
     let parts = key.split(separator: "/", omittingEmptySubsequences: false)
     guard parts.count == 4, parts[0] == "sha256" else { return nil }
     let hex = String(parts[3])
-    guard BlobTreeWalker.isHex(hex, count: 64), parts[1] == hex.prefix(2), parts[2] == hex.dropFirst(2).prefix(2)
+    guard BlobTreeWalker.isHex(hex, count: 64), parts[1] == hex.prefix(2),
+      parts[2] == hex.dropFirst(2).prefix(2)
     else { return nil }
     return hex
   }

@@ -25,7 +25,9 @@ public struct FilesystemBlobBackend: BlobBackend {
     BlobTreeWalker.sizeAndModified(of: store.path(forHex: hex))?.size
   }
 
-  public func read(blob hex: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+  public func read(blob hex: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
+    throws
+  {
     let reader = try BlobReader(path: store.path(forHex: hex))
     let range = range.map { max(0, $0.lowerBound)..<min($0.upperBound, reader.size) }
     try reader.forEachChunk(in: range, chunkSize: 256 << 10, body)

@@ -33,16 +33,20 @@ public struct S3BlobBackend: BlobBackend {
   public var publishesInsideTransaction: Bool { false }
 
   public func publish(_ staged: StagedBlob) throws {
-    try client.putFile(atPath: staged.path, key: BlobAddress.key(forHex: staged.sha256Hex), sha256Hex: staged.sha256Hex)
+    try client.putFile(
+      atPath: staged.path, key: BlobAddress.key(forHex: staged.sha256Hex), sha256Hex: staged.sha256Hex)
   }
 
   public func storedSize(ofBlob hex: String) throws -> Int64? {
     try client.head(BlobAddress.key(forHex: hex))?.size
   }
 
-  public func read(blob hex: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+  public func read(blob hex: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
+    throws
+  {
     if let range, range.isEmpty { return }
-    try client.get(BlobAddress.key(forHex: hex), range: range.map { $0.lowerBound...($0.upperBound - 1) }, body: body)
+    try client.get(
+      BlobAddress.key(forHex: hex), range: range.map { $0.lowerBound...($0.upperBound - 1) }, body: body)
   }
 
   public func remove(blob hex: String) throws {
