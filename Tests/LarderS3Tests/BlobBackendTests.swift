@@ -63,6 +63,9 @@ struct BlobBackendTests {
     #expect(Hex.encode(Digest.hash(.sha256, whole)) == hex)
     #expect(try Self.read(backend, hex, range: 1000..<1010) == Array(bytes[1000..<1010]))
     #expect(try Self.read(backend, hex, range: 5..<5) == [])
+    let size = Int64(bytes.count)
+    #expect(try Self.read(backend, hex, range: size - 5..<size + 100) == Array(bytes.suffix(5)))
+    #expect(try Self.read(backend, hex, range: size + 10..<size + 20) == [])
 
     var listed: [String: Int64] = [:]
     try backend.forEachStoredBlob { listed[$0] = $1 }

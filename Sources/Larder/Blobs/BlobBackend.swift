@@ -38,7 +38,8 @@ public protocol BlobBackend: Sendable {
   /// The stored size of the blob, nil when nothing is stored at its address.
   func storedSize(ofBlob hex: String) throws -> Int64?
 
-  /// Streams `range` of the blob (all of it when nil) to `body`, a bounded chunk at a time.
+  /// Streams `range` of the blob (all of it when nil; clamped to its size) to `body`, a
+  /// bounded chunk at a time.
   /// - Throws: an I/O error when the blob is missing, the remote store's error, or what `body` threw.
   func read(blob hex: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
 

@@ -29,7 +29,10 @@ public struct FilesystemBlobBackend: BlobBackend {
     throws
   {
     let reader = try BlobReader(path: store.path(forHex: hex))
-    let range = range.map { max(0, $0.lowerBound)..<min($0.upperBound, reader.size) }
+    let range = range.map { r -> Range<Int64> in
+      let lower = min(max(0, r.lowerBound), reader.size)
+      return lower..<max(lower, min(r.upperBound, reader.size))
+    }
     try reader.forEachChunk(in: range, chunkSize: 256 << 10, body)
   }
 
