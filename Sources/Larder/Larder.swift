@@ -86,6 +86,15 @@ public final class Larder: Sendable {
   /// - Throws: ``DatabaseError`` (busy when another process holds a write).
   public func checkpoint() throws { try catalog.checkpoint() }
 
+  /// The catalog schema version this Larder writes (the number of migrations it knows).
+  public static var catalogSchemaVersion: Int { Migrations.all.count }
+
+  /// Copies the SQLite catalog of the data directory `source` into the empty catalog at
+  /// `destination`, checking every table's count; returns them. See ``CatalogCopy``.
+  public static func copyCatalog(from source: URL, to destination: CatalogLocation) throws -> [(String, Int64)] {
+    try CatalogCopy.run(from: source, to: destination)
+  }
+
   /// Saves and deletes models atomically: `try larder.write { tx in try tx.save(a); try tx.delete(b) }`.
   public func write<R>(_ body: (ModelTransaction) throws -> R) throws -> R { try models.write(body) }
 
