@@ -23,6 +23,8 @@ let package = Package(
     .systemLibrary(
       name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(
+      name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+    .systemLibrary(
       name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
     .systemLibrary(
       name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
@@ -37,7 +39,7 @@ let package = Package(
 
     // One Swift wrapper per C library.
     .target(name: "LarderCrypto", dependencies: ["CCrypto"]),
-    .target(name: "Larder", dependencies: ["CSQLite", "CMagic", "LarderCrypto", "LarderLogging", "LarderS3"]),
+    .target(name: "Larder", dependencies: ["CSQLite", "CPostgres", "CMagic", "LarderCrypto", "LarderLogging", "LarderS3"]),
     .target(name: "LarderRules", dependencies: ["CRE2"]),
     .target(name: "LarderAuth", dependencies: ["LarderCrypto"]),
     // The HTTP layer (libmicrohttpd, requests, responses, router, metrics, access log): it

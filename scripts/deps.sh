@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(pkg-config libsqlite3-dev libmagic-dev libmagic-mgc libssl-dev libmicrohttpd-dev libre2-dev
+          postgresql libpq-dev  # the PostgreSQL catalog: client library, and a throw-away server for its tests
           openssl curl python3-venv
           nodejs chromium)  # the real Firebase JS SDK runs in node and headless Chromium (interop tests)
 # The S3 blob backend: libcurl, and OpenStack Swift with its S3 API for the tests on loopback

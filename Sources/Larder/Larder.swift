@@ -1,6 +1,7 @@
 import Foundation
 
-/// A Larder store: the content-addressed blobs, the SQLite catalog, files and objects.
+/// A Larder store: the content-addressed blobs, the catalog (SQLite, or PostgreSQL shared by
+/// several nodes), files and objects.
 ///
 /// ```swift
 /// let larder = try Larder(at: URL(fileURLWithPath: "data"))
@@ -21,15 +22,25 @@ public final class Larder: Sendable {
     /// every 10 s for what other processes left. Off, the
     /// blobs keep `md5` NULL until a process that has it on (or ``FileStore/withMD5(_:)``) fills it.
     public var backgroundMD5: Bool
-    public init(faults: FaultInjector = .fromEnvironment, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true) {
+    /// Where the catalog lives; nil: `larder.sqlite` in the data directory (or, as a test hook
+    /// like `LARDER_CRASH_AT`, a schema of `LARDER_TEST_CATALOG`'s database: see
+    /// ``CatalogLocation``). Blobs stay in the data directory either way.
+    public var catalog: CatalogLocation?
+    public init(
+      faults: FaultInjector = .fromEnvironment, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
+      catalog: CatalogLocation? = nil
+    ) {
       self.faults = faults
       self.reserveBytes = reserveBytes
       self.backgroundMD5 = backgroundMD5
+      self.catalog = catalog
     }
   }
 
   public let directory: URL
   package let catalog: Catalog
+  /// Where this store's catalog is.
+  public var catalogLocation: CatalogLocation { catalog.location }
   public let blobs: BlobStore
   public let files: FileStore
   public let objects: ObjectStore
@@ -50,7 +61,9 @@ public final class Larder: Sendable {
     self.removeOnDeinit = removeOnDeinit
     blobs = try BlobStore(root: self.directory)
     let reserve = SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
-    catalog = try Catalog(path: self.directory.appendingPathComponent("larder.sqlite").path, reserve: reserve)
+    catalog = try Catalog(
+      location: configuration.catalog ?? CatalogLocation.defaultLocation(for: self.directory),
+      sqlitePath: self.directory.appendingPathComponent("larder.sqlite").path, reserve: reserve)
     reserve.replenish()
     files = FileStore(
       catalog: catalog, blobs: blobs, faults: configuration.faults,
@@ -72,6 +85,15 @@ public final class Larder: Sendable {
   /// service leaves one self-contained `larder.sqlite`. Another process may still be reading.
   /// - Throws: ``DatabaseError`` (busy when another process holds a write).
   public func checkpoint() throws { try catalog.checkpoint() }
+
+  /// The catalog schema version this Larder writes (the number of migrations it knows).
+  public static var catalogSchemaVersion: Int { Migrations.all.count }
+
+  /// Copies the SQLite catalog of the data directory `source` into the empty catalog at
+  /// `destination`, checking every table's count; returns them. See ``CatalogCopy``.
+  public static func copyCatalog(from source: URL, to destination: CatalogLocation) throws -> [(String, Int64)] {
+    try CatalogCopy.run(from: source, to: destination)
+  }
 
   /// Saves and deletes models atomically: `try larder.write { tx in try tx.save(a); try tx.delete(b) }`.
   public func write<R>(_ body: (ModelTransaction) throws -> R) throws -> R { try models.write(body) }

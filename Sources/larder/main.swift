@@ -4,15 +4,17 @@ import Larder
 /// The subcommands, in the order `larder --help` lists them.
 let commands: [any Command.Type] = [
   ServeCommand.self, PutCommand.self, GetCommand.self, ListCommand.self, StatCommand.self, RemoveCommand.self,
-  GCCommand.self, VerifyCommand.self, TokenCommand.self, RulesCheckCommand.self, RulesEvalCommand.self,
+  GCCommand.self, VerifyCommand.self, CatalogMigrateCommand.self, CatalogCopyCommand.self, TokenCommand.self,
+  RulesCheckCommand.self, RulesEvalCommand.self,
 ]
 
 @MainActor func helpText() -> String {
   var text = "usage: larder COMMAND [options]\n\ncommands:\n"
+  let width = commands.map { $0.configuration.name.count }.max() ?? 12
   for c in commands {
     let configuration = c.configuration
     text +=
-      "  \(configuration.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(configuration.summary)\n"
+      "  \(configuration.name.padding(toLength: width, withPad: " ", startingAt: 0)) \(configuration.summary)\n"
   }
   let data = DataOptions.data
   text +=

@@ -57,7 +57,7 @@ import Testing
       #expect(try box.larder("get", "b/\(name)").stdoutBytes == expected[name], "\(name)")
     }
     // Catalog consistent: foreign keys hold, one blob per distinct content, rows == files on disk.
-    #expect(try larder.catalog.read { db in try db.rows("PRAGMA foreign_key_check") }.isEmpty)
+    #expect(try larder.catalog.read { db in try TestCatalog.foreignKeyViolations(db) } == 0)
     #expect(try Sandbox.count(larder, "blobs") == 16)
     #expect(try Sandbox.count(larder, "files") == 32)
     #expect(try Sandbox.blobRows(larder) == box.blobFileNames)

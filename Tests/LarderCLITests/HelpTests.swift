@@ -11,15 +11,17 @@ import Testing
     #expect(result.stderr == "")
     #expect(
       result.stdout == """
-        usage: larder stat BUCKET/NAME [--json] [--data DIR]
+        usage: larder stat BUCKET/NAME [--json] [--data DIR] [--catalog URL]
 
         arguments:
-          BUCKET/NAME  the object
+          BUCKET/NAME    the object
 
         options:
-          --json       print the metadata as JSON (the Firebase shape)
-          --data DIR   the data directory (env LARDER_DATA; default ./data)
-          -h, --help   show this help
+          --json         print the metadata as JSON (the Firebase shape)
+          --data DIR     the data directory (env LARDER_DATA; default ./data)
+          --catalog URL  the catalog: postgres://user@host:port/db[?schema=name] shared by several nodes
+                         (default: SQLite in the data directory) (env LARDER_CATALOG)
+          -h, --help     show this help
 
         """)
   }

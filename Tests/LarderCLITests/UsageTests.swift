@@ -4,7 +4,8 @@ import Testing
 /// Exit status 2 with an error line and the usage for every kind of bad usage; `--help` everywhere.
 @Suite struct UsageTests {
   static let commands = [
-    "serve", "put", "get", "ls", "stat", "rm", "gc", "verify", "token", "rules check", "rules eval",
+    "serve", "put", "get", "ls", "stat", "rm", "gc", "verify", "catalog migrate", "catalog copy", "token",
+    "rules check", "rules eval",
   ]
 
   @Test func noArgumentsIsBadUsageWithTheCommandList() throws {

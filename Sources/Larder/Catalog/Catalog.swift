@@ -1,43 +1,78 @@
 import Foundation
 
-/// The metadata catalog: one writer connection and a small pool of readers over one SQLite file.
+/// The metadata catalog: one writer connection and a small pool of readers, over one SQLite
+/// file or one PostgreSQL database (see ``CatalogLocation``).
 ///
-/// All writes go through ``write(_:)``, which runs the closure in a `BEGIN IMMEDIATE` transaction
-/// on the single writer connection, so a write in this process never interleaves with another, and
-/// SQLite's lock serialises it against other processes (the CLI beside a running server).
-/// Reads use their own WAL snapshot and never wait behind a write.
+/// All writes go through ``write(_:)``, which runs the closure in a write transaction on the
+/// single writer connection, so a write in this process never interleaves with another. Across
+/// processes and nodes the catalog's one write lock serialises them: SQLite's `BEGIN IMMEDIATE`,
+/// or on PostgreSQL a transaction-level advisory lock taken right after `BEGIN` (ARCHITECTURE
+/// §5: the dedupe decision and the collector's delete never interleave, wherever they run).
+/// Reads use their own snapshot and never wait behind a write.
 /// ```swift
 /// try catalog.write { db in try db.execute("DELETE FROM uploads WHERE expires_at < ?", [now]) }
 /// let count = try catalog.read { db in try db.row("SELECT count(*) AS n FROM blobs")?.int("n") }
 /// ```
 package final class Catalog: @unchecked Sendable {
+  /// The SQLite file; empty on PostgreSQL.
   package let path: String
+  package let location: CatalogLocation
+  package let dialect: SQLDialect
   private let writerLock = NSLock()
   private let writer: Database
   private let readerLock = NSLock()
   private var idleReaders: [Database] = []
   private let maxIdleReaders: Int
+  /// On PostgreSQL, at most this many reader connections are open at once (each is a server
+  /// process); a read beyond them waits for one. SQLite's readers are cheap and unbounded.
+  private let readerSlots: DispatchSemaphore?
+  /// How a new connection is made (a closure so the pool is the same for both catalogs).
+  private let connect: () throws -> Database
   /// Space given back when a write finds the disk full (see ``SpaceReserve``).
   let reserve: SpaceReserve?
 
-  /// Opens the catalog at `path`, creating it and running migrations as needed.
+  /// Reader connections a PostgreSQL catalog opens at most, besides its one writer.
+  package static let postgresReaders = 8
+
+  /// Opens the SQLite catalog at `path`, creating it and running migrations as needed.
   /// - Throws: ``DatabaseError`` when SQLite fails, ``LarderError/catalogTooNew(version:supported:)``
   ///   when a newer Larder wrote the file.
-  init(path: String, maxIdleReaders: Int = 8, reserve: SpaceReserve? = nil) throws {
-    self.path = path
+  convenience init(path: String, maxIdleReaders: Int = 8, reserve: SpaceReserve? = nil) throws {
+    try self.init(location: .dataDirectory, sqlitePath: path, maxIdleReaders: maxIdleReaders, reserve: reserve)
+  }
+
+  /// Opens the catalog at `location` (`sqlitePath` for ``CatalogLocation/dataDirectory``).
+  init(location: CatalogLocation, sqlitePath: String, maxIdleReaders: Int = 8, reserve: SpaceReserve? = nil) throws {
+    self.location = location
     self.maxIdleReaders = maxIdleReaders
     self.reserve = reserve
-    writer = try Self.openWriter(path: path, reserve: reserve)
-    try Migrations.run(on: writer)
+    switch location {
+    case .dataDirectory:
+      path = sqlitePath
+      dialect = .sqlite
+      readerSlots = nil
+      connect = { try SQLiteDatabase(path: sqlitePath) }
+      writer = try Self.openWriter(path: sqlitePath, reserve: reserve)
+      try Migrations.run(on: writer)
+    case .postgres:
+      let (conninfo, schema) = try location.postgresParts()
+      path = ""
+      dialect = .postgres
+      readerSlots = DispatchSemaphore(value: Self.postgresReaders)
+      connect = { try PostgresDatabase(conninfo: conninfo, schema: schema) }
+      let writer = try PostgresDatabase(conninfo: conninfo, schema: schema)
+      try PostgresMigrations.run(on: writer)
+      self.writer = writer
+    }
   }
 
   private static func openWriter(path: String, reserve: SpaceReserve?) throws -> Database {
     do {
-      return try Database(path: path)
+      return try SQLiteDatabase(path: path)
     } catch {
       // Opening may need room for the shared-memory index: a full disk must not lock us out.
       guard error.isDiskFull, let reserve, reserve.release() else { throw error }
-      return try Database(path: path)
+      return try SQLiteDatabase(path: path)
     }
   }
 
@@ -69,19 +104,43 @@ package final class Catalog: @unchecked Sendable {
   ///
   /// With `snapshot: false` no transaction is opened: for a body that runs a single statement,
   /// which SQLite already reads from one snapshot, this saves a BEGIN and a COMMIT.
+  /// On PostgreSQL a read that fails because the connection was lost is retried once on a new
+  /// connection (a read changes nothing, so repeating it is safe).
   package func read<T>(snapshot: Bool = true, _ body: (Database) throws -> T) throws -> T {
+    do {
+      return try readOnce(snapshot: snapshot, body)
+    } catch let error as DatabaseError where error.isConnectionLost {
+      return try readOnce(snapshot: snapshot, body)
+    }
+  }
+
+  private func readOnce<T>(snapshot: Bool, _ body: (Database) throws -> T) throws -> T {
+    readerSlots?.wait()
+    defer { readerSlots?.signal() }
     let db = try checkoutReader()
-    defer { checkin(db) }
-    return snapshot ? try db.transaction(immediate: false, body) : try body(db)
+    var healthy = true
+    defer { if healthy { checkin(db) } }
+    do {
+      return snapshot ? try db.transaction(immediate: false, body) : try body(db)
+    } catch let error as DatabaseError where error.isConnectionLost {
+      healthy = false
+      throw error
+    }
   }
 
   /// Moves the write-ahead log into the database file and truncates it, so a stopped service
   /// leaves one self-contained `larder.sqlite` behind (another process may still hold readers).
+  /// Nothing to do on PostgreSQL.
   package func checkpoint() throws {
+    guard dialect == .sqlite else { return }
     writerLock.lock()
     defer { writerLock.unlock() }
     try writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
   }
+
+  /// A connection of its own, outside the pool (the collector holds its session-level
+  /// advisory lock on one for a whole run).
+  func dedicatedConnection() throws -> Database { try connect() }
 
   private func checkoutReader() throws -> Database {
     readerLock.lock()
@@ -90,7 +149,7 @@ package final class Catalog: @unchecked Sendable {
       return db
     }
     readerLock.unlock()
-    return try Database(path: path)
+    return try connect()
   }
 
   private func checkin(_ db: Database) {

@@ -136,8 +136,10 @@ public struct FileStore: Sendable {
           try faults.hit(.beforeCommit)
           do { try faults.hit(.commit) } catch {
             // Test hook: the COMMIT fails for real, on a foreign-key violation deferred to it.
-            try db.execute("PRAGMA defer_foreign_keys = ON")
-            try db.execute("UPDATE files SET blob_sha256 = zeroblob(32) WHERE id = ?", [file.id])
+            // (PostgreSQL's RESTRICT keys cannot be deferred: there the UPDATE itself fails.)
+            if db.dialect == .sqlite { try db.execute("PRAGMA defer_foreign_keys = ON") }
+            try db.execute(
+              "UPDATE files SET blob_sha256 = ? WHERE id = ?", [[UInt8](repeating: 0, count: 32), file.id])
           }
           return value
         } catch {

@@ -9,7 +9,8 @@ import Synchronization
 /// the first check of each connection after it, so a lookup that starts after a commit has
 /// returned never gets an entry read before it; an entry read concurrently with the clear is
 /// refused by the epoch it carries. Rules and download tokens are still checked per request by
-/// the caller: only the row is cached.
+/// the caller: only the row is cached. On PostgreSQL the cache is off (see ``Database/dataVersion()``):
+/// other nodes commit without any signal this process could check more cheaply than the lookup.
 ///
 /// ```swift
 /// let object = try catalog.read(snapshot: false) { db in
@@ -35,7 +36,9 @@ final class ObjectCache: Sendable {
   func object(
     at path: ObjectPath, db: Database, fetch: (ObjectPath) throws -> StoredObject?
   ) throws -> StoredObject? {
-    let version = try db.dataVersion()
+    // A catalog that cannot tell whether anyone committed (PostgreSQL, shared by other
+    // nodes) is never cached: every lookup reads the row.
+    guard let version = try db.dataVersion() else { return try fetch(path) }
     let changed = db.lastCheckedDataVersion != version
     db.lastCheckedDataVersion = version
     let (hit, epoch) = state.withLock { s -> (StoredObject??, UInt64) in

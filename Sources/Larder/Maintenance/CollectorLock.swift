@@ -5,13 +5,19 @@ import Foundation
 /// `flock` locks belong to an open file description, so two holders in the same process exclude
 /// each other exactly as two processes do. The lock is released when the value is released or
 /// when the process dies, so a crashed collector never leaves it stuck.
+///
+/// On a PostgreSQL catalog, shared by several nodes, the collector also holds a session-level
+/// advisory lock on a connection of its own for the whole run: one collector at a time across
+/// nodes, released by the server when the session ends (a crashed node's with its connection).
 /// ```swift
-/// let lock = try CollectorLock.acquire(in: larder.directory)   // throws .collectorBusy
+/// let lock = try CollectorLock.acquire(in: larder.directory, catalog: catalog)   // throws .collectorBusy
 /// defer { lock?.release() }
 /// ```
 final class CollectorLock: @unchecked Sendable {
   let path: String
   private var fd: Int32
+  /// The PostgreSQL session holding the advisory lock, and its key.
+  private var session: (PostgresDatabase, Int64)?
 
   private init(path: String, fd: Int32) {
     self.path = path
@@ -27,7 +33,21 @@ final class CollectorLock: @unchecked Sendable {
   /// With `create: false` a missing lock file is not created (a dry run must not change the
   /// directory) and `nil` is returned: no collector has ever run there.
   /// - Throws: ``MaintenanceError/collectorBusy(lockPath:)`` when someone else holds it.
-  static func acquire(in directory: URL, create: Bool = true) throws -> CollectorLock? {
+  static func acquire(in directory: URL, create: Bool = true, catalog: Catalog? = nil) throws -> CollectorLock? {
+    let local = try acquireFile(in: directory, create: create)
+    guard let catalog, catalog.dialect == .postgres,
+      let db = try catalog.dedicatedConnection() as? PostgresDatabase
+    else { return local }
+    let key = PostgresDatabase.collectorLockKey(schema: db.schema)
+    guard try db.tryLock(key) else {
+      throw MaintenanceError.collectorBusy(lockPath: "the catalog's advisory lock \(key)")
+    }
+    let lock = local ?? CollectorLock(path: path(in: directory), fd: -1)
+    lock.session = (db, key)
+    return lock
+  }
+
+  private static func acquireFile(in directory: URL, create: Bool) throws -> CollectorLock? {
     let path = path(in: directory)
     let flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0)
     let fd: Int32
@@ -46,6 +66,10 @@ final class CollectorLock: @unchecked Sendable {
   }
 
   func release() {
+    if let (db, key) = session {
+      try? db.unlock(key)
+      session = nil
+    }
     guard fd >= 0 else { return }
     POSIX.unlock(fd)
     POSIX.close(fd)

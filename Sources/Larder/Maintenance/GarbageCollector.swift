@@ -61,7 +61,7 @@ public struct GarbageCollector: Sendable {
   public func collect(options: Options = .init()) throws -> GCReport {
     let clock = ContinuousClock()
     let started = clock.now
-    let lock = try CollectorLock.acquire(in: larder.directory, create: !options.dryRun)
+    let lock = try CollectorLock.acquire(in: larder.directory, create: !options.dryRun, catalog: catalog)
     defer { lock?.release() }
     var report = GCReport(dryRun: options.dryRun, graceSeconds: Self.seconds(options.grace))
     let now = Date()

@@ -45,7 +45,7 @@ public struct Verifier: Sendable {
     let started = clock.now
     // Always created: without the lock a collection starting now could race even a plain check
     // (its trash would look like leftovers, its removed blobs like missing files).
-    let lock = try CollectorLock.acquire(in: larder.directory, create: true)
+    let lock = try CollectorLock.acquire(in: larder.directory, create: true, catalog: catalog)
     defer { lock?.release() }
     var report = VerifyReport(repair: repair)
     try checkCatalog(&report)
@@ -63,15 +63,9 @@ public struct Verifier: Sendable {
 
   private func checkCatalog(_ report: inout VerifyReport) throws {
     try catalog.read { db in
-      for row in try db.rows("PRAGMA integrity_check") {
-        let line = row.values.first.flatMap { if case .text(let t) = $0 { t } else { nil } } ?? "?"
-        if line != "ok" { report.add(.init(kind: .integrity, detail: line)) }
-      }
-      for row in try db.rows("PRAGMA foreign_key_check") {
-        let table = row.string("table") ?? "?"
-        let parent = row.string("parent") ?? "?"
-        report.add(.init(kind: .foreignKey, detail: "a row of \(table) refers to a missing row of \(parent)"))
-      }
+      // PostgreSQL has no integrity_check and enforces every foreign key at once, so both
+      // PRAGMA checks are SQLite's alone; the size check below is the catalog's own.
+      if db.dialect == .sqlite { try checkSQLiteFile(db, &report) }
       for row in try db.rows(
         "SELECT f.id, f.size AS fsize, b.size AS bsize, f.blob_sha256 FROM files f JOIN blobs b ON b.sha256 = f.blob_sha256 WHERE f.size != b.size"
       ) {
@@ -82,6 +76,18 @@ public struct Verifier: Sendable {
               "file \(row.string("id") ?? "?") says \(row.int("fsize") ?? -1) bytes, its blob \(row.int("bsize") ?? -1)"
           ))
       }
+    }
+  }
+
+  private func checkSQLiteFile(_ db: Database, _ report: inout VerifyReport) throws {
+    for row in try db.rows("PRAGMA integrity_check") {
+      let line = row.values.first.flatMap { if case .text(let t) = $0 { t } else { nil } } ?? "?"
+      if line != "ok" { report.add(.init(kind: .integrity, detail: line)) }
+    }
+    for row in try db.rows("PRAGMA foreign_key_check") {
+      let table = row.string("table") ?? "?"
+      let parent = row.string("parent") ?? "?"
+      report.add(.init(kind: .foreignKey, detail: "a row of \(table) refers to a missing row of \(parent)"))
     }
   }
 

@@ -86,7 +86,7 @@ public struct ModelStore: Sendable {
   /// How many models match the query's filters (its window is ignored).
   public func count<T: Model>(_ query: Query<T>) throws -> Int {
     try ensureIndexes(T.self)
-    let compiled = try QuerySQL.select("count(*) AS n", query, window: false)
+    let compiled = try QuerySQL.select("count(*) AS n", query, window: false, dialect: catalog.dialect)
     return try catalog.read { db in Int(try db.row(compiled.sql, compiled.arguments)?.int("n") ?? 0) }
   }
 
@@ -95,12 +95,20 @@ public struct ModelStore: Sendable {
     try catalog.read { db in try Self.attachments(type: T.modelType, id: id, in: db) }
   }
 
-  /// SQLite's `EXPLAIN QUERY PLAN` lines for the query, to check which index it uses.
+  /// The query's plan, to check which index it uses: SQLite's `EXPLAIN QUERY PLAN` details
+  /// (`SEARCH records USING INDEX …`), or PostgreSQL's `EXPLAIN` lines (`Index Scan using …`).
   public func queryPlan<T: Model>(_ query: Query<T>) throws -> [String] {
     try ensureIndexes(T.self)
-    let compiled = try QuerySQL.select("id, body", query)
+    let compiled = try QuerySQL.select("id, body", query, dialect: catalog.dialect)
     return try catalog.read { db in
-      try db.rows("EXPLAIN QUERY PLAN " + compiled.sql, compiled.arguments).compactMap { $0.string("detail") }
+      switch db.dialect {
+      case .sqlite:
+        try db.rows("EXPLAIN QUERY PLAN " + compiled.sql, compiled.arguments).compactMap { $0.string("detail") }
+      case .postgres:
+        try db.rows("EXPLAIN " + compiled.sql, compiled.arguments).compactMap {
+          $0.string("QUERY PLAN")?.trimmingCharacters(in: .whitespaces)
+        }
+      }
     }
   }
 
@@ -119,7 +127,7 @@ public struct ModelStore: Sendable {
   public func observe<T: Model>(
     _ query: Query<T>, _ handler: @escaping @Sendable (ModelChange<T>) -> Void
   ) throws -> ObservationToken {
-    _ = try QuerySQL.select("id", query)
+    _ = try QuerySQL.select("id", query, dialect: catalog.dialect)
     let observer = QueryObserver(query: query, store: self, handler: handler)
     let id = center.add(type: T.modelType) { observer.schedule() }
     let center = self.center
@@ -149,7 +157,7 @@ public struct ModelStore: Sendable {
 
   func fetchRows<T: Model>(_ query: Query<T>) throws -> [(id: String, body: String)] {
     try ensureIndexes(T.self)
-    let compiled = try QuerySQL.select("id, body", query)
+    let compiled = try QuerySQL.select("id, body", query, dialect: catalog.dialect)
     return try catalog.read { db in try Self.rows(compiled, in: db) }
   }
 
@@ -199,7 +207,7 @@ public struct ModelStore: Sendable {
 
   static func createIndexes<T: Model>(_ type: T.Type, in db: Database) throws {
     for index in T.indexes {
-      try db.execute(try QuerySQL.createIndex(type: T.modelType, index: index))
+      try db.execute(try QuerySQL.createIndex(type: T.modelType, index: index, dialect: db.dialect))
     }
   }
 

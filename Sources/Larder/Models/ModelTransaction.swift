@@ -44,8 +44,11 @@ public final class ModelTransaction {
     let ids = Set(found.map(\.fileID))
     if !ids.isEmpty {
       let list = String(decoding: try JSONEncoder().encode(ids.sorted()), as: UTF8.self)
+      let members =
+        db.dialect == .sqlite
+        ? "SELECT value FROM json_each(?)" : "SELECT jsonb_array_elements_text(?::jsonb)"
       let existing = Set(
-        try db.rows("SELECT id FROM files WHERE id IN (SELECT value FROM json_each(?))", [list]).compactMap {
+        try db.rows("SELECT id FROM files WHERE id IN (\(members))", [list]).compactMap {
           $0.string("id")
         })
       if let missing = found.first(where: { !existing.contains($0.fileID) }) {
@@ -94,7 +97,7 @@ public final class ModelTransaction {
   public func query<T: Model>(_ query: Query<T>) throws -> [T] {
     try checkOpen()
     try prepare(T.self)
-    let compiled = try QuerySQL.select("id, body", query)
+    let compiled = try QuerySQL.select("id, body", query, dialect: db.dialect)
     return try ModelStore.rows(compiled, in: db).map { try ModelStore.decode(T.self, id: $0.id, body: $0.body) }
   }
 

@@ -3,8 +3,12 @@ import Foundation
 /// Turns queries and indexes into SQL over the `records` table.
 ///
 /// Field paths and the type name go into the SQL text as literals (after validation and
-/// quoting) because SQLite matches an expression index or a partial index only against the
-/// same literal expression; every compared value is a bound parameter.
+/// quoting) because SQLite and PostgreSQL match an expression index or a partial index only
+/// against the same literal expression; every compared value is a bound parameter.
+///
+/// On SQLite a field is `json_extract(body, '$.a.b')` over a TEXT body; on PostgreSQL it is
+/// `(body #> '{a,b}')` over a `jsonb` body, compared with jsonb values, so a declared index is
+/// the same expression index on both.
 enum QuerySQL {
   struct Compiled {
     let sql: String
@@ -43,9 +47,23 @@ enum QuerySQL {
     return "'$.\(field)'"
   }
 
-  static func extract(_ field: String) throws(ModelError) -> String {
-    "json_extract(body, \(try jsonPath(field)))"
+  static func extract(_ field: String, _ dialect: SQLDialect = .sqlite) throws(ModelError) -> String {
+    switch dialect {
+    case .sqlite: "json_extract(body, \(try jsonPath(field)))"
+    case .postgres: "(body #> \(try pgPath(field)))"
+    }
   }
+
+  /// `'{a,b,0}'` for `a.b[0]` (PostgreSQL's path array), after the same validation.
+  static func pgPath(_ field: String) throws(ModelError) -> String {
+    _ = try jsonPath(field)
+    let parts = field.replacingOccurrences(of: "[", with: ".").replacingOccurrences(of: "]", with: "")
+      .split(separator: ".")
+    return "'{" + parts.joined(separator: ",") + "}'"
+  }
+
+  /// The field as text (`#>>`), for PostgreSQL's string tests.
+  static func pgText(_ field: String) throws(ModelError) -> String { "(body #>> \(try pgPath(field)))" }
 
   /// The type name as an SQL string literal.
   static func typeLiteral(_ type: String) throws(ModelError) -> String {
@@ -54,20 +72,23 @@ enum QuerySQL {
   }
 
   /// `SELECT <columns> FROM records WHERE type = '<type>' AND … ORDER BY … LIMIT ? OFFSET ?`.
-  static func select<T>(_ columns: String, _ query: Query<T>, window: Bool = true) throws -> Compiled {
+  static func select<T>(
+    _ columns: String, _ query: Query<T>, window: Bool = true, dialect: SQLDialect = .sqlite
+  ) throws -> Compiled {
     var arguments: [any SQLBindable] = []
     var sql = "SELECT \(columns) FROM records"
-    if let index = try chooseIndex(for: query, window: window) {
+    // PostgreSQL's planner has statistics and no INDEXED BY: it chooses itself.
+    if dialect == .sqlite, let index = try chooseIndex(for: query, window: window) {
       sql += " INDEXED BY \"\(indexName(type: T.modelType, fields: index.fields))\""
     }
     sql += " WHERE type = \(try typeLiteral(T.modelType))"
     for predicate in query.predicates {
-      sql += " AND (" + (try condition(predicate, &arguments)) + ")"
+      sql += " AND (" + (try condition(predicate, &arguments, dialect)) + ")"
     }
     guard window else { return Compiled(sql: sql, arguments: arguments) }
     var order: [String] = []
     for key in query.sortKeys {
-      order.append(try extract(key.field) + (key.order == .ascending ? " ASC" : " DESC"))
+      order.append(try extract(key.field, dialect) + (key.order == .ascending ? " ASC" : " DESC"))
     }
     order.append("id ASC")
     sql += " ORDER BY " + order.joined(separator: ", ")
@@ -78,7 +99,8 @@ enum QuerySQL {
       throw ModelError.invalidQuery("offset must not be negative, got \(query.fetchOffset)")
     }
     sql += " LIMIT ? OFFSET ?"
-    arguments.append(query.fetchLimit ?? -1)
+    // No limit: -1 on SQLite, NULL on PostgreSQL (which refuses a negative LIMIT).
+    arguments.append(query.fetchLimit.map { SQLValue.integer(Int64($0)) } ?? (dialect == .sqlite ? .integer(-1) : .null))
     arguments.append(query.fetchOffset)
     return Compiled(sql: sql, arguments: arguments)
   }
@@ -116,7 +138,10 @@ enum QuerySQL {
     return nil
   }
 
-  static func condition(_ predicate: ModelPredicate, _ arguments: inout [any SQLBindable]) throws -> String {
+  static func condition(
+    _ predicate: ModelPredicate, _ arguments: inout [any SQLBindable], _ dialect: SQLDialect = .sqlite
+  ) throws -> String {
+    if dialect == .postgres { return try pgCondition(predicate, &arguments) }
     switch predicate {
     case .compare(let field, let op, let value):
       arguments.append(value.sqlValue)
@@ -147,10 +172,43 @@ enum QuerySQL {
     }
   }
 
+  /// ``condition(_:_:_:)`` in PostgreSQL's jsonb terms: values are bound as JSON text and
+  /// compared as jsonb (`true` is a boolean there, not 1); JSON null and a missing key are both nil.
+  static func pgCondition(_ predicate: ModelPredicate, _ arguments: inout [any SQLBindable]) throws -> String {
+    switch predicate {
+    case .compare(let field, let op, let value):
+      arguments.append(String(decoding: try JSONEncoder().encode(value), as: UTF8.self))
+      // SQLite's null-safe `IS NOT` is PostgreSQL's `IS DISTINCT FROM`.
+      let sqlOp = op == .notEqual ? "IS DISTINCT FROM" : op.rawValue
+      return "\(try extract(field, .postgres)) \(sqlOp) ?::jsonb"
+    case .isIn(let field, let values):
+      arguments.append(String(decoding: try JSONEncoder().encode(values), as: UTF8.self))
+      return "\(try extract(field, .postgres)) IN (SELECT value FROM jsonb_array_elements(?::jsonb))"
+    case .hasPrefix(let field, let prefix):
+      // The range test lets an index narrow the scan; starts_with makes it exact.
+      let e = try extract(field, .postgres)
+      arguments.append(contentsOf: [prefix, prefix] as [any SQLBindable])
+      return "jsonb_typeof(\(e)) = 'string' AND \(e) >= to_jsonb(?::text) AND starts_with(\(try pgText(field)), ?::text)"
+    case .contains(let field, let text):
+      arguments.append(text)
+      return "jsonb_typeof(\(try extract(field, .postgres))) = 'string' AND strpos(\(try pgText(field)), ?::text) > 0"
+    case .isNil(let field):
+      return "coalesce(jsonb_typeof(\(try extract(field, .postgres))), 'null') = 'null'"
+    case .isNotNil(let field):
+      return "jsonb_typeof(\(try extract(field, .postgres))) <> 'null'"
+    case .and(let a, let b):
+      return "(\(try pgCondition(a, &arguments))) AND (\(try pgCondition(b, &arguments)))"
+    case .or(let a, let b):
+      return "(\(try pgCondition(a, &arguments))) OR (\(try pgCondition(b, &arguments)))"
+    case .not(let a):
+      return "NOT (\(try pgCondition(a, &arguments)))"
+    }
+  }
+
   /// `CREATE INDEX IF NOT EXISTS` for a declared index of `type`: partial, over this type's rows only.
-  static func createIndex(type: String, index: ModelIndex) throws -> String {
+  static func createIndex(type: String, index: ModelIndex, dialect: SQLDialect = .sqlite) throws -> String {
     guard !index.fields.isEmpty else { throw ModelError.invalidQuery("an index needs at least one field") }
-    let expressions = try index.fields.map { try extract($0) }
+    let expressions = try index.fields.map { try extract($0, dialect) }
     return
       "CREATE INDEX IF NOT EXISTS \"\(indexName(type: type, fields: index.fields))\" ON records("
       + expressions.joined(separator: ", ") + ") WHERE type = \(try typeLiteral(type))"

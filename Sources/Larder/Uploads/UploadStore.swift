@@ -334,7 +334,7 @@ public final class UploadStore: Sendable {
     _ = try acquire(id)
     defer { release(id, keeping: nil) }
     try larder.catalog.write { db in
-      try db.execute("DELETE FROM uploads WHERE id = ? AND owner IS ?", [id, owner])
+      try db.execute("DELETE FROM uploads WHERE id = ? AND owner IS NOT DISTINCT FROM ?", [id, owner])
       guard db.changes == 1 else { throw UploadError.notFound(id: id) }
     }
     unlink(path(of: id))

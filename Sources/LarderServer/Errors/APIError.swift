@@ -36,6 +36,7 @@ enum APIError {
     case let e as DatabaseError:
       if e.isDiskFull { return .error(status: 507, message: "no space left on the storage device") }
       if e.isBusy { return retryLater("the catalog is busy; retry") }
+      if e.isConnectionLost { return retryLater("the catalog is unreachable; retry") }
       log.error("internal error: \(e)")
       return .error(status: 500, message: "internal error")
     default:

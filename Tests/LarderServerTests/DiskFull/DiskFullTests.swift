@@ -9,7 +9,8 @@ import Testing
 #endif
 
 /// A real full disk: the data directory on a 4 MiB tmpfs (mounting needs root, as in CI).
-@Suite(.serialized, .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
+// The full disk is the SQLite catalog's (its file and log share the tmpfs with the blobs).
+@Suite(.serialized, .enabled(if: getuid() == 0, "mounting a tmpfs needs root"), TestCatalog.sqliteOnly)
 struct DiskFullTests {
   /// Runs `body` with a fresh directory on its own small tmpfs, unmounted afterwards.
   func withTinyFilesystem(bytes: Int, _ body: (URL) throws -> Void) throws {

@@ -14,7 +14,7 @@ import Testing
 @Suite struct GCCrashTests {
   static let points: [FaultPoint] = [.gcAfterTrash, .gcMidBatch, .gcAfterCommit]
 
-  @Test(arguments: points) func crashDuringCollectionLosesNothing(point: FaultPoint) throws {
+  @Test(TestCatalog.sqliteOnly, arguments: points) func crashDuringCollectionLosesNothing(point: FaultPoint) throws {
     let dir = ScratchDirectory("crash")
     let crashCopy = ScratchDirectory("crash-copy")
     try FileManager.default.removeItem(at: crashCopy.url)

@@ -6,7 +6,7 @@ import Testing
 /// Blobs moved to trash/ during a collection come back when its commit fails; entries that are
 /// not blob names are removed, never restored.
 @Suite struct TrashTests {
-  @Test func failedCommitPutsTrashedBlobsBackAtOnce() throws {
+  @Test(TestCatalog.sqliteOnly) func failedCommitPutsTrashedBlobsBackAtOnce() throws {
     let dir = ScratchDirectory("gc-commit")
     let larder = try Larder(at: dir.url)
     let orphans = Fixture.contents(3, tag: "commit")

@@ -107,7 +107,7 @@ extension Larder {
   }
 
   func foreignKeyProblems() throws -> Int {
-    try catalog.read { db in try db.rows("PRAGMA foreign_key_check").count }
+    try catalog.read { db in try TestCatalog.foreignKeyViolations(db) }
   }
 }
 

@@ -176,7 +176,7 @@ import Testing
     #expect(try Self.rowMD5(larder, kept.file.sha256) == .some(Digest.hash(.md5, Self.large + [2])))
   }
 
-  @Test func verifyChecksAKnownMD5AndRepairsByForgettingIt() throws {
+  @Test(TestCatalog.sqliteOnly) func verifyChecksAKnownMD5AndRepairsByForgettingIt() throws {
     let dir = ScratchDirectory("md5")
     let larder = try Larder(at: dir.url, configuration: .init(backgroundMD5: false))
     let small = try larder.files.put(Data("small".utf8))
@@ -198,7 +198,7 @@ import Testing
     #expect(try Verifier(larder: larder).verify().isClean)
   }
 
-  @Test func migrationFiveMovesTheFilesMD5OntoTheirBlobs() throws {
+  @Test(TestCatalog.sqliteOnly) func migrationFiveMovesTheFilesMD5OntoTheirBlobs() throws {
     let dir = ScratchDirectory("md5")
     let md5: String
     do {
@@ -207,7 +207,7 @@ import Testing
     }
     do {
       // Back to version 4: no `blobs.md5`, the MD5 only on the file row.
-      let db = try Database(path: dir.url.appendingPathComponent("larder.sqlite").path)
+      let db = try SQLiteDatabase(path: dir.url.appendingPathComponent("larder.sqlite").path)
       try db.executeScript(
         """
         DROP INDEX blobs_without_md5;

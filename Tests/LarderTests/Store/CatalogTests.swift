@@ -12,7 +12,7 @@ import Testing
     return out
   }
 
-  @Test func readerAndWriterConnectionsUseTheRequiredPragmas() throws {
+  @Test(TestCatalog.sqliteOnly) func readerAndWriterConnectionsUseTheRequiredPragmas() throws {
     let larder = try Larder.temporary()
     for settings in [
       try larder.catalog.read { try pragmas($0) }, try larder.catalog.write { try pragmas($0) },
@@ -55,7 +55,7 @@ import Testing
     }
   }
 
-  @Test func foreignKeysAreEnforced() throws {
+  @Test(TestCatalog.sqliteOnly) func foreignKeysAreEnforced() throws {
     let larder = try Larder.temporary()
     let file = try larder.files.put(Data("referenced".utf8))
     let missing = [UInt8](repeating: 7, count: 32)
@@ -75,7 +75,7 @@ import Testing
     #expect(try larder.files.data(of: file) == Data("referenced".utf8))
   }
 
-  @Test func errorsCarryTheFailingSQL() throws {
+  @Test(TestCatalog.sqliteOnly) func errorsCarryTheFailingSQL() throws {
     let larder = try Larder.temporary()
     let error = #expect(throws: DatabaseError.self) {
       try larder.catalog.read { db in try db.row("SELECT nope FROM blobs") }
@@ -105,7 +105,7 @@ import Testing
     #expect(try larder.storeRowCount("records") == 1)
   }
 
-  @Test func valuesRoundTripThroughStatements() throws {
+  @Test(TestCatalog.sqliteOnly) func valuesRoundTripThroughStatements() throws {
     let larder = try Larder.temporary()
     let row = try larder.catalog.read { db in
       try db.row(

@@ -7,7 +7,7 @@ import Testing
 @Suite struct MetadataMigrationTests {
   static let text = Data("plain words, nothing more\n".utf8)
 
-  @Test func aVersion3CatalogTakesTheDeclaredTypesAndKeepsPatchedOnes() throws {
+  @Test(TestCatalog.sqliteOnly) func aVersion3CatalogTakesTheDeclaredTypesAndKeepsPatchedOnes() throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
     do {
@@ -22,7 +22,7 @@ import Testing
     // Back to what version 3 stored: the detected type in `objects.content_type` (a PATCHed type
     // stays as set), no encoding or language columns, and no `blobs.md5` (migration 5).
     do {
-      let db = try Database(path: directory.appendingPathComponent("larder.sqlite").path)
+      let db = try SQLiteDatabase(path: directory.appendingPathComponent("larder.sqlite").path)
       try db.executeScript(
         """
         UPDATE objects SET content_type = (SELECT content_type FROM files WHERE id = objects.file_id)

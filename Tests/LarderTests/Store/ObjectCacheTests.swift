@@ -5,7 +5,7 @@ import Testing
 /// The per-process object cache never serves a row that a commit replaced or removed, whether
 /// the commit came from this store or from a second store (a second process) on the directory.
 @Suite struct ObjectCacheTests {
-  @Test func repeatedLookupsAreServedFromTheCache() throws {
+  @Test(TestCatalog.sqliteOnly) func repeatedLookupsAreServedFromTheCache() throws {
     let scratch = try StoreScratch()
     let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
     let put = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
@@ -45,7 +45,7 @@ import Testing
     #expect(try larder.objects.find(bucket: "c", name: "a.bin") == again)
   }
 
-  @Test func writesThroughASecondStoreOnTheSameDirectoryAreSeenAtOnce() throws {
+  @Test(TestCatalog.sqliteOnly) func writesThroughASecondStoreOnTheSameDirectoryAreSeenAtOnce() throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
     let first = try Larder(at: directory)

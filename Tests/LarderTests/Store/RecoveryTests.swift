@@ -93,12 +93,12 @@ import Testing
     #expect(try reopened.storeCounts() == [1, 1, 1])
   }
 
-  @Test func catalogFromANewerLarderIsRefused() throws {
+  @Test(TestCatalog.sqliteOnly) func catalogFromANewerLarderIsRefused() throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
     do { _ = try Larder(at: directory) }
     do {
-      let db = try Database(path: directory.appendingPathComponent("larder.sqlite").path)
+      let db = try SQLiteDatabase(path: directory.appendingPathComponent("larder.sqlite").path)
       try db.execute("PRAGMA user_version = 9999")
     }
     let error = #expect(throws: LarderError.self) { try Larder(at: directory) }

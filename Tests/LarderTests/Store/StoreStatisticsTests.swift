@@ -38,7 +38,7 @@ import Testing
     #expect(after.blobCount == 3)
   }
 
-  @Test func checkpointLeavesOneSelfContainedCatalogFile() throws {
+  @Test(TestCatalog.sqliteOnly) func checkpointLeavesOneSelfContainedCatalogFile() throws {
     let larder = try Larder.temporary()
     _ = try larder.objects.put(bucket: "b", name: "x", data: Data("x".utf8))
     try larder.checkpoint()

@@ -6,9 +6,9 @@ internal import CSQLite
 package final class Statement {
   let handle: OpaquePointer
   let sql: String
-  private unowned let database: Database
+  private unowned let database: SQLiteDatabase
 
-  init(database: Database, sql: String) throws(DatabaseError) {
+  init(database: SQLiteDatabase, sql: String) throws(DatabaseError) {
     self.database = database
     self.sql = sql
     var stmt: OpaquePointer?
@@ -103,3 +103,15 @@ extension Statement: Sendable {}
 
 // SQLITE_TRANSIENT is a macro that does not import.
 private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+/// Throws a ``DatabaseError`` unless `result` is one of the success codes.
+@inline(__always)
+func check(_ result: Int32, _ connection: OpaquePointer?, sql: String? = nil) throws(DatabaseError) {
+  switch result {
+  case SQLITE_OK, SQLITE_ROW, SQLITE_DONE: return
+  default:
+    let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(result))
+    let extended = connection.map { sqlite3_extended_errcode($0) } ?? result
+    throw DatabaseError(extendedCode: extended, message: message, sql: sql)
+  }
+}

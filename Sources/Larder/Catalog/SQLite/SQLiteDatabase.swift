@@ -5,10 +5,11 @@ import Foundation
 ///
 /// A connection is used by one thread at a time; ``Catalog`` hands them out.
 /// ```swift
-/// let db = try Database(path: "larder.sqlite")
+/// let db = try SQLiteDatabase(path: "larder.sqlite")
 /// try db.execute("INSERT INTO t VALUES (?)", [42])
 /// ```
-package final class Database {
+package final class SQLiteDatabase: Database {
+  package var dialect: SQLDialect { .sqlite }
   let handle: OpaquePointer
   private var cache: [String: Statement] = [:]
   package let path: String
@@ -31,9 +32,9 @@ package final class Database {
     sqlite3_extended_result_codes(db, 1)
     let ms = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
     try check(sqlite3_busy_timeout(db, Int32(clamping: ms)), db)
-    if !readOnly { try execute("PRAGMA journal_mode=WAL") }
-    try execute("PRAGMA synchronous=FULL")
-    try execute("PRAGMA foreign_keys=ON")
+    if !readOnly { try execute("PRAGMA journal_mode=WAL", []) }
+    try execute("PRAGMA synchronous=FULL", [])
+    try execute("PRAGMA foreign_keys=ON", [])
   }
 
   deinit {
@@ -53,7 +54,7 @@ package final class Database {
   }
 
   /// Runs one statement to completion.
-  package func execute(_ sql: String, _ arguments: [any SQLBindable] = []) throws(DatabaseError) {
+  package func execute(_ sql: String, _ arguments: [any SQLBindable]) throws(DatabaseError) {
     let s = try statement(sql)
     try s.bind(arguments)
     while try s.step() {}
@@ -72,7 +73,7 @@ package final class Database {
   }
 
   /// All rows of a query.
-  package func rows(_ sql: String, _ arguments: [any SQLBindable] = []) throws(DatabaseError) -> [Row] {
+  package func rows(_ sql: String, _ arguments: [any SQLBindable]) throws(DatabaseError) -> [Row] {
     let s = try statement(sql)
     try s.bind(arguments)
     var out = [Row]()
@@ -82,7 +83,7 @@ package final class Database {
   }
 
   /// The first row of a query, if any.
-  package func row(_ sql: String, _ arguments: [any SQLBindable] = []) throws(DatabaseError) -> Row? {
+  package func row(_ sql: String, _ arguments: [any SQLBindable]) throws(DatabaseError) -> Row? {
     let s = try statement(sql)
     try s.bind(arguments)
     defer { s.reset() }
@@ -91,7 +92,7 @@ package final class Database {
 
   /// Visits rows one at a time, for scans too large to hold.
   package func forEachRow(
-    _ sql: String, _ arguments: [any SQLBindable] = [], _ body: (Row) throws -> Void
+    _ sql: String, _ arguments: [any SQLBindable], _ body: (Row) throws -> Void
   ) throws {
     let s = try Statement(database: self, sql: sql)
     try s.bind(arguments)
@@ -101,7 +102,7 @@ package final class Database {
   /// `PRAGMA data_version`: it changes whenever another connection, in this process (the
   /// writer beside these readers) or in another one, has committed to the file since this
   /// connection last looked; equal values mean nobody else wrote in between.
-  package func dataVersion() throws(DatabaseError) -> Int64 {
+  package func dataVersion() throws(DatabaseError) -> Int64? {
     let s = try statement("PRAGMA data_version")
     defer { s.reset() }
     guard try s.step(), case .integer(let version) = s.row()[0] else { return -1 }
@@ -123,17 +124,17 @@ package final class Database {
   /// `immediate` takes SQLite's write lock at once (`BEGIN IMMEDIATE`): every decision made inside
   /// is then made with no other writer, in this process or another.
   package func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
-    try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+    try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED", [])
     do {
       let value = try body(self)
-      try execute("COMMIT")
+      try execute("COMMIT", [])
       return value
     } catch {
-      if isInTransaction { try? execute("ROLLBACK") }
+      if isInTransaction { try? execute("ROLLBACK", []) }
       throw error
     }
   }
 }
 
 @available(*, unavailable)
-extension Database: Sendable {}
+extension SQLiteDatabase: Sendable {}

@@ -1,0 +1,47 @@
+/// The SQL dialect a connection speaks; the store's SQL is shared and switches on this only
+/// where the dialects differ (JSON functions, PRAGMAs, types).
+package enum SQLDialect: Sendable {
+  case sqlite
+  case postgres
+}
+
+/// One catalog connection: ``SQLiteDatabase`` or ``PostgresDatabase``.
+///
+/// SQL is written once with `?` placeholders; the PostgreSQL connection rewrites them to
+/// `$1…$n`. A connection is used by one thread at a time; ``Catalog`` hands them out.
+/// ```swift
+/// try catalog.write { db in try db.execute("DELETE FROM uploads WHERE id = ?", [id]) }
+/// ```
+package protocol Database: AnyObject {
+  var dialect: SQLDialect { get }
+  /// Runs one statement to completion.
+  func execute(_ sql: String, _ arguments: [any SQLBindable]) throws(DatabaseError)
+  /// Runs several `;`-separated statements without arguments (migrations).
+  func executeScript(_ sql: String) throws(DatabaseError)
+  /// All rows of a query.
+  func rows(_ sql: String, _ arguments: [any SQLBindable]) throws(DatabaseError) -> [Row]
+  /// The first row of a query, if any.
+  func row(_ sql: String, _ arguments: [any SQLBindable]) throws(DatabaseError) -> Row?
+  /// Visits rows one at a time, for scans too large to hold.
+  func forEachRow(_ sql: String, _ arguments: [any SQLBindable], _ body: (Row) throws -> Void) throws
+  /// Rows changed by the last INSERT, UPDATE or DELETE.
+  var changes: Int { get }
+  /// A value that changes whenever anyone else committed since this connection last asked;
+  /// nil when the catalog cannot tell cheaply (then nothing may be cached across statements).
+  func dataVersion() throws(DatabaseError) -> Int64?
+  /// The ``dataVersion()`` this connection returned at its last ``ObjectCache`` check.
+  var lastCheckedDataVersion: Int64? { get set }
+  /// Runs `body` in a transaction that commits if it returns and rolls back if it throws.
+  ///
+  /// `immediate` takes the catalog's one write lock at once (`BEGIN IMMEDIATE` on SQLite, a
+  /// transaction-level advisory lock on PostgreSQL): every decision made inside is then made
+  /// with no other writer, in this process or another, on this node or another.
+  func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T
+}
+
+extension Database {
+  package func execute(_ sql: String) throws(DatabaseError) { try execute(sql, []) }
+  package func rows(_ sql: String) throws(DatabaseError) -> [Row] { try rows(sql, []) }
+  package func row(_ sql: String) throws(DatabaseError) -> Row? { try row(sql, []) }
+  package func forEachRow(_ sql: String, _ body: (Row) throws -> Void) throws { try forEachRow(sql, [], body) }
+}

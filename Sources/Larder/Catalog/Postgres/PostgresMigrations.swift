@@ -1,0 +1,134 @@
+/// PostgreSQL's schema migrations: the same numbering and intent as ``Migrations/all``, in
+/// PostgreSQL's types (`bytea`, `BIGINT`, `jsonb` bodies, byte-ordered `COLLATE "C"` names).
+///
+/// The version lives in `larder_schema`; migrations run in one write transaction, under the
+/// catalog's advisory write lock, so nodes starting together apply each one once.
+enum PostgresMigrations {
+  static let all: [@Sendable (Database) throws -> Void] = [
+    // 1: the store's tables (ARCHITECTURE §5). Times are integer milliseconds since 1970.
+    // Names and keys sort as bytes (`COLLATE "C"`), as SQLite's BINARY does: listings and
+    // page tokens depend on that order.
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE blobs(
+          sha256 bytea PRIMARY KEY CHECK (length(sha256) = 32),
+          size BIGINT NOT NULL CHECK (size >= 0),
+          created_at BIGINT NOT NULL
+        );
+        CREATE TABLE files(
+          id TEXT COLLATE "C" PRIMARY KEY,
+          blob_sha256 bytea NOT NULL REFERENCES blobs(sha256) ON DELETE RESTRICT,
+          size BIGINT NOT NULL,
+          md5 bytea NOT NULL,
+          filename TEXT,
+          content_type TEXT NOT NULL,
+          declared_content_type TEXT,
+          quarantined BIGINT NOT NULL DEFAULT 0,
+          created_at BIGINT NOT NULL
+        );
+        CREATE INDEX files_by_blob ON files(blob_sha256);
+        CREATE INDEX files_by_created ON files(created_at);
+        CREATE TABLE objects(
+          bucket TEXT COLLATE "C" NOT NULL,
+          name TEXT COLLATE "C" NOT NULL,
+          file_id TEXT COLLATE "C" NOT NULL REFERENCES files(id) ON DELETE RESTRICT,
+          generation BIGINT NOT NULL,
+          metageneration BIGINT NOT NULL,
+          content_type TEXT NOT NULL,
+          metadata TEXT NOT NULL DEFAULT '{}',
+          download_tokens TEXT NOT NULL,
+          cache_control TEXT,
+          content_disposition TEXT,
+          created_at BIGINT NOT NULL,
+          updated_at BIGINT NOT NULL,
+          PRIMARY KEY(bucket, name)
+        );
+        CREATE INDEX objects_by_file ON objects(file_id);
+        CREATE TABLE records(
+          type TEXT COLLATE "C" NOT NULL,
+          id TEXT COLLATE "C" NOT NULL,
+          body jsonb NOT NULL,
+          created_at BIGINT NOT NULL,
+          updated_at BIGINT NOT NULL,
+          PRIMARY KEY(type, id)
+        );
+        CREATE TABLE attachments(
+          record_type TEXT COLLATE "C" NOT NULL,
+          record_id TEXT COLLATE "C" NOT NULL,
+          property TEXT COLLATE "C" NOT NULL,
+          position BIGINT NOT NULL,
+          file_id TEXT COLLATE "C" NOT NULL REFERENCES files(id) ON DELETE RESTRICT,
+          PRIMARY KEY(record_type, record_id, property, position),
+          FOREIGN KEY(record_type, record_id) REFERENCES records(type, id) ON DELETE CASCADE
+        );
+        CREATE INDEX attachments_by_file ON attachments(file_id);
+        CREATE TABLE uploads(
+          id TEXT COLLATE "C" PRIMARY KEY,
+          bucket TEXT COLLATE "C" NOT NULL,
+          name TEXT COLLATE "C",
+          owner TEXT,
+          length BIGINT,
+          "offset" BIGINT NOT NULL DEFAULT 0,
+          metadata TEXT NOT NULL DEFAULT '{}',
+          concat TEXT,
+          expires_at BIGINT NOT NULL,
+          created_at BIGINT NOT NULL
+        );
+        CREATE INDEX uploads_by_expiry ON uploads(expires_at);
+        """)
+    },
+    // 2: completed resumable uploads keep their row until they expire.
+    { db in try db.executeScript("ALTER TABLE uploads ADD COLUMN completed_at BIGINT") },
+    // 3: settings; `page_token_key` signs listing page tokens. Made here, once, by whichever
+    // node migrates first, so every node shares it.
+    { db in
+      try db.executeScript("CREATE TABLE settings(key TEXT COLLATE \"C\" PRIMARY KEY, value bytea NOT NULL)")
+      var generator = SystemRandomNumberGenerator()
+      let key = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+      try db.execute("INSERT INTO settings(key, value) VALUES ('page_token_key', ?)", [key])
+    },
+    // 4: Firebase's metadata (see the SQLite migration 4).
+    { db in
+      try db.executeScript(
+        """
+        ALTER TABLE objects ADD COLUMN content_encoding TEXT;
+        ALTER TABLE objects ADD COLUMN content_language TEXT;
+        UPDATE objects SET content_type = coalesce(
+            (SELECT f.declared_content_type FROM files f WHERE f.id = objects.file_id), 'application/octet-stream')
+          WHERE content_type = (SELECT f.content_type FROM files f WHERE f.id = objects.file_id);
+        """)
+    },
+    // 5: a blob's MD5 on its row, NULL until the background hasher fills it in.
+    { db in
+      try db.executeScript(
+        """
+        ALTER TABLE blobs ADD COLUMN md5 bytea CHECK (md5 IS NULL OR length(md5) = 16);
+        UPDATE blobs SET md5 = (
+            SELECT f.md5 FROM files f WHERE f.blob_sha256 = blobs.sha256 AND length(f.md5) = 16 LIMIT 1);
+        CREATE INDEX blobs_without_md5 ON blobs(sha256) WHERE md5 IS NULL;
+        """)
+    },
+  ]
+
+  /// Creates the schema if needed and applies what is missing, under the write lock.
+  /// - Throws: ``LarderError/catalogTooNew(version:supported:)`` when a newer Larder migrated it.
+  static func run(on db: PostgresDatabase) throws {
+    precondition(all.count == Migrations.all.count, "the two catalogs' migrations keep one numbering")
+    try db.transaction(immediate: true) { db in
+      if let schema = (db as? PostgresDatabase)?.schema {
+        try db.executeScript("CREATE SCHEMA IF NOT EXISTS \"\(schema)\"")
+      }
+      try db.executeScript("CREATE TABLE IF NOT EXISTS larder_schema(version BIGINT NOT NULL)")
+      let current = Int(try db.row("SELECT max(version) AS v FROM larder_schema")?.int("v") ?? 0)
+      guard current <= all.count else {
+        throw LarderError.catalogTooNew(version: current, supported: all.count)
+      }
+      for index in current..<all.count { try all[index](db) }
+      if current != all.count {
+        try db.execute("DELETE FROM larder_schema")
+        try db.execute("INSERT INTO larder_schema(version) VALUES (?)", [all.count])
+      }
+    }
+  }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import Larder
+import Testing
+
+/// What only a shared PostgreSQL catalog offers: writers and a collector in separate processes
+/// serialised by its advisory write lock, and moving a store's SQLite catalog across. Runs in
+/// `make test`'s PostgreSQL pass (`LARDER_TEST_CATALOG`).
+@Suite(.enabled(if: TestCatalog.isPostgres, "needs LARDER_TEST_CATALOG (make test's PostgreSQL pass)"))
+struct PostgresCatalogTests {
+  static var server: String { ProcessInfo.processInfo.environment["LARDER_TEST_CATALOG"] ?? "" }
+
+  /// A schema of the test server no other test uses.
+  static func freshCatalog() -> String {
+    server + (server.contains("?") ? "&" : "?") + "schema=c_" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+  }
+
+  /// Three writer processes keep re-uploading three contents (and removing their previous
+  /// object, so each content keeps losing its last reference) while a collector process runs
+  /// `gc --grace 0s` over and over: the dedupe decision and the delete of the same blob race
+  /// across processes on every round. No referenced blob may be lost.
+  @Test func writersAndACollectorInSeparateProcessesLoseNoReferencedBlob() throws {
+    let box = try Sandbox()
+    let binary = try CLI.binary()
+    let contents = (0..<3).map { pseudoRandomBytes(3_000 + $0 * 100, seed: 900 + UInt64($0)) }
+    for (i, bytes) in contents.enumerated() { try box.write("c\(i)", bytes) }
+    let larder = try Larder(at: box.data)  // the catalog exists before the race starts
+    let rounds = 20
+    let stop = box.path("stop")
+    var writers: [pid_t] = []
+    for k in 0..<3 {
+      let script = """
+        for i in $(seq 0 \(rounds - 1)); do
+          "$BIN" put --data "$DATA" "$SRC/c$(( (i + \(k)) % 3 ))" "b/w\(k)-$i" >/dev/null || exit 10
+          if [ $i -gt 0 ]; then "$BIN" rm --data "$DATA" "b/w\(k)-$((i - 1))" >/dev/null || exit 11; fi
+        done
+        """
+      writers.append(
+        try CLI.spawn(
+          "/bin/bash", ["-c", script], environment: ["BIN": binary, "DATA": box.dataPath, "SRC": box.root.path],
+          stdoutPath: box.path("w\(k).out"), stderrPath: box.path("w\(k).err")))
+    }
+    let collector = try CLI.spawn(
+      "/bin/bash",
+      ["-c", "n=0; while [ ! -e \"$STOP\" ]; do \"$BIN\" gc --grace 0s --data \"$DATA\" >/dev/null || exit 12; n=$((n+1)); done; echo $n"],
+      environment: ["BIN": binary, "DATA": box.dataPath, "STOP": stop],
+      stdoutPath: box.path("gc.out"), stderrPath: box.path("gc.err"))
+    for (k, pid) in writers.enumerated() {
+      #expect(try CLI.wait(pid, timeout: 300) == 0, "writer \(k): \(String(decoding: box.read("w\(k).err") ?? [], as: UTF8.self))")
+    }
+    try box.write("stop", [])
+    #expect(try CLI.wait(collector, timeout: 120) == 0, "\(String(decoding: box.read("gc.err") ?? [], as: UTF8.self))")
+    let collections = Int(String(decoding: box.read("gc.out") ?? [], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    #expect(collections >= 2, "the collector ran \(collections) times")
+
+    // Each writer's last object is there with its bytes; nothing else is.
+    #expect(try Sandbox.count(larder, "objects") == 3)
+    for k in 0..<3 {
+      let object = try larder.objects.get(bucket: "b", name: "w\(k)-\(rounds - 1)")
+      #expect(try larder.files.data(of: object.file) == Data(contents[(rounds - 1 + k) % 3]))
+    }
+    // One more collection leaves exactly the referenced blobs, rows and files alike.
+    #expect(try box.larder("gc", "--grace", "0s").status == 0)
+    #expect(try Sandbox.count(larder, "files") == 3)
+    #expect(try Sandbox.blobRows(larder) == box.blobFileNames)
+    let verify = try box.larder("verify")
+    #expect(verify.status == 0, "\(verify)")
+  }
+
+  /// `catalog copy` moves an SQLite catalog into an empty PostgreSQL schema with every row and
+  /// the page-token key, checks the counts, and refuses a destination that holds a store.
+  @Test func catalogCopyMovesEveryRowAndRefusesAStoreThatIsNotEmpty() throws {
+    let box = try Sandbox()
+    let source = try Larder(at: box.data, configuration: .init(catalog: .dataDirectory))
+    for i in 0..<5 { _ = try source.objects.put(bucket: "b", name: "n\(i)", data: Data("same".utf8)) }
+    _ = try source.objects.put(bucket: "b", name: "other", data: Data("other".utf8))
+    let page = try source.objects.list(bucket: "b", maxResults: 2)
+    let destination = Self.freshCatalog()
+
+    let copy = try CLI.larder(["catalog", "copy", "--from", box.dataPath, "--to", destination])
+    #expect(copy.status == 0, "\(copy)")
+    #expect(copy.stdout.contains("blobs        2\nfiles        6\nobjects      6\n"), "\(copy.stdout)")
+    #expect(copy.stdout.hasSuffix("counts match\n"))
+
+    let moved = try Larder(at: box.data, configuration: .init(catalog: CatalogLocation(parsing: destination)))
+    #expect(try moved.objects.list(bucket: "b").items.map(\.name) == ["n0", "n1", "n2", "n3", "n4", "other"])
+    #expect(try moved.files.data(of: moved.objects.get(bucket: "b", name: "n3").file) == Data("same".utf8))
+    // The key moved with the rows: a page token from before the move still works.
+    let next = try moved.objects.list(bucket: "b", maxResults: 2, pageToken: page.nextPageToken)
+    #expect(next.items.map(\.name) == ["n2", "n3"])
+    let listed = try box.larder("ls", "b", "--catalog", destination)
+    #expect(listed.status == 0)
+    #expect(listed.stdout.split(separator: "\n").count == 6)
+
+    let again = try CLI.larder(["catalog", "copy", "--from", box.dataPath, "--to", destination])
+    #expect(again.status == 1)
+    #expect(again.stderr.contains("the destination catalog is not empty (blobs has rows)"), "\(again)")
+    #expect(try moved.objects.list(bucket: "b").items.count == 6)
+
+    let migrate = try CLI.larder(["catalog", "migrate", "--data", box.dataPath, "--catalog", destination])
+    #expect(migrate.status == 0)
+    #expect(migrate.stdout.hasSuffix("schema version \(Larder.catalogSchemaVersion)\n"), "\(migrate)")
+  }
+}
