@@ -37,17 +37,157 @@ public struct AccessLogEntry: Sendable, Equatable {
   }
 
   /// The JSON line, without the newline. Keys are fixed so log tooling can rely on them.
-  public var json: String {
-    var s = "{\"time\":\"\(Self.iso8601(time))\",\"request_id\":"
-    s += Self.quote(requestID)
-    s += ",\"method\":" + Self.quote(method)
-    s += ",\"path\":" + Self.quote(path)
-    s += ",\"route\":" + Self.quote(route)
-    s += ",\"status\":\(status),\"bytes_in\":\(bytesIn),\"bytes_out\":\(bytesOut)"
-    s += ",\"duration_ms\":" + Self.printf("%.3f", durationMilliseconds)
-    s += ",\"remote\":" + Self.quote(remote)
-    s += ",\"outcome\":" + Self.quote(outcome) + "}"
-    return s
+  public var json: String { String(decoding: jsonBytes(), as: UTF8.self) }
+
+  /// ``json`` as UTF-8, built straight into one buffer: with the log on, formatting the line
+  /// through strings, `vsnprintf` and `gmtime_r` cost about as much as serving a small file.
+  func jsonBytes() -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(256)
+    func put(_ text: StaticString) {
+      out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+    put("{\"time\":\"")
+    Self.appendISO8601(time, to: &out)
+    put("\",\"request_id\":")
+    Self.appendQuoted(requestID, to: &out)
+    put(",\"method\":")
+    Self.appendQuoted(method, to: &out)
+    put(",\"path\":")
+    Self.appendQuoted(path, to: &out)
+    put(",\"route\":")
+    Self.appendQuoted(route, to: &out)
+    put(",\"status\":")
+    Self.appendDecimal(Int64(status), to: &out)
+    put(",\"bytes_in\":")
+    Self.appendDecimal(bytesIn, to: &out)
+    put(",\"bytes_out\":")
+    Self.appendDecimal(bytesOut, to: &out)
+    put(",\"duration_ms\":")
+    Self.appendFixed3(durationMilliseconds, to: &out)
+    put(",\"remote\":")
+    Self.appendQuoted(remote, to: &out)
+    put(",\"outcome\":")
+    Self.appendQuoted(outcome, to: &out)
+    put("}")
+    return out
+  }
+
+  static func appendDecimal(_ value: Int64, to out: inout [UInt8]) {
+    if value < 0 {
+      out.append(contentsOf: String(value).utf8)
+      return
+    }
+    var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+      UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+      (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var n = UInt64(value)
+    var count = 0
+    withUnsafeMutableBytes(of: &digits) { d in
+      repeat {
+        d[19 - count] = UInt8(0x30 + n % 10)
+        n /= 10
+        count += 1
+      } while n > 0
+      out.append(contentsOf: d[(20 - count)...])
+    }
+  }
+
+  /// `%.3f` of `value`, digit for digit as glibc prints it: the exact binary value rounded to
+  /// three decimals, ties to even. Durations (non-negative, under a million seconds) take the
+  /// integer path; anything else goes through `vsnprintf`.
+  static func appendFixed3(_ value: Double, to out: inout [UInt8]) {
+    guard value.isFinite, value >= 0, value < 1e9 else {
+      out.append(contentsOf: printf("%.3f", value).utf8)
+      return
+    }
+    // value = significand × 2^exponent exactly; × 1000, then shifted right with exact rounding.
+    let significand = value.significandBitPattern | (value.isNormal ? 1 << 52 : 0)
+    let exponent = value.isNormal ? Int(value.exponent) - 52 : -1074
+    let scaled = significand * 1000  // < 2^63: significand < 2^53
+    var thousandths: UInt64
+    if exponent >= 0 {
+      thousandths = scaled << UInt64(exponent)  // value < 1e9, so no overflow
+    } else if -exponent >= 64 {
+      thousandths = 0  // below 2^-11 × 1000 / 2: rounds to zero
+    } else {
+      let shift = UInt64(-exponent)
+      thousandths = scaled >> shift
+      let remainder = scaled & ((1 << shift) - 1)
+      let half: UInt64 = 1 << (shift - 1)
+      if remainder > half || (remainder == half && thousandths & 1 == 1) { thousandths += 1 }
+    }
+    appendDecimal(Int64(thousandths / 1000), to: &out)
+    let fraction = thousandths % 1000
+    out.append(0x2E)
+    out.append(UInt8(0x30 + fraction / 100))
+    out.append(UInt8(0x30 + fraction / 10 % 10))
+    out.append(UInt8(0x30 + fraction % 10))
+  }
+
+  /// ``iso8601(_:)`` appended as bytes, computed like ``HTTPDate/format(_:)`` (no `gmtime_r`,
+  /// whose time-zone lock every request would take) for the years 1970–9999.
+  static func appendISO8601(_ time: Double, to out: inout [UInt8]) {
+    guard time.isFinite, time >= 0, time < 253_402_300_800 else {
+      out.append(contentsOf: iso8601(time).utf8)
+      return
+    }
+    let seconds = Int64(time.rounded(.down))
+    let millis = min(Int((time - Double(seconds)) * 1000), 999)
+    let days = seconds / 86_400
+    let secondOfDay = Int(seconds - days * 86_400)
+    // Days to civil date (proleptic Gregorian), after Howard Hinnant's `civil_from_days`.
+    let z = days + 719_468
+    let era = z / 146_097
+    let dayOfEra = z - era * 146_097
+    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+    let mp = (5 * dayOfYear + 2) / 153
+    let day = Int(dayOfYear - (153 * mp + 2) / 5 + 1)
+    let month = Int(mp < 10 ? mp + 3 : mp - 9)
+    let year = Int(yearOfEra + era * 400 + (month <= 2 ? 1 : 0))
+    func two(_ v: Int) {
+      out.append(UInt8(0x30 + v / 10))
+      out.append(UInt8(0x30 + v % 10))
+    }
+    two(year / 100)
+    two(year % 100)
+    out.append(0x2D)
+    two(month)
+    out.append(0x2D)
+    two(day)
+    out.append(0x54)
+    two(secondOfDay / 3600)
+    out.append(0x3A)
+    two(secondOfDay / 60 % 60)
+    out.append(0x3A)
+    two(secondOfDay % 60)
+    out.append(0x2E)
+    out.append(UInt8(0x30 + millis / 100))
+    two(millis % 100)
+    out.append(0x5A)
+  }
+
+  /// ``quote(_:)`` appended as bytes. Only ASCII is ever escaped, so the UTF-8 of everything
+  /// else goes through unchanged, byte for byte.
+  static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+    let hex: StaticString = "0123456789abcdef"
+    out.append(0x22)
+    for byte in text.utf8 {
+      switch byte {
+      case 0x22: out.append(0x5C); out.append(0x22)
+      case 0x5C: out.append(0x5C); out.append(0x5C)
+      case 0x0A: out.append(0x5C); out.append(0x6E)
+      case 0x0D: out.append(0x5C); out.append(0x72)
+      case 0x09: out.append(0x5C); out.append(0x74)
+      case 0..<0x20, 0x7F:
+        out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30])
+        out.append(hex.utf8Start[Int(byte >> 4)])
+        out.append(hex.utf8Start[Int(byte & 0xF)])
+      default: out.append(byte)
+      }
+    }
+    out.append(0x22)
   }
 
   static func quote(_ text: String) -> String {
@@ -140,7 +280,7 @@ public final class AccessLog: Sendable {
     switch sink {
     case .none: return
     case .closure(let f): f(entry.json)
-    case .buffered(let writer): writer.append(entry.json)
+    case .buffered(let writer): writer.append(entry.jsonBytes())
     case .descriptor(let fd):
       var line = entry.json
       line += "\n"
@@ -184,10 +324,9 @@ final class AccessLogWriter: @unchecked Sendable {
     thread.start()
   }
 
-  func append(_ line: String) {
-    var line = line
+  func append(_ line: [UInt8]) {
     condition.lock()
-    line.withUTF8 { pending.append(contentsOf: $0) }
+    pending.append(contentsOf: line)
     pending.append(0x0A)
     let count = pending.count
     if count >= Self.maxBytes {

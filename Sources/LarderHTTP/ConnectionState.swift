@@ -20,10 +20,22 @@ final class ConnectionState {
   var lingerOnClose = false
   /// What the reaper's thread may see of it.
   let watch: HeadWatch
+  /// The peer's address as text, read at the first request: it cannot change on a
+  /// connection, and formatting it (`inet_ntop`) for every keep-alive request showed in
+  /// profiles. Touched only on the connection's thread.
+  private var peer: String?
 
   init(descriptor: Int32) {
     self.descriptor = descriptor
     watch = HeadWatch(descriptor: descriptor)
+  }
+
+  /// The peer's address (see ``ConnectionInfo/remoteAddress(_:)``), formatted once.
+  func remoteAddress(_ connection: OpaquePointer?) -> String {
+    if let peer { return peer }
+    let address = ConnectionInfo.remoteAddress(connection)
+    peer = address
+    return address
   }
 }
 

@@ -21,6 +21,12 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral, E
 
   public init() { fields = [] }
 
+  /// Empty, with room for `capacity` fields (a response built field by field grows once).
+  public init(capacity: Int) {
+    fields = []
+    fields.reserveCapacity(capacity)
+  }
+
   public init(_ pairs: [(String, String)]) {
     fields = pairs.map { Field(name: $0.0, value: $0.1) }
   }
@@ -46,6 +52,11 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral, E
   /// Appends a field, keeping any existing ones of the same name.
   public mutating func add(_ name: String, _ value: String) {
     fields.append(Field(name: name, value: value))
+  }
+
+  /// Appends every field of `other`, in its order.
+  public mutating func append(contentsOf other: HTTPHeaders) {
+    fields.append(contentsOf: other.fields)
   }
 
   /// Replaces every field of `name` with a single one.

@@ -13,11 +13,6 @@ import Synchronization
 public final class Metrics: Sendable {
   public static let defaultBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
-  struct RouteStatus: Hashable {
-    let route: String
-    let status: Int
-  }
-
   struct Histogram {
     var counts: [UInt64]  // per bucket, not cumulative; the last is +Inf
     var sum: Double = 0
@@ -37,11 +32,17 @@ public final class Metrics: Sendable {
     let values: @Sendable () -> [Double]
   }
 
+  /// One route's figures together, so counting a request looks its route up once (four
+  /// lookups of the same string showed in small-request profiles).
+  struct RouteFigures {
+    var requests: [Int: UInt64] = [:]
+    var bytesIn: Int64 = 0
+    var bytesOut: Int64 = 0
+    var durations: Histogram
+  }
+
   struct State {
-    var requests: [RouteStatus: UInt64] = [:]
-    var bytesIn: [String: Int64] = [:]
-    var bytesOut: [String: Int64] = [:]
-    var durations: [String: Histogram] = [:]
+    var routes: [String: RouteFigures] = [:]
     var gauges: [GaugeGroup] = []
   }
 
@@ -58,13 +59,20 @@ public final class Metrics: Sendable {
   public func recordRequest(route: String, status: Int, bytesIn: Int64, bytesOut: Int64, seconds: Double) {
     let bucket = buckets.firstIndex { seconds <= $0 } ?? buckets.count
     state.withLock { s in
-      s.requests[RouteStatus(route: route, status: status), default: 0] += 1
-      s.bytesIn[route, default: 0] += bytesIn
-      s.bytesOut[route, default: 0] += bytesOut
       // In place: a copy taken out and stored back would copy the bucket array every request.
-      s.durations[route, default: Histogram(counts: Array(repeating: 0, count: buckets.count + 1))]
-        .record(bucket: bucket, seconds: seconds)
+      Self.count(
+        &s.routes[route, default: RouteFigures(durations: Histogram(counts: Array(repeating: 0, count: buckets.count + 1)))],
+        status: status, bytesIn: bytesIn, bytesOut: bytesOut, bucket: bucket, seconds: seconds)
     }
+  }
+
+  private static func count(
+    _ figures: inout RouteFigures, status: Int, bytesIn: Int64, bytesOut: Int64, bucket: Int, seconds: Double
+  ) {
+    figures.requests[status, default: 0] += 1
+    figures.bytesIn += bytesIn
+    figures.bytesOut += bytesOut
+    figures.durations.record(bucket: bucket, seconds: seconds)
   }
 
   /// Registers a gauge read at every render (e.g. stored objects, blob bytes). A second
@@ -87,7 +95,7 @@ public final class Metrics: Sendable {
 
   /// The number of requests counted for `route` and `status` (for tests and health checks).
   public func requestCount(route: String, status: Int) -> UInt64 {
-    state.withLock { $0.requests[RouteStatus(route: route, status: status)] ?? 0 }
+    state.withLock { $0.routes[route]?.requests[status] ?? 0 }
   }
 
   public func renderPrometheus() -> String {
@@ -96,24 +104,27 @@ public final class Metrics: Sendable {
     var out = ""
     out += "# HELP \(p)_http_requests_total HTTP requests by route and status.\n"
     out += "# TYPE \(p)_http_requests_total counter\n"
-    for key in s.requests.keys.sorted(by: { ($0.route, $0.status) < ($1.route, $1.status) }) {
-      out +=
-        "\(p)_http_requests_total{route=\(Self.label(key.route)),status=\"\(key.status)\"} \(s.requests[key]!)\n"
+    let routes = s.routes.keys.sorted()
+    for route in routes {
+      let requests = s.routes[route]!.requests
+      for status in requests.keys.sorted() {
+        out += "\(p)_http_requests_total{route=\(Self.label(route)),status=\"\(status)\"} \(requests[status]!)\n"
+      }
     }
     out += "# HELP \(p)_http_request_body_bytes_total Request body bytes received, by route.\n"
     out += "# TYPE \(p)_http_request_body_bytes_total counter\n"
-    for route in s.bytesIn.keys.sorted() {
-      out += "\(p)_http_request_body_bytes_total{route=\(Self.label(route))} \(s.bytesIn[route]!)\n"
+    for route in routes {
+      out += "\(p)_http_request_body_bytes_total{route=\(Self.label(route))} \(s.routes[route]!.bytesIn)\n"
     }
     out += "# HELP \(p)_http_response_body_bytes_total Response body bytes sent, by route.\n"
     out += "# TYPE \(p)_http_response_body_bytes_total counter\n"
-    for route in s.bytesOut.keys.sorted() {
-      out += "\(p)_http_response_body_bytes_total{route=\(Self.label(route))} \(s.bytesOut[route]!)\n"
+    for route in routes {
+      out += "\(p)_http_response_body_bytes_total{route=\(Self.label(route))} \(s.routes[route]!.bytesOut)\n"
     }
     out += "# HELP \(p)_http_request_duration_seconds Time from request line to response completion.\n"
     out += "# TYPE \(p)_http_request_duration_seconds histogram\n"
-    for route in s.durations.keys.sorted() {
-      let h = s.durations[route]!
+    for route in routes {
+      let h = s.routes[route]!.durations
       let l = Self.label(route)
       var cumulative: UInt64 = 0
       for (i, bound) in buckets.enumerated() {

@@ -149,6 +149,12 @@ public struct Router: HTTPHandler {
   }
 
   static func match(_ pattern: [Segment], _ path: [Substring]) -> RouteParameters? {
+    // Without a rest segment only a path of the pattern's length matches (a collection's also
+    // one longer, its trailing slash): checked first, so routes that cannot match capture nothing.
+    if !pattern.contains(where: { if case .rest = $0 { true } else { false } }) {
+      let collection = if case .literal? = pattern.last { true } else { false }
+      guard path.count == pattern.count || (collection && path.count == pattern.count + 1) else { return nil }
+    }
     var values: [String: Substring] = [:]
     var i = 0
     for segment in pattern {

@@ -140,7 +140,7 @@ final class ServerCore: Sendable {
     let connectionState = Self.state(of: connection)
     if let connectionState { connections.setWaiting(connectionState, since: nil) }
     let (headers, headerBytes) = Self.readHeaders(connection)
-    let remote = ConnectionInfo.remoteAddress(connection)
+    let remote = connectionState?.remoteAddress(connection) ?? ConnectionInfo.remoteAddress(connection)
     let versionName = version.map { String(cString: $0) } ?? "HTTP/1.1"
     let hasBody: Bool = {
       if headers.contains("Transfer-Encoding") { return true }

@@ -9,7 +9,8 @@ public enum ObjectName {
   /// Checks a bucket name: 1–222 bytes of `a-z 0-9 . _ -`, starting and ending with a letter or digit.
   /// - Throws: ``LarderError/invalidBucket(_:reason:)``.
   public static func validateBucket(_ bucket: String) throws(LarderError) {
-    let bytes = Array(bucket.utf8)
+    // The UTF-8 view itself, not a copy: this runs on every request.
+    let bytes = bucket.utf8
     guard !bytes.isEmpty else { throw .invalidBucket(bucket, reason: "it is empty") }
     guard bytes.count <= maxBucketBytes else {
       throw .invalidBucket(bucket, reason: "it is longer than \(maxBucketBytes) bytes")
@@ -38,8 +39,27 @@ public enum ObjectName {
         throw .invalidName(name, reason: "it contains a Unicode noncharacter")
       }
     }
+    if name.utf8.allSatisfy({ $0 < 0x80 }) {
+      // Byte by byte for ASCII names (the same segments; this runs on every request).
+      var length = 0
+      var dotsOnly = true
+      for c in name.utf8 {
+        if c == 0x2F {
+          if dotsOnly && (length == 1 || length == 2) { throw .invalidName(name, reason: Self.dotSegments) }
+          length = 0
+          dotsOnly = true
+        } else {
+          length += 1
+          dotsOnly = dotsOnly && c == 0x2E
+        }
+      }
+      if dotsOnly && (length == 1 || length == 2) { throw .invalidName(name, reason: Self.dotSegments) }
+      return
+    }
     for segment in name.split(separator: "/", omittingEmptySubsequences: false) where segment == "." || segment == ".." {
-      throw .invalidName(name, reason: "'.' and '..' segments are not allowed")
+      throw .invalidName(name, reason: Self.dotSegments)
     }
   }
+
+  private static let dotSegments = "'.' and '..' segments are not allowed"
 }

@@ -142,6 +142,38 @@ public struct ObjectStore: Sendable {
     }
   }
 
+  /// The largest content ``smallContent(of:)`` keeps in memory.
+  public static let smallContentLimit: Int64 = 16 * 1024
+
+  /// All of `object`'s content when it is at most ``smallContentLimit`` bytes (nil when larger),
+  /// from memory when it was read since the catalog last changed (see ``ObjectCache``), so a
+  /// hot small download opens no file.
+  ///
+  ///     if let bytes = try larder.objects.smallContent(of: object) { … }
+  /// - Throws: what ``FileStore/open(_:)`` throws; ``LarderError/corruptContent(sha256:)`` when
+  ///   the blob on disk is not the size its row records.
+  public func smallContent(of object: StoredObject) throws -> [UInt8]? {
+    let file = object.file
+    guard file.size <= Self.smallContentLimit else { return nil }
+    let (cached, epoch) = cache.content(sha256: file.sha256)
+    if let cached { return cached }
+    let reader = try files.open(file)
+    guard reader.size == file.size else { throw LarderError.corruptContent(sha256: file.sha256) }
+    let data = try reader.read(0..<file.size)
+    guard data.count == Int(file.size) else { throw LarderError.corruptContent(sha256: file.sha256) }
+    let bytes = [UInt8](data)
+    cache.storeContent(bytes, sha256: file.sha256, epoch: epoch)
+    return bytes
+  }
+
+  /// ``find(_:)`` with a memo for values derived from the row (see ``ObjectMemo``).
+  public func findMemoized(_ path: ObjectPath) throws -> (object: StoredObject?, memo: ObjectMemo) {
+    let entry = try catalog.read(snapshot: false) { db in
+      try cache.entry(at: path, db: db) { try Self.fetch(db: db, bucket: $0.bucket, name: $0.name) }
+    }
+    return (entry.object, entry.memo)
+  }
+
   static func fetch(db: Database, bucket: String, name: String) throws -> StoredObject? {
     try db.row(
       "SELECT o.*, \(File.columns) FROM objects o JOIN files f ON f.id = o.file_id WHERE o.bucket = ? AND o.name = ?",

@@ -136,7 +136,10 @@ struct ObjectsEndpoint {
 
   func read(_ request: HTTPRequest, path: ObjectPath, identity: Identity?, media: Bool) throws -> HTTPResponse {
     let (bucket, name) = (path.bucket, path.name)
-    let object = try context.larder.objects.find(path).map(context.knowingMD5)
+    let (found, rowMemo) = try context.larder.objects.findMemoized(path)
+    let object = found.map(context.knowingMD5)
+    // What is derived from the cached row serves that row only, not one whose MD5 was just computed.
+    let memo = object?.file.md5 == found?.file.md5 ? rowMemo : nil
     let token = request.queryValue("token").map { Array($0.utf8) }
     let tokenGrants =
       media && token != nil
@@ -144,42 +147,83 @@ struct ObjectsEndpoint {
     if !tokenGrants {
       try context.authorize(
         AccessRequest(
-          operation: .get, bucket: bucket, name: name, identity: identity, resource: object.map(context.resource)))
+          operation: .get, bucket: bucket, name: name, identity: identity,
+          resource: object.map { object in memo?.value { context.resource(object) } ?? context.resource(object) }))
     }
     guard let object else { throw LarderError.notFound(bucket: bucket, name: name) }
     guard media else {
-      var r = HTTPResponse.json(object.firebaseMetadata)
+      // Encoded once per cached row: JSON encoding and its dates were most of a metadata GET.
+      var r = memo?.value { MetadataAnswer(object) }.response ?? MetadataAnswer(object).response
       if request.method == "HEAD" { r.body = .lengthOnly(r.body.length) }
       return r
     }
-    return try download(request, object: object)
+    return try download(request, object: object, head: memo?.value { DownloadHead(object) } ?? DownloadHead(object))
+  }
+
+  /// An object's metadata answer (`GET …/o/{name}`), the same for every caller who may read it.
+  struct MetadataAnswer: Sendable {
+    let response: HTTPResponse
+    init(_ object: StoredObject) { response = .json(object.firebaseMetadata) }
+  }
+
+  /// What every download of one object answers, whatever the request asks: its validators and
+  /// headers, prepared once per cached row (see ``ObjectMemo``) instead of per request.
+  struct DownloadHead: Sendable {
+    let etag: String
+    let lastModified: Date
+    /// `ETag` … `X-Goog-Metageneration`: where every answer's headers begin.
+    let common: HTTPHeaders
+    /// `Content-Type` … `Content-Security-Policy`: after `Content-Range` on a 206.
+    let content: HTTPHeaders
+    /// `common` then `content`: the headers of a 200, whole.
+    let full: HTTPHeaders
+
+    init(_ object: StoredObject) {
+      etag = "\"\(object.file.sha256)\""
+      lastModified = object.timeCreated
+      var common = HTTPHeaders(capacity: 7)
+      common.add("ETag", etag)
+      common.add("Last-Modified", HTTPDate.format(lastModified))
+      common.add("Accept-Ranges", "bytes")
+      common.add("Cache-Control", object.cacheControl ?? "private, max-age=0")
+      common.add("X-Content-Type-Options", "nosniff")
+      common.add("X-Goog-Generation", String(object.generation))
+      common.add("X-Goog-Metageneration", String(object.metageneration))
+      // The declared type, as Firebase serves it. Safe however it was declared: `nosniff` stops a
+      // browser from guessing past it, the CSP sandboxes whatever renders, and content that either
+      // type says a browser would run goes out as an attachment.
+      var content = HTTPHeaders(capacity: 5)
+      content.add("Content-Type", object.contentType)
+      content.add("Content-Disposition", ObjectsEndpoint.contentDisposition(for: object))
+      if let encoding = object.contentEncoding, encoding.lowercased() != "identity" {
+        content.add("Content-Encoding", encoding)
+      }
+      if let language = object.contentLanguage { content.add("Content-Language", language) }
+      content.add("Content-Security-Policy", "default-src 'none'; sandbox")
+      var full = common
+      full.append(contentsOf: content)
+      self.common = common
+      self.content = content
+      self.full = full
+    }
   }
 
   /// Bodies up to this size are read into memory instead of sent with sendfile.
   static let inlineBodyLimit: Int64 = 16 * 1024
 
-  func download(_ request: HTTPRequest, object: StoredObject) throws -> HTTPResponse {
+  func download(_ request: HTTPRequest, object: StoredObject, head: DownloadHead) throws -> HTTPResponse {
     let maxSize = try Self.count(request, "maxSize")
     let size = object.file.size
-    let etag = "\"\(object.file.sha256)\""
-    let lastModified = object.timeCreated
-    var headers = HTTPHeaders()
-    headers.set("ETag", etag)
-    headers.set("Last-Modified", HTTPDate.format(lastModified))
-    headers.set("Accept-Ranges", "bytes")
-    headers.set("Cache-Control", object.cacheControl ?? "private, max-age=0")
-    headers.set("X-Content-Type-Options", "nosniff")
-    headers.set("X-Goog-Generation", String(object.generation))
-    headers.set("X-Goog-Metageneration", String(object.metageneration))
+    let etag = head.etag
 
-    switch Conditional.evaluate(request, etag: etag, lastModified: lastModified) {
+    switch Conditional.evaluate(request, etag: etag, lastModified: head.lastModified) {
     case .preconditionFailed:
       var r = HTTPResponse.error(status: 412, message: "precondition failed")
       r.headers.set("ETag", etag)
       return r
     case .notModified:
       var r = HTTPResponse(status: 304)
-      for name in ["ETag", "Last-Modified", "Cache-Control"] { if let v = headers[name] { r.headers.set(name, v) } }
+      for name in ["ETag", "Last-Modified", "Cache-Control"] { if let v = head.common[name] { r.headers.set(name, v) } }
       return r
     case .proceed(let honourRange):
       var range = ByteRange.full
@@ -192,28 +236,26 @@ struct ObjectsEndpoint {
       var first: Int64 = 0
       var length = size
       var status = 200
+      var headers = head.full
       if case .partial(let f, let l) = range {
         first = f
         length = l - f + 1
         status = 206
-        headers.set("Content-Range", "bytes \(f)-\(l)/\(size)")
+        headers = head.common
+        headers.add("Content-Range", "bytes \(f)-\(l)/\(size)")
+        headers.append(contentsOf: head.content)
       }
       if let maxSize, length > maxSize {
         // Refused before any content byte: the client learns the size and its limit.
         throw LarderError.downloadSizeExceeded(size: length, maxSize: maxSize)
       }
-      // The declared type, as Firebase serves it. Safe however it was declared: `nosniff` stops a
-      // browser from guessing past it, the CSP sandboxes whatever renders, and content that either
-      // type says a browser would run goes out as an attachment.
-      headers.set("Content-Type", object.contentType)
-      headers.set("Content-Disposition", Self.contentDisposition(for: object))
-      if let encoding = object.contentEncoding, encoding.lowercased() != "identity" {
-        headers.set("Content-Encoding", encoding)
-      }
-      if let language = object.contentLanguage { headers.set("Content-Language", language) }
-      headers.set("Content-Security-Policy", "default-src 'none'; sandbox")
       if request.method == "HEAD" {
         return HTTPResponse(status: status, headers: headers, body: .lengthOnly(length))
+      }
+      if length <= Self.inlineBodyLimit, let content = try context.larder.objects.smallContent(of: object) {
+        // A small blob's bytes come from memory once read (no open, fstat, pread, close).
+        let bytes = first == 0 && length == size ? content : Array(content[Int(first)..<Int(first + length)])
+        return HTTPResponse(status: status, headers: headers, body: .bytes(bytes))
       }
       let reader = try context.larder.files.open(object.file)
       guard reader.size == size else {

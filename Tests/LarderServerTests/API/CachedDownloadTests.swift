@@ -77,4 +77,38 @@ import Testing
       #expect(granted.body == Array("secret".utf8))
     }
   }
+
+  @Test func metadataAndDownloadHeadersFollowAPatchAtOnce() throws {
+    try withService { s in
+      let item = "/v0/b/app/o/\(enc("pics/a.bin"))"
+      #expect(try s.send(.init("POST", "/v0/b/app/o?name=\(enc("pics/a.bin"))", body: Array("first".utf8))).status == 200)
+      for _ in 0..<3 {
+        #expect(try s.send(.get(item)).json?["metageneration"] as? String == "1")
+        let media = try s.send(.get(Self.media))
+        #expect(media["Cache-Control"] == "private, max-age=0")
+        #expect(media["Content-Disposition"] == "inline; filename*=UTF-8''a.bin")
+      }
+      let patch = #"{"cacheControl":"public, max-age=60","contentDisposition":"inline; filename=x.bin"}"#
+      #expect(
+        try s.send(.init("PATCH", item, headers: [("Content-Type", "application/json")], body: Array(patch.utf8))).status
+          == 200)
+      let metadata = try s.send(.get(item)).json
+      #expect(metadata?["metageneration"] as? String == "2")
+      #expect(metadata?["cacheControl"] as? String == "public, max-age=60")
+      let head = try s.send(.init("HEAD", item))
+      #expect(head.status == 200)
+      #expect(head["Content-Length"] == String(try s.send(.get(item)).body.count))
+      let media = try s.send(.get(Self.media))
+      #expect(media.status == 200)
+      #expect(media.body == Array("first".utf8))
+      #expect(media["Cache-Control"] == "public, max-age=60")
+      #expect(media["Content-Disposition"] == "inline; filename=x.bin")
+      #expect(media["X-Goog-Metageneration"] == "2")
+      let partial = try s.send(.init("GET", Self.media, headers: [("Range", "bytes=1-3")]))
+      #expect(partial.status == 206)
+      #expect(partial.body == Array("irs".utf8))
+      #expect(partial["Content-Range"] == "bytes 1-3/5")
+      #expect(partial["Cache-Control"] == "public, max-age=60")
+    }
+  }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import LarderHTTP
+@testable import LarderHTTP
 import Testing
 
 /// The file access log is buffered and written by its own thread: every line still arrives,
@@ -24,6 +24,38 @@ import Testing
       var e = entry
       e.durationMilliseconds = ms
       #expect(e.json.contains(#""duration_ms":\#(String(format: "%.3f", ms)),"#), "\(ms)")
+    }
+  }
+
+  @Test func linesBuiltAsBytesReadAsTheFormattedTextDid() {
+    // The reference: the same fields through gmtime_r, vsnprintf and scalar-by-scalar quoting.
+    func reference(_ e: AccessLogEntry) -> String {
+      "{\"time\":\"\(AccessLogEntry.iso8601(e.time))\",\"request_id\":" + AccessLogEntry.quote(e.requestID)
+        + ",\"method\":" + AccessLogEntry.quote(e.method) + ",\"path\":" + AccessLogEntry.quote(e.path)
+        + ",\"route\":" + AccessLogEntry.quote(e.route)
+        + ",\"status\":\(e.status),\"bytes_in\":\(e.bytesIn),\"bytes_out\":\(e.bytesOut)"
+        + ",\"duration_ms\":" + AccessLogEntry.printf("%.3f", e.durationMilliseconds)
+        + ",\"remote\":" + AccessLogEntry.quote(e.remote) + ",\"outcome\":" + AccessLogEntry.quote(e.outcome) + "}"
+    }
+    var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+    func next() -> UInt64 {
+      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+      return state
+    }
+    let times: [Double] =
+      [0, 0.9995, 59.9999, 951_782_400, 951_868_799.5, 4_107_542_399.999, 253_402_300_799.5, 253_402_300_800, -1.5]
+      + (0..<2000).map { _ in Double(next() % 253_402_300_800_000) / 1000 }
+    let durations: [Double] =
+      [0, 5e-324, 0.000_499_9, 0.0005, 0.0625, 0.1875, 0.0015, 999.9995, 1e9 - 0.0005, 1e9, 1e12, -1, .nan, .infinity]
+      + (0..<2000).map { _ in Double(next() % 10_000_000) / 1_000_000 * Double(1 << (next() % 20)) }
+    let texts = ["plain", "q\"b\\s", "ctl\u{01}\u{1f}\u{7f}\t\r\n", "é/日本/🙂", "", "e\u{301}\r\n"]
+    for (i, time) in times.enumerated() {
+      let e = AccessLogEntry(
+        time: time, requestID: texts[i % texts.count], method: "GET", path: texts[(i + 1) % texts.count],
+        route: "objects.download", status: [200, 206, 304, 404, 0][i % 5], bytesIn: Int64(i) - 3,
+        bytesOut: Int64(bitPattern: next() >> 1), durationMilliseconds: durations[i % durations.count],
+        remote: texts[(i + 2) % texts.count], outcome: "ok")
+      #expect(e.json == reference(e), "\(time) \(e.durationMilliseconds)")
     }
   }
 

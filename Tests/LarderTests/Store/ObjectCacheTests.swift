@@ -5,6 +5,83 @@ import Testing
 /// The per-process object cache never serves a row that a commit replaced or removed, whether
 /// the commit came from this store or from a second store (a second process) on the directory.
 @Suite struct ObjectCacheTests {
+  @Test(TestCatalog.sqliteOnly) func smallContentIsServedFromMemoryUntilTheCatalogChanges() throws {
+    let scratch = try StoreScratch()
+    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let object = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("small".utf8))
+    #expect(larder.objects.cache.contentCount == 0)
+    #expect(try larder.objects.smallContent(of: object) == Array("small".utf8))
+    #expect(larder.objects.cache.contentCount == 1)
+
+    // With the blob file moved away, the bytes still come: from memory, not the disk.
+    let path = larder.blobs.path(forHex: object.file.sha256)
+    try FileManager.default.moveItem(atPath: path, toPath: path + ".away")
+    #expect(try larder.objects.smallContent(of: object) == Array("small".utf8))
+
+    // A commit, seen by the next lookup, empties the contents with the rows.
+    _ = try larder.objects.put(bucket: "c", name: "other.bin", data: Data("x".utf8))
+    _ = try larder.objects.find(bucket: "c", name: "a.bin")
+    #expect(larder.objects.cache.contentCount == 0)
+    #expect(throws: LarderError.io(operation: "open", path: path, errno: ENOENT)) {
+      try larder.objects.smallContent(of: object)
+    }
+    try FileManager.default.moveItem(atPath: path + ".away", toPath: path)
+    #expect(try larder.objects.smallContent(of: object) == Array("small".utf8))
+  }
+
+  @Test(TestCatalog.sqliteOnly) func contentOverTheLimitIsNeitherReadNorKept() throws {
+    let scratch = try StoreScratch()
+    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let limit = Int(ObjectStore.smallContentLimit)
+    let atLimit = try larder.objects.put(bucket: "c", name: "at.bin", data: Data(repeating: 7, count: limit))
+    let over = try larder.objects.put(bucket: "c", name: "over.bin", data: Data(repeating: 8, count: limit + 1))
+    #expect(try larder.objects.smallContent(of: over) == nil)
+    #expect(larder.objects.cache.contentCount == 0)
+    #expect(try larder.objects.smallContent(of: atLimit) == [UInt8](repeating: 7, count: limit))
+    #expect(larder.objects.cache.contentCount == 1)
+  }
+
+  @Test func contentsStayWithinTheirCapacityAndAStaleReadIsNotKept() {
+    let cache = ObjectCache(contentCapacity: 10)
+    let epoch = cache.content(sha256: "a").epoch
+    cache.storeContent(Array("123456".utf8), sha256: "a", epoch: epoch)
+    #expect(cache.content(sha256: "a").bytes == Array("123456".utf8))
+    // A second one would pass the capacity: the contents are emptied first.
+    cache.storeContent(Array("abcdef".utf8), sha256: "b", epoch: epoch)
+    #expect(cache.content(sha256: "a").bytes == nil)
+    #expect(cache.content(sha256: "b").bytes == Array("abcdef".utf8))
+    #expect(cache.contentCount == 1)
+    // Larger than the whole capacity, or read under another epoch: not kept.
+    cache.storeContent([UInt8](repeating: 0, count: 11), sha256: "c", epoch: epoch)
+    cache.storeContent(Array("xy".utf8), sha256: "d", epoch: epoch &+ 1)
+    #expect(cache.content(sha256: "c").bytes == nil)
+    #expect(cache.content(sha256: "d").bytes == nil)
+    #expect(cache.contentCount == 1)
+  }
+
+  @Test(TestCatalog.sqliteOnly) func aMemoLivesExactlyAsLongAsItsCachedRow() throws {
+    let scratch = try StoreScratch()
+    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let path = try ObjectPath(bucket: "c", name: "a.bin")
+    _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
+    let (first, memo) = try larder.objects.findMemoized(path)
+    var made = 0
+    #expect(memo.value { made += 1; return first!.metageneration } == 1)
+    let (_, again) = try larder.objects.findMemoized(path)
+    #expect(again === memo)
+    #expect(again.value { made += 1; return Int64(-1) } == 1)
+    #expect(made == 1)
+    // One memo holds one value per type.
+    #expect(again.value { "text" } == "text")
+    #expect(again.value { Int64(-1) } == 1)
+
+    _ = try larder.objects.update(path, patch: ObjectPatch(cacheControl: "no-store"))
+    let (after, fresh) = try larder.objects.findMemoized(path)
+    #expect(fresh !== memo)
+    #expect(fresh.value { after!.metageneration } == 2)
+    #expect(after?.cacheControl == "no-store")
+  }
+
   @Test(TestCatalog.sqliteOnly) func repeatedLookupsAreServedFromTheCache() throws {
     let scratch = try StoreScratch()
     let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
