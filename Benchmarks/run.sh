@@ -6,6 +6,8 @@
 #
 #   make bench                                   # builds release, then runs this
 #   LARDER_BIN=/path/to/larder Benchmarks/run.sh # a binary built elsewhere
+#   BENCH_QUICK=1 Benchmarks/run.sh              # small sizes, short runs: a check in a few minutes
+#   BENCH_ONLY=gets,tus Benchmarks/run.sh         # some scenarios only
 #   BENCH_GC_SCALE=1 Benchmarks/run.sh           # also the gc-scale benchmark (long)
 # Every knob is listed in Benchmarks/README.md. Results: stdout and Benchmarks/results/latest.md.
 set -euo pipefail
@@ -35,4 +37,17 @@ if [ ! -x "$LARDER_BIN" ]; then
   exit 1
 fi
 export LARDER_BIN
-exec python3 Benchmarks/lib/bench.py "$@"
+
+# The Python tus peer (fastapi-tusd under uvicorn, from PyPI) lives in a virtualenv of its own;
+# when it cannot be installed (no network) the run goes on and reports the peer as missing.
+VENV=Benchmarks/.venv-bench
+PYTHON=python3
+if [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" >/dev/null 2>&1; then
+  PYTHON="$VENV/bin/python"
+  if ! "$PYTHON" -c "import fastapi_tusd, uvicorn" 2>/dev/null; then
+    echo "bench: installing fastapi-tusd and uvicorn into $VENV" >&2
+    "$PYTHON" -m pip install -q --disable-pip-version-check fastapi-tusd uvicorn >&2 \
+      || echo "bench: pip install failed; fastapi-tusd will be reported as missing" >&2
+  fi
+fi
+exec "$PYTHON" Benchmarks/lib/bench.py "$@"

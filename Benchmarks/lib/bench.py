@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
 """Larder's benchmark suite (called by Benchmarks/run.sh; see Benchmarks/README.md).
 
-One run measures, on this machine and side by side:
-  1. the machine's limits: SHA-256 and MD5 speed (openssl speed), sequential write+fsync into the
-     filesystem of the data directories (dd conv=fsync, 1 MiB and 32 KiB writes), page-cache read;
-  2. a 1 GiB upload and download through Larder and through nginx (WebDAV PUT, static GET with
-     sendfile), curl, BENCH_REPS repetitions each, interleaved, median;
-  3. small GETs (1 KiB object, keep-alive, wrk -t2 -c32) against both;
-  4. the connection-memory-limit trade-off: Larder at each of BENCH_LIMITS, 1 GiB upload time
-     against small-GET requests/s;
-  5. Benchmarks/tus/run.sh when present, and gc-scale when BENCH_GC_SCALE=1.
+One run measures every ratio of issue 13 on this machine, Larder and its peer side by side,
+interleaved within each of BENCH_REPS (>= 3) rounds, and prints them in one table:
+  limits      the machine: SHA-256/MD5 speed (openssl speed), write+fsync (dd conv=fsync), disk
+              read (dd iflag=direct), page-cache read;
+  gets        4 KiB GETs over keep-alive connections (wrk): Larder with its access log off and on
+              (buffered, to a file) against nginx with its log off: requests/s, p99, server CPU
+              µs per request;
+  upload      a simple upload (BENCH_UPLOAD_MIB, 512) through Larder (POST) and nginx (WebDAV PUT),
+              and against the durable-CAS limit min(write+fsync, SHA-256);
+  tus         a tus upload (BENCH_TUS_MIB, 256) in 8 and 1 MiB PATCHes: Larder, tusd, fastapi-tusd;
+  download    a large download (BENCH_SIZE_MIB, 1024) from Larder and nginx (both sendfile), and
+              Larder's peak RSS over that upload and the downloads;
+  concurrent  Larder's peak RSS with BENCH_CONCURRENT (200) clients at once (uploads, then GETs);
+  verify      `larder verify` of a store against the disk's read rate;
+  cml         (opt-in: BENCH_LIMITS) the connection-memory-limit trade-off;
+  gc          (opt-in: BENCH_GC_SCALE=1) gc of a million blobs.
+BENCH_ONLY=gets,tus,... runs a subset; BENCH_QUICK=1 shrinks sizes and durations (a few minutes).
 Everything listens on 127.0.0.1 only. Every server is started here and stopped at exit; every
 byte written lives in one temp dir that is removed at exit, whatever happens (a watchdog alarm
-bounds the whole run).
+bounds the whole run). A missing peer is reported as missing, never dropped.
 """
 import datetime
+import http.client
+import json
 import os
 import platform
 import re
@@ -28,9 +38,11 @@ import sys
 import tempfile
 import threading
 import time
+from urllib.parse import urljoin, urlsplit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MB = 1e6  # MB/s in this suite means 10^6 bytes per second
+MiB = 1 << 20
 
 
 def env_int(name, default):
@@ -38,23 +50,34 @@ def env_int(name, default):
     return int(value) if value else default
 
 
+QUICK = os.environ.get("BENCH_QUICK") == "1"
 LARDER_BIN = os.environ.get("LARDER_BIN") or sys.exit("bench: set LARDER_BIN")
-SIZE_MIB = env_int("BENCH_SIZE_MIB", 1024)
+SIZE_MIB = env_int("BENCH_SIZE_MIB", 128 if QUICK else 1024)  # the large download
 SIZE = SIZE_MIB << 20
-REPS = env_int("BENCH_REPS", 3)
-WRK_SECONDS = env_int("BENCH_WRK_SECONDS", 10)
+UPLOAD_MIB = env_int("BENCH_UPLOAD_MIB", 64 if QUICK else 512)
+TUS_MIB = env_int("BENCH_TUS_MIB", 32 if QUICK else 256)
+TUS_CHUNKS = [int(c) for c in os.environ.get("BENCH_TUS_CHUNK_MIB", "8,1").split(",") if c.strip()]
+REPS = max(1, env_int("BENCH_REPS", 3))
+WRK_SECONDS = env_int("BENCH_WRK_SECONDS", 3 if QUICK else 10)
 WRK_THREADS = env_int("BENCH_WRK_THREADS", 2)
-WRK_CONNECTIONS = env_int("BENCH_WRK_CONNECTIONS", 32)
-LIMITS = os.environ.get("BENCH_LIMITS", "32KiB 64KiB 256KiB 1MiB").split()
-BUDGET = env_int("BENCH_BUDGET", 840)
+WRK_CONNECTIONS = env_int("BENCH_WRK_CONNECTIONS", 64)
+SMALL_BYTES = env_int("BENCH_SMALL_BYTES", 4096)
+CONCURRENT = env_int("BENCH_CONCURRENT", 200)
+CONCURRENT_UPLOAD_MIB = env_int("BENCH_CONCURRENT_UPLOAD_MIB", 4)
+LIMITS = os.environ.get("BENCH_LIMITS", "").split()
+BUDGET = env_int("BENCH_BUDGET", 600 if QUICK else 1800)
 GC_SCALE = os.environ.get("BENCH_GC_SCALE") == "1"
 GC_N = env_int("BENCH_GC_N", 1_000_000)
 GC_BUDGET = env_int("BENCH_GC_BUDGET", 2400)
-TUS_TIMEOUT = env_int("BENCH_TUS_TIMEOUT", 300)
 TMP_PARENT = os.environ.get("BENCH_TMPDIR", tempfile.gettempdir())
 OUT = os.environ.get("BENCH_OUT", os.path.join(ROOT, "Benchmarks/results/latest.md"))
 NOTE = os.environ.get("BENCH_NOTE", "")
 CURL_MAX_TIME = env_int("BENCH_CURL_MAX_TIME", 300)
+PEERS = os.environ.get("LARDER_PEERS") or os.path.join(os.path.dirname(ROOT), "shared", "peers")
+TUSD_BIN = os.path.join(PEERS, "tusd", "tusd")
+ALL_SCENARIOS = ["limits", "gets", "upload", "tus", "download", "concurrent", "verify"]
+ONLY = [s for s in os.environ.get("BENCH_ONLY", "").replace(" ", ",").split(",") if s]
+SCENARIOS = ONLY or ALL_SCENARIOS + (["cml"] if LIMITS else []) + (["gc"] if GC_SCALE else [])
 
 
 class BenchError(Exception):
@@ -165,44 +188,69 @@ def server_write_calls(pid):
 
 # ---------------------------------------------------------------- servers
 
+def peak_rss_mib(pid):
+    """The process's peak resident set (VmHWM) so far, MiB."""
+    try:
+        m = re.search(r"VmHWM:\s+(\d+) kB", open(f"/proc/{pid}/status").read())
+        return int(m.group(1)) / 1024 if m else float("nan")
+    except OSError:
+        return float("nan")
+
+
+def read_listening_line(proc, name, seconds=60):
+    """The URL in the first stdout line that says 'listening on http://…'."""
+    line, deadline = b"", time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        if select.select([proc.stdout], [], [], 0.5)[0]:
+            b = os.read(proc.stdout.fileno(), 1)
+            if not b:
+                break
+            if b == b"\n":
+                text = line.decode(errors="replace")
+                line = b""
+                m = re.search(r"listening on (http://\S+)", text)
+                if m:
+                    return m.group(1).rstrip("/")
+            else:
+                line += b
+    raise BenchError(f"{name} did not print its address")
+
+
 class Larder:
-    def __init__(self, label, memory_limit=None):
+    """`larder serve` on a fresh data directory. `access_log`: "off" or a file path."""
+
+    kind = "larder"
+
+    def __init__(self, label, memory_limit=None, access_log="off", extra=()):
         self.label = label
         self.data = os.path.join(TMP, f"larder-{label}")
         os.makedirs(self.data)
+        log_target = os.path.join(TMP, f"access-{label}.log") if access_log == "file" else access_log
         args = [LARDER_BIN, "serve", "--data", self.data, "--port", "0", "--host", "127.0.0.1",
-                "--allow-all", "--access-log", "off", "--max-upload-size", "1000GiB"]
+                "--allow-all", "--access-log", log_target, "--max-upload-size", "1000GiB"] + list(extra)
         if memory_limit:
             args += ["--connection-memory-limit", memory_limit]
-        self.command = " ".join(a if a != self.data else "$DATA" for a in args)
+        self.command = " ".join(a if a != self.data else "$DATA" for a in args).replace(TMP, "$TMP")
         self.stderr = open(os.path.join(TMP, f"larder-{label}.log"), "wb")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, stdin=subprocess.DEVNULL)
         PROCESSES.append(("larder", self.proc))
-        line = b""
-        deadline = time.monotonic() + 60
-        while not line.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None:
-                raise BenchError(f"larder did not print its address; see {self.stderr.name}")
-            ready, _, _ = select.select([self.proc.stdout], [], [], left)
-            if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 1)
-                if not chunk:
-                    raise BenchError("larder closed stdout before listening")
-                line += chunk
-        m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            raise BenchError(f"unexpected first line from larder: {line!r}")
-        self.base = f"http://127.0.0.1:{int(m.group(1))}"
+        self.base = read_listening_line(self.proc, "larder serve")
         self.upload_url = f"{self.base}/v0/b/bench/o?name=%s"
         self.download_url = f"{self.base}/v0/b/bench/o/%s?alt=media"
+        self.tus_endpoint = f"{self.base}/v0/b/bench/uploads"
         self.upload_method = "POST"
 
-    def close(self):
+    def peak_rss_mib(self):
+        return peak_rss_mib(self.proc.pid)
+
+    def close(self, keep_data=False):
         stop(self.proc)
         PROCESSES.remove(("larder", self.proc))
         self.stderr.close()
-        shutil.rmtree(self.data, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.data, ignore_errors=True)
 
 
 NGINX_CONF = """\
@@ -238,10 +286,19 @@ http {{
 """
 
 
+def nginx_binary():
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    return binary if os.access(binary, os.X_OK) else None
+
+
 class Nginx:
     label = "nginx"
+    kind = "nginx"
 
     def __init__(self, workers):
+        binary = nginx_binary()
+        if not binary:
+            raise BenchError("nginx is not installed")
         self.dir = os.path.join(TMP, "nginx")
         os.makedirs(os.path.join(self.dir, "www", "dav"))
         port = free_port()
@@ -249,7 +306,6 @@ class Nginx:
         user = "user root;\n" if os.geteuid() == 0 else ""
         with open(self.conf, "w") as f:
             f.write(NGINX_CONF.format(dir=self.dir, port=port, workers=workers, user=user))
-        binary = shutil.which("nginx") or "/usr/sbin/nginx"
         args = [binary, "-p", self.dir, "-c", self.conf, "-e", os.path.join(self.dir, "error.log")]
         self.command = " ".join(args).replace(self.dir, "$NGINX_DIR")
         self.stderr = open(os.path.join(TMP, "nginx.log"), "wb")
@@ -266,6 +322,65 @@ class Nginx:
         PROCESSES.remove(("nginx", self.proc))
         self.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Tusd:
+    """tusd 1.13 (the reference tus server) from $LARDER_PEERS/tusd/tusd."""
+
+    def __init__(self, store):
+        self.store = store
+        self.proc = subprocess.Popen([TUSD_BIN, "-host", "127.0.0.1", "-port", "0", "-upload-dir", store],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        PROCESSES.append(("tusd", self.proc))
+        self.tus_endpoint = read_listening_line(self.proc, "tusd") + "/"
+
+    def stored_sha256(self, location):
+        return sha256_file(os.path.join(self.store, location.rstrip("/").rsplit("/", 1)[1]))
+
+    def close(self):
+        stop(self.proc)
+        PROCESSES.remove(("tusd", self.proc))
+
+
+FASTAPI_APP = """
+from fastapi import FastAPI
+from fastapi_tusd import TusRouter
+import os
+app = FastAPI()
+port = os.environ["BENCH_PORT"]
+app.include_router(TusRouter(store_dir=os.environ["BENCH_STORE"], location=f"http://127.0.0.1:{port}/files"),
+                   prefix="/files")
+"""
+
+
+def fastapi_tusd_available():
+    """fastapi-tusd and uvicorn importable by this Python (run.sh installs them into a venv)."""
+    r = subprocess.run([sys.executable, "-c", "import fastapi_tusd, uvicorn"], capture_output=True)
+    return r.returncode == 0
+
+
+class FastapiTusd:
+    """fastapi-tusd (PyPI) under uvicorn: a Python tus server."""
+
+    def __init__(self, store):
+        port = free_port()
+        app_dir = os.path.join(TMP, "fastapi-app")
+        os.makedirs(app_dir, exist_ok=True)
+        with open(os.path.join(app_dir, "tusapp.py"), "w") as f:
+            f.write(FASTAPI_APP)
+        env = dict(os.environ, BENCH_PORT=str(port), BENCH_STORE=store)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "tusapp:app", "--app-dir", app_dir, "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning", "--no-access-log"], env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        PROCESSES.append(("fastapi-tusd", self.proc))
+        # (fastapi-tusd's OPTIONS answer fails under current FastAPI: probe the socket instead.)
+        wait_for_port(port, self.proc, seconds=60)
+        self.tus_endpoint = f"http://127.0.0.1:{port}/files"
+
+    def close(self):
+        stop(self.proc)
+        PROCESSES.remove(("fastapi-tusd", self.proc))
 
 
 # ---------------------------------------------------------------- measurements
@@ -372,39 +487,12 @@ def python_get_loop(url):
             "tool": f"python keep-alive loop, {WRK_CONNECTIONS} connections (wrk missing; client-bound)"}
 
 
-def openssl_speed(algorithm):
-    r = run(["openssl", "speed", "-evp", algorithm, "-bytes", "1048576", "-seconds", "3"], timeout=60)
-    m = re.search(rf"^{algorithm}\s+([\d.]+)k\s*$", r.stdout, re.M | re.I)
-    if not m:
-        raise BenchError(f"cannot parse openssl speed output for {algorithm}: {r.stdout[-300:]}")
-    return float(m.group(1)) * 1000  # bytes per second
-
-
 def timed(args, timeout=300):
     started = time.monotonic()
     run(args, timeout=timeout)
     return time.monotonic() - started
 
 
-def machine_limits(big):
-    log("machine limits: openssl speed sha256, md5")
-    limits = {"sha256": openssl_speed("sha256"), "md5": openssl_speed("md5")}
-    limits["sha256+md5"] = 1 / (1 / limits["sha256"] + 1 / limits["md5"])
-    target = os.path.join(TMP, "dd-write.bin")
-    for label, bs, count in (("write+fsync 1 MiB", "1M", SIZE_MIB), ("write+fsync 32 KiB", "32K", SIZE_MIB * 32)):
-        log(f"machine limits: {label} (dd conv=fsync, {SIZE_MIB} MiB)")
-        os.sync()
-        seconds = timed(["dd", f"if={big}", f"of={target}", f"bs={bs}", f"count={count}", "conv=fsync",
-                         "status=none"])
-        limits[label] = SIZE / seconds
-        os.unlink(target)
-    log("machine limits: page-cache read")
-    run(["dd", f"if={big}", "of=/dev/null", "bs=1M", "status=none"])  # warm
-    limits["page-cache read"] = SIZE / timed(["dd", f"if={big}", "of=/dev/null", "bs=1M", "status=none"])
-    return limits
-
-
-# ---------------------------------------------------------------- the run
 
 def machine_description():
     def read(path):
@@ -418,10 +506,12 @@ def machine_description():
     fs = run(["findmnt", "-T", TMP, "-no", "FSTYPE,SOURCE,TARGET"], check=False).stdout.strip()
     sha_ni = flags and " sha_ni" in f" {flags.group(1)} "
     versions = {
-        "nginx": run([shutil.which("nginx") or "/usr/sbin/nginx", "-v"], check=False).stderr.strip().split(": ")[-1],
+        "nginx": run([nginx_binary(), "-v"], check=False).stderr.strip().split(": ")[-1] if nginx_binary() else "missing",
         "curl": " ".join(run(["curl", "--version"], check=False).stdout.split()[:2]),
         "openssl": " ".join(run(["openssl", "version"], check=False).stdout.split()[:2]),
         "wrk": " ".join(run(["wrk", "-v"], check=False).stdout.split()[:2]) if shutil.which("wrk") else "absent",
+        "tusd": "1.13.0 (" + TUSD_BIN + ")" if os.access(TUSD_BIN, os.X_OK) else f"missing ({TUSD_BIN})",
+        "fastapi-tusd": "present" if fastapi_tusd_available() else "missing",
     }
     commit = run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).stdout.strip()
     return {
@@ -452,50 +542,342 @@ def median_of(samples):
     return statistics.median(samples)
 
 
-def measure_transfers(servers, big, reps):
-    """Uploads then downloads, interleaving the servers in every repetition so load drift hits all."""
-    up = {s.label: [] for s in servers}
-    down = {s.label: [] for s in servers}
-    cpu = {(s.label, kind): [] for s in servers for kind in ("upload", "download")}
-    for rep in range(1, reps + 1):
-        stamp(big, rep)
-        for s in servers:
-            t = upload(s, big, "big.bin", cpu[(s.label, "upload")])
-            up[s.label].append(t)
-            log(f"upload {s.label} rep {rep}: {t:.2f}s ({SIZE / t / MB:.0f} MB/s)")
-    for rep in range(1, reps + 1):
-        for s in servers:
-            t = download(s, "big.bin", SIZE, cpu[(s.label, "download")])
-            down[s.label].append(t)
-            log(f"download {s.label} rep {rep}: {t:.2f}s ({SIZE / t / MB:.0f} MB/s)")
-    return up, down, cpu
+
+def sha256_file(path):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(MiB):
+            h.update(block)
+    return h.hexdigest()
 
 
-def run_tus():
-    script = os.path.join(ROOT, "Benchmarks/tus/run.sh")
-    if not os.access(script, os.X_OK):
-        return None
-    log(f"tus: {script} (timeout {TUS_TIMEOUT}s)")
+def make_file(path, mib):
+    """`mib` MiB of random bytes, fsync'ed (so no later step pays for its writeback)."""
+    with open("/dev/urandom", "rb") as src, open(path, "wb") as dst:
+        for _ in range(mib):
+            dst.write(src.read(MiB))
+        dst.flush()
+        os.fsync(dst.fileno())
+    return path
+
+
+def evict(path):
+    """Drops `path`'s (clean) pages from the page cache, so the next read comes from the disk.
+    Only this file's pages: nothing else on the machine is disturbed."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        r = subprocess.run([script], capture_output=True, text=True, timeout=TUS_TIMEOUT, cwd=ROOT,
-                           env=dict(os.environ, LARDER_BIN=LARDER_BIN, BENCH_TMPDIR=TMP))
-        status = f"exit {r.returncode}"
-        out = r.stdout.strip() or r.stderr.strip()[-2000:]
-    except subprocess.TimeoutExpired:
-        status, out = f"timed out after {TUS_TIMEOUT}s", ""
-    return status, out
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
-def run_gc_scale():
+# ---------------------------------------------------------------- scenarios
+
+def scenario_limits(files):
+    log("limits: openssl speed sha256, md5")
+    seconds = 1 if QUICK else 3
+    limits = {"sha256": openssl_speed("sha256", seconds), "md5": openssl_speed("md5", seconds)}
+    limits["sha256+md5"] = 1 / (1 / limits["sha256"] + 1 / limits["md5"])
+    big = files["upload"]
+    size = os.path.getsize(big)
+    target = os.path.join(TMP, "dd-write.bin")
+    log(f"limits: dd bs=1M conv=fsync ({size >> 20} MiB)")
+    os.sync()
+    limits["write+fsync"] = size / timed(["dd", f"if={big}", f"of={target}", "bs=1M", "conv=fsync", "status=none"])
+    os.unlink(target)
+    log("limits: disk read (dd iflag=direct)")
+    limits["disk read"] = size / timed(["dd", f"if={big}", "of=/dev/null", "bs=1M", "iflag=direct", "status=none"])
+    run(["dd", f"if={big}", "of=/dev/null", "bs=1M", "status=none"])  # warm
+    limits["page-cache read"] = size / timed(["dd", f"if={big}", "of=/dev/null", "bs=1M", "status=none"])
+    limits["durable-CAS"] = min(limits["write+fsync"], limits["sha256"])
+    return limits
+
+
+def openssl_speed(algorithm, seconds=3):
+    r = run(["openssl", "speed", "-evp", algorithm, "-bytes", "1048576", "-seconds", str(seconds)], timeout=60)
+    m = re.search(rf"^{algorithm}\s+([\d.]+)k\s*$", r.stdout, re.M | re.I)
+    if not m:
+        raise BenchError(f"cannot parse openssl speed output for {algorithm}: {r.stdout[-300:]}")
+    return float(m.group(1)) * 1000  # bytes per second
+
+
+def p99_us(text):
+    m = re.match(r"([\d.]+)(us|ms|s)$", text or "")
+    if not m:
+        return float("nan")
+    return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
+
+
+def scenario_gets(files, commands):
+    """4 KiB GETs: Larder (log off), Larder (log on, to a file), nginx (log off), interleaved."""
+    small = files["small"]
+    variants = {"larder": Larder("gets"), "larder+log": Larder("gets-log", access_log="file")}
+    commands += [variants["larder"].command, variants["larder+log"].command]
+    peers = {}
+    if nginx_binary():
+        peers["nginx"] = Nginx(workers=os.cpu_count())
+        commands.append(peers["nginx"].command + "   # config: NGINX_CONF in Benchmarks/lib/bench.py")
+    servers = {**variants, **peers}
+    for s in servers.values():
+        upload(s, small, "small.bin")
+    runs = {name: [] for name in servers}
+    names = list(servers)
+    for rep in range(REPS):
+        k = rep % len(names)
+        for name in names[k:] + names[:k]:
+            g = wrk(servers[name], "small.bin")
+            runs[name].append(g)
+            log(f"gets {name} round {rep + 1}: {g['rps']:,.0f}/s p99 {g['p99']} {g['cpu_us']:.0f} µs CPU")
+    for s in servers.values():
+        s.close()
+    if "nginx" not in runs:
+        runs["nginx"] = None
+    return runs
+
+
+def scenario_upload(files, commands):
+    """Simple upload of BENCH_UPLOAD_MIB: Larder POST vs nginx WebDAV PUT, interleaved."""
+    big = files["upload"]
+    larder = Larder("upload")
+    servers = [larder]
+    if nginx_binary():
+        servers.append(Nginx(workers=os.cpu_count()))
+    times = {s.kind: [] for s in servers}
+    cpu = {s.kind: [] for s in servers}
+    for rep in range(REPS):
+        stamp(big, rep)
+        order = servers if rep % 2 == 0 else servers[::-1]
+        for s in order:
+            stats = []
+            times[s.kind].append(upload(s, big, f"up{rep}.bin", stats))
+            cpu[s.kind].append(stats[0][0])
+            log(f"upload {s.kind} round {rep + 1}: {times[s.kind][-1]:.2f}s")
+    for s in servers:
+        s.close()
+    if len(servers) == 1:
+        times["nginx"] = None
+    return {"times": times, "cpu": cpu, "size": os.path.getsize(big)}
+
+
+def tus_upload(endpoint, path, size, chunk):
+    """POST then PATCH every chunk over one keep-alive connection (stdlib client); returns seconds
+    from the POST to the last answer, and the upload's URL."""
+    u = urlsplit(endpoint)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    tus = {"Tus-Resumable": "1.0.0"}
+    started = time.perf_counter()
+    conn.request("POST", u.path, headers={**tus, "Upload-Length": str(size), "Upload-Metadata": "name YmVuY2guYmlu",
+                                          "Content-Length": "0"})
+    r = conn.getresponse()
+    r.read()
+    if r.status != 201:
+        raise BenchError(f"tus POST {endpoint} answered {r.status}")
+    location = urljoin(endpoint, r.getheader("Location"))
+    target = urlsplit(location).path
+    offset = 0
+    with open(path, "rb") as f:
+        while offset < size:
+            body = f.read(chunk)
+            conn.request("PATCH", target, body=body, headers={
+                **tus, "Content-Type": "application/offset+octet-stream", "Upload-Offset": str(offset)})
+            r = conn.getresponse()
+            r.read()
+            offset += len(body)
+            if r.status != 204 or int(r.getheader("Upload-Offset", -1)) != offset:
+                raise BenchError(f"tus PATCH {location} answered {r.status} at offset {offset}")
+    seconds = time.perf_counter() - started
+    conn.close()
+    return seconds, location
+
+
+def scenario_tus(files):
+    """tus upload in each chunk size: Larder, tusd, fastapi-tusd, a fresh server per run,
+    interleaved (the order rotates per round); the stored bytes are checked after each run."""
+    path = files["tus"]
+    size = os.path.getsize(path)
+    digest = sha256_file(path)
+    kinds = {"larder": None}
+    missing = {}
+    if os.access(TUSD_BIN, os.X_OK):
+        kinds["tusd"] = None
+    else:
+        missing["tusd"] = f"no executable at {TUSD_BIN} (set LARDER_PEERS; see its README)"
+    if fastapi_tusd_available():
+        kinds["fastapi-tusd"] = None
+    else:
+        missing["fastapi-tusd"] = "fastapi-tusd/uvicorn not importable (run.sh installs them into Benchmarks/.venv-bench)"
+    names = list(kinds)
+    results = {}
+    for chunk in TUS_CHUNKS:
+        runs = {name: [] for name in names}
+        cpu = {name: [] for name in names}
+        for rep in range(REPS):
+            k = rep % len(names)
+            for name in names[k:] + names[:k]:
+                store = os.path.join(TMP, f"tus-{name}-{chunk}-{rep}")
+                os.makedirs(store, exist_ok=True)
+                os.sync()
+                server = Larder(f"tus-{chunk}-{rep}") if name == "larder" else \
+                    Tusd(store) if name == "tusd" else FastapiTusd(store)
+                try:
+                    c0 = server_cpu(server.proc.pid)
+                    seconds, location = tus_upload(server.tus_endpoint, path, size, chunk * MiB)
+                    cpu[name].append(server_cpu(server.proc.pid) - c0)
+                    if name == "larder":
+                        meta = json.loads(urlopen_text(server.base + "/v0/b/bench/o/bench.bin"))
+                        if meta.get("sha256") != digest:
+                            raise BenchError("larder stored different bytes")
+                    elif name == "tusd" and server.stored_sha256(location) != digest:
+                        raise BenchError("tusd stored different bytes")
+                finally:
+                    server.close()
+                    shutil.rmtree(store, ignore_errors=True)
+                runs[name].append(seconds)
+                log(f"tus {chunk} MiB {name} round {rep + 1}: {seconds:.2f}s")
+        results[chunk] = {"runs": runs, "cpu": cpu}
+    return {"size": size, "chunks": results, "missing": missing}
+
+
+def urlopen_text(url):
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    conn.request("GET", u.path + ("?" + u.query if u.query else ""))
+    r = conn.getresponse()
+    body = r.read().decode()
+    conn.close()
+    return body
+
+
+def scenario_download(files, commands):
+    """Large download from Larder and nginx (both sendfile), interleaved; Larder's peak RSS over
+    the upload of the file and all downloads (a fresh process)."""
+    big = files["download"]
+    larder = Larder("download")
+    servers = [larder]
+    if nginx_binary():
+        servers.append(Nginx(workers=os.cpu_count()))
+    for s in servers:
+        upload(s, big, "big.bin")
+    times = {s.kind: [] for s in servers}
+    cpu = {s.kind: [] for s in servers}
+    for rep in range(REPS):
+        order = servers if rep % 2 == 0 else servers[::-1]
+        for s in order:
+            stats = []
+            times[s.kind].append(download(s, "big.bin", SIZE, stats))
+            cpu[s.kind].append(stats[0][0])
+            log(f"download {s.kind} round {rep + 1}: {times[s.kind][-1]:.2f}s")
+    rss = larder.peak_rss_mib()
+    for s in servers:
+        if s is larder:
+            s.close(keep_data=True)  # the verify scenario reads this store
+        else:
+            s.close()
+    if len(servers) == 1:
+        times["nginx"] = None
+    return {"times": times, "cpu": cpu, "rss": rss, "store": larder.data}
+
+
+def scenario_concurrent(files):
+    """CONCURRENT clients at once against one Larder: each uploads CONCURRENT_UPLOAD_MIB (all
+    bodies in flight together), then the same clients GET 4 KiB in a loop; Larder's peak RSS."""
+    larder = Larder("concurrent", extra=["--per-ip-connection-limit", "0"])
+    upload(larder, files["small"], "small.bin")
+    body = os.urandom(CONCURRENT_UPLOAD_MIB * MiB)
+    u = urlsplit(larder.base)
+    stop_at = [0.0]
+    connected = threading.Barrier(CONCURRENT)
+    # The GET phase lasts WRK_SECONDS from the moment every upload is answered (set before any
+    # client is released).
+    uploaded = threading.Barrier(CONCURRENT, action=lambda: stop_at.__setitem__(0, time.monotonic() + WRK_SECONDS))
+    errors, gets = [], []
+
+    def client(i):
+        try:
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
+            conn.connect()
+            connected.wait(timeout=120)
+            conn.request("POST", f"/v0/b/bench/o?name=c{i}.bin", body=body)
+            r = conn.getresponse()
+            r.read()
+            if r.status != 200:
+                errors.append(f"upload {r.status}")
+            uploaded.wait(timeout=600)
+            n = 0
+            while time.monotonic() < stop_at[0]:
+                conn.request("GET", "/v0/b/bench/o/small.bin?alt=media")
+                r = conn.getresponse()
+                r.read()
+                if r.status != 200:
+                    errors.append(f"get {r.status}")
+                n += 1
+            gets.append(n)
+            conn.close()
+        except Exception as e:  # reported, never hidden
+            errors.append(repr(e)[:200])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(CONCURRENT)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=900)
+    rss = larder.peak_rss_mib()
+    larder.close()
+    return {"rss": rss, "clients": CONCURRENT, "upload_mib": CONCURRENT_UPLOAD_MIB, "gets": sum(gets),
+            "errors": errors[:5], "error_count": len(errors), "seconds": time.monotonic() - started}
+
+
+def scenario_verify(store, limits):
+    """`larder verify` of the download scenario's store, its blobs evicted from the page cache
+    first, against the disk's read rate (dd iflag=direct)."""
+    blobs = []
+    for dirpath, _, names in os.walk(os.path.join(store, "blobs")):
+        blobs += [os.path.join(dirpath, n) for n in names]
+    for path in blobs:
+        evict(path)
+    started = time.monotonic()
+    r = run([LARDER_BIN, "verify", "--json", "--data", store], timeout=1200, check=False)
+    seconds = time.monotonic() - started
+    try:
+        report = json.loads(r.stdout)
+    except ValueError:
+        raise BenchError(f"larder verify printed no JSON (exit {r.returncode}): {r.stderr[-300:]}")
+    hashed = report.get("bytesHashed", 0)
+    return {"exit": r.returncode, "seconds": seconds, "bytes": hashed, "blobs": report.get("blobsChecked"),
+            "rate": hashed / seconds if seconds > 0 else float("nan"), "findings": report.get("findingCount")}
+
+
+def scenario_cml(files):
+    """The connection-memory-limit trade-off: upload time and CPU against small-GET rate and CPU."""
+    big = files["upload"]
+    rows = []
+    for limit in LIMITS:
+        log(f"connection memory limit {limit}")
+        server = Larder(f"cml-{limit}", memory_limit=limit)
+        times, stats = [], []
+        for rep in range(REPS):
+            stamp(big, 100 + rep)
+            times.append(upload(server, big, f"cml{rep}.bin", stats))
+        upload(server, files["small"], "small.bin")
+        g = wrk(server, "small.bin")
+        rows.append({"limit": limit, "upload": median_of(times), "uploads": times, "rps": g["rps"],
+                     "cpu": median_of([c for c, _ in stats]),
+                     "write_size": os.path.getsize(big) / max(1, median_of([w for _, w in stats])),
+                     "p99": g["p99"], "cpu_us": g["cpu_us"], "problems": g["problems"]})
+        server.close()
+    return rows
+
+
+def scenario_gc():
     generator = os.path.join(ROOT, "Benchmarks/gc-scale/generate.py")
-    if not os.path.exists(generator):
-        return None
     data = os.path.join(TMP, "gc-scale")
     log(f"gc-scale: generating {GC_N} blobs in {data}")
     started = time.monotonic()
     run([sys.executable, generator, data, str(GC_N)], timeout=GC_BUDGET)
-    generated = time.monotonic() - started
-    results = {"n": GC_N, "generate_s": generated}
+    results = {"n": GC_N, "generate_s": time.monotonic() - started, "load_before": loadavg()}
     for label, extra in (("dry run", ["--dry-run"]), ("gc", [])):
         log(f"gc-scale: larder gc {' '.join(extra)}")
         started = time.monotonic()
@@ -508,93 +890,341 @@ def run_gc_scale():
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
             PROCESSES.remove(("gc", proc))
-        elapsed = time.monotonic() - started
-        results[label] = {"exit": proc.returncode, "seconds": elapsed, "maxrss_kib": usage.ru_maxrss,
-                          "report": open(out_path).read().strip()[-800:]}
+        results[label] = {"exit": proc.returncode, "seconds": time.monotonic() - started,
+                          "maxrss_kib": usage.ru_maxrss, "report": open(out_path).read().strip()[-800:]}
+    results["load_after"] = loadavg()
     shutil.rmtree(data, ignore_errors=True)
     return results
 
 
-def recommend(tradeoff):
-    """Two balanced scores per limit, 1.0 = best at both of its figures:
-    wall: √((fastest upload time / this upload time) × (this rps / best rps));
-    cpu:  √((least upload CPU / this upload CPU) × (least CPU per GET / this CPU per GET)),
-    the one to trust on a busy machine (CPU time hardly depends on what else runs)."""
-    best_up = min(row["upload"] for row in tradeoff)
-    best_rps = max(row["rps"] for row in tradeoff)
-    best_up_cpu = min(row["cpu"] for row in tradeoff)
-    best_get_cpu = min(row["cpu_us"] for row in tradeoff)
-    wall = [((best_up / row["upload"]) * (row["rps"] / best_rps)) ** 0.5 for row in tradeoff]
-    cpu = [((best_up_cpu / row["cpu"]) * (best_get_cpu / row["cpu_us"])) ** 0.5 for row in tradeoff]
-    pick = lambda scores: tradeoff[max(range(len(tradeoff)), key=lambda k: scores[k])]["limit"]
-    return pick(wall), pick(cpu), wall, cpu
+# ---------------------------------------------------------------- report
+
+NOT_DONE = {
+    "nginx-get": "nginx: a static file; no catalog lookup, no rules, no token check",
+    "nginx-put": "nginx WebDAV PUT: no hash, no fsync (its 201 means in the page cache), no catalog",
+    "tusd": "tusd: no fsync, no hash, no catalog commit (its 204 means in the page cache)",
+    "fastapi-tusd": "fastapi-tusd: no fsync, no hash (a JSON info file per upload)",
+    "nginx-get-big": "nginx: sendfile of a static file; no catalog lookup, no rules",
+}
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def runs_text(xs, fmt="{:.2f}"):
+    return ", ".join(fmt.format(x) for x in xs)
+
+
+def verdict(value, goal, higher_is_better=True):
+    if goal is None or value != value:  # NaN
+        return "—"
+    return "yes" if (value >= goal if higher_is_better else value <= goal) else "**no**"
+
+
+def summary_rows(R):
+    """Every ratio of issue 13: (measure, Larder, peer, ratio, goal, met, peer does not, runs)."""
+    rows = []
+    limits = R.get("limits")
+    gets = R.get("gets")
+    if gets:
+        lar = gets["larder"]
+        for variant, goal, label in (("larder", 0.7, "access log off (both)"),
+                                     ("larder+log", 0.6, "Larder's access log on (file, buffered); nginx's off")):
+            l_rps = med([g["rps"] for g in gets[variant]])
+            if gets["nginx"] is None:
+                rows.append((f"{SMALL_BYTES // 1024} KiB GETs req/s, {label}", f"{l_rps:,.0f}", "nginx: missing",
+                             "—", f"≥ {goal}", "—", NOT_DONE["nginx-get"], ""))
+                continue
+            n_rps = med([g["rps"] for g in gets["nginx"]])
+            ratio = l_rps / n_rps
+            rows.append((f"{SMALL_BYTES // 1024} KiB GETs req/s, {label}", f"{l_rps:,.0f}", f"{n_rps:,.0f}",
+                         f"{ratio:.2f}", f"≥ {goal}", verdict(ratio, goal), NOT_DONE["nginx-get"],
+                         f"Larder {runs_text([g['rps'] for g in gets[variant]], '{:,.0f}')}; nginx "
+                         f"{runs_text([g['rps'] for g in gets['nginx']], '{:,.0f}')}"))
+        cpu = med([g["cpu_us"] for g in lar])
+        n_cpu = med([g["cpu_us"] for g in gets["nginx"]]) if gets["nginx"] else float("nan")
+        rows.append(("server CPU µs per GET (log off)", f"{cpu:.0f}", f"{n_cpu:.0f}" if gets["nginx"] else "missing",
+                     f"{n_cpu / cpu:.2f}" if gets["nginx"] else "—", "Larder ≤ 30 µs", verdict(cpu, 30, False),
+                     "CPU time is the figure least disturbed by other load", runs_text([g["cpu_us"] for g in lar], "{:.0f}")))
+        for variant in ("larder", "larder+log"):
+            p99 = med([p99_us(g["p99"]) for g in gets[variant]])
+            n99 = med([p99_us(g["p99"]) for g in gets["nginx"]]) if gets["nginx"] else float("nan")
+            rows.append((f"p99 latency of a GET, µs ({'log on' if variant.endswith('log') else 'log off'})",
+                         f"{p99:,.0f}", f"{n99:,.0f}" if gets["nginx"] else "missing",
+                         f"{n99 / p99:.2f}" if gets["nginx"] else "—", "reported", "—", "", 
+                         runs_text([p99_us(g["p99"]) for g in gets[variant]], "{:,.0f}")))
+    tus = R.get("tus")
+    if tus:
+        mib = tus["size"] >> 20
+        for chunk, data in tus["chunks"].items():
+            l = med(data["runs"]["larder"])
+            for peer in ("tusd", "fastapi-tusd"):
+                goal = 0.8 if peer == "tusd" else None
+                what = f"tus {mib} MiB in {chunk} MiB PATCHes, MiB/s"
+                if peer not in data["runs"]:
+                    rows.append((what, f"{mib / l:,.0f}", f"{peer}: missing ({tus['missing'].get(peer, '')})", "—",
+                                 f"≥ {goal}" if goal else "reported", "—", NOT_DONE[peer], ""))
+                    continue
+                p = med(data["runs"][peer])
+                rows.append((what, f"{mib / l:,.0f}", f"{peer} {mib / p:,.0f}", f"{p / l:.2f}",
+                             f"≥ {goal}" if goal else "reported", verdict(p / l, goal), NOT_DONE[peer],
+                             f"s: Larder {runs_text(data['runs']['larder'])}; {peer} {runs_text(data['runs'][peer])}"))
+    up = R.get("upload")
+    if up:
+        mib = up["size"] >> 20
+        l = med(up["times"]["larder"])
+        l_rate = up["size"] / l
+        if up["times"]["nginx"] is None:
+            rows.append((f"simple upload {mib} MiB, MB/s", fmt_mb(l_rate), "nginx: missing", "—", "≥ 0.8", "—",
+                         NOT_DONE["nginx-put"], ""))
+        else:
+            n = med(up["times"]["nginx"])
+            rows.append((f"simple upload {mib} MiB, MB/s", fmt_mb(l_rate), f"nginx PUT {fmt_mb(up['size'] / n)}",
+                         f"{n / l:.2f}", "≥ 0.8", verdict(n / l, 0.8), NOT_DONE["nginx-put"],
+                         f"s: Larder {runs_text(up['times']['larder'])}; nginx {runs_text(up['times']['nginx'])}"))
+        if limits:
+            cas = limits["durable-CAS"]
+            rows.append((f"simple upload / durable-CAS limit", fmt_mb(l_rate),
+                         f"min(dd conv=fsync {fmt_mb(limits['write+fsync'])}, sha256 {fmt_mb(limits['sha256'])})",
+                         f"{l_rate / cas:.2f}", "reported", "—", "the limit: one core hashing, or the disk writing", ""))
+    down = R.get("download")
+    if down:
+        l = med(down["times"]["larder"])
+        if down["times"]["nginx"] is None:
+            rows.append((f"download {SIZE_MIB} MiB, MB/s", fmt_mb(SIZE / l), "nginx: missing", "—", "≥ 0.95", "—",
+                         NOT_DONE["nginx-get-big"], ""))
+        else:
+            n = med(down["times"]["nginx"])
+            rows.append((f"download {SIZE_MIB} MiB, MB/s", fmt_mb(SIZE / l), f"nginx {fmt_mb(SIZE / n)}", f"{n / l:.2f}",
+                         "≥ 0.95", verdict(n / l, 0.95), NOT_DONE["nginx-get-big"],
+                         f"s: Larder {runs_text(down['times']['larder'])}; nginx {runs_text(down['times']['nginx'])}"))
+        rows.append((f"Larder peak RSS, MiB, over a {SIZE_MIB} MiB upload + {REPS} downloads", f"{down['rss']:.0f}", "—",
+                     "—", "≤ 64", verdict(down["rss"], 64, False), "", ""))
+    conc = R.get("concurrent")
+    if conc:
+        rows.append((f"Larder peak RSS, MiB, {conc['clients']} concurrent clients "
+                     f"({conc['upload_mib']} MiB uploads, then 4 KiB GETs)", f"{conc['rss']:.0f}", "—", "—", "≤ 256",
+                     verdict(conc["rss"], 256, False), "", f"{conc['error_count']} errors, {conc['gets']:,} GETs"))
+    ver = R.get("verify")
+    if ver and not limits:
+        rows.append(("`larder verify` MB/s / disk read MB/s", fmt_mb(ver["rate"]), "disk read: not measured (add `limits`)",
+                     "—", "reported", "—", "", ""))
+    if ver and limits:
+        rows.append(("`larder verify` MB/s / disk read MB/s", fmt_mb(ver["rate"]),
+                     f"dd iflag=direct {fmt_mb(limits['disk read'])}", f"{ver['rate'] / limits['disk read']:.2f}",
+                     "reported", "—", f"verify hashes SHA-256 and MD5 in one thread: "
+                     f"{ver['rate'] / min(limits['disk read'], limits['sha256+md5']):.2f} of min(disk read, "
+                     f"sha256+md5 {fmt_mb(limits['sha256+md5'])} MB/s)", ""))
+    gc = R.get("gc")
+    if gc:
+        rows.append((f"`larder gc` of {gc['n']:,} blobs (10 % orphans), s", f"{gc['gc']['seconds']:.1f}", "—", "—",
+                     "≤ 60 s, ≤ 64 MiB", verdict(gc["gc"]["seconds"], 60, False), "",
+                     f"peak RSS {gc['gc']['maxrss_kib'] / 1024:.0f} MiB; load {gc['load_before']} → {gc['load_after']}"))
+    else:
+        rows.append(("`larder gc` of 1,000,000 blobs", "not run", "—", "—", "≤ 60 s", "—", "",
+                     "opt-in: BENCH_GC_SCALE=1 (tens of minutes)"))
+    return rows
+
+
+def render(date, m, load_start, load_end, elapsed, R, commands):
+    L = ["# Larder benchmark results\n"]
+    L.append(f"- date: {date}; commit `{m['commit']}`; whole run {elapsed:.0f} s"
+             + ("; **quick mode** (BENCH_QUICK=1: small sizes, short runs)" if QUICK else ""))
+    L.append(f"- machine: {m['cpu']} (SHA-NI: {m['sha_ni']}), nproc {m['nproc']}, memory {m['memory']}, "
+             f"kernel {m['kernel']}")
+    L.append(f"- filesystem of the data dirs and nginx's temp/root: `{m['fs']}`")
+    L.append(f"- load average (1/5/15 min) at start: {load_start}; at end: {load_end}")
+    L.append("- " + "; ".join(f"{k}: {v}" for k, v in m["versions"].items()))
+    L.append(f"- {REPS} rounds per scenario, Larder and its peers interleaved (the order alternates); medians; "
+             "every run listed. Client and servers share the same cores (loopback).")
+    if NOTE:
+        L.append(f"- note: {NOTE}")
+    L.append("")
+    L.append("## Every ratio of issue 13\n")
+    L.append("Ratios are speeds, > 1 = Larder faster (for CPU and latency: peer / Larder).\n")
+    L.append("| measure | Larder | peer | ratio | goal | met | what the peer does not do | runs |")
+    L.append("|---|---:|---:|---:|---|---|---|---|")
+    for row in summary_rows(R):
+        L.append("| " + " | ".join(str(c) for c in row) + " |")
+    L.append("")
+
+    limits = R.get("limits")
+    if limits:
+        L.append("## Machine limits\n")
+        L.append("| limit | MB/s | how |")
+        L.append("|---|---:|---|")
+        how = {
+            "sha256": "`openssl speed -evp sha256 -bytes 1048576`, one core",
+            "md5": "`openssl speed -evp md5 -bytes 1048576`, one core (Larder hashes MD5 inline only to check a client's Content-MD5)",
+            "sha256+md5": "both in one thread, one after the other: 1/(1/sha256 + 1/md5) (`larder verify` checks both)",
+            "write+fsync": f"`dd if=upload.bin of=$TMP/x bs=1M conv=fsync` ({UPLOAD_MIB} MiB, from page cache)",
+            "disk read": f"`dd if=upload.bin of=/dev/null bs=1M iflag=direct` ({UPLOAD_MIB} MiB)",
+            "page-cache read": f"`dd if=upload.bin of=/dev/null bs=1M` (warm)",
+            "durable-CAS": "min(write+fsync, sha256): hashing beside writing, the slower of the two",
+        }
+        for key, value in limits.items():
+            L.append(f"| {key} | {fmt_mb(value)} | {how[key]} |")
+        L.append("")
+    gets = R.get("gets")
+    if gets:
+        first = gets["larder"][0]
+        L.append(f"## {SMALL_BYTES} B GETs ({first['tool']}, keep-alive)\n")
+        L.append("| server | round | requests/s | p50 | p99 | server CPU µs/request | problems |")
+        L.append("|---|---:|---:|---:|---:|---:|---|")
+        for name, runs in gets.items():
+            if runs is None:
+                L.append(f"| {name} | — | missing | | | | |")
+                continue
+            for i, g in enumerate(runs):
+                L.append(f"| {name} | {i + 1} | {g['rps']:,.0f} | {g['p50']} | {g['p99']} | {g['cpu_us']:.0f} | "
+                         f"{g['problems'] or 'none'} |")
+        L.append("\nlarder+log: `--access-log FILE` (Larder's buffered access log to a file); nginx: `access_log off`.\n")
+    up = R.get("upload")
+    if up:
+        mib = up["size"] >> 20
+        L.append(f"## Simple upload, {mib} MiB (curl -T, interleaved)\n")
+        L.append("| server | round | seconds | MB/s | server CPU s | server CPU ms/MiB |")
+        L.append("|---|---:|---:|---:|---:|---:|")
+        for name, times in up["times"].items():
+            if times is None:
+                L.append(f"| {name} | — | missing | | | |")
+                continue
+            for i, (t, c) in enumerate(zip(times, up["cpu"][name])):
+                L.append(f"| {name} | {i + 1} | {t:.2f} | {fmt_mb(up['size'] / t)} | {c:.2f} | {c / mib * 1000:.2f} |")
+        L.append("\nLarder hashes SHA-256 of every byte (the address), writes, fsyncs and commits before answering; "
+                 "nginx's WebDAV PUT writes a temp file and renames it.\n")
+    tus = R.get("tus")
+    if tus:
+        mib = tus["size"] >> 20
+        L.append(f"## tus, {mib} MiB over one keep-alive connection (a fresh server per run, interleaved)\n")
+        for peer, why in tus["missing"].items():
+            L.append(f"- **{peer}: missing** — {why}")
+        L.append("\n| PATCH size | server | round | seconds | MiB/s | server CPU ms/MiB |")
+        L.append("|---:|---|---:|---:|---:|---:|")
+        for chunk, data in tus["chunks"].items():
+            for name, times in data["runs"].items():
+                for i, (t, c) in enumerate(zip(times, data["cpu"][name])):
+                    L.append(f"| {chunk} MiB | {name} | {i + 1} | {t:.2f} | {mib / t:,.0f} | {c / mib * 1000:.2f} |")
+        L.append("\nLarder's 204 means fsynced, committed in the catalog, SHA-256 computed; "
+                 f"{NOT_DONE['tusd']}; {NOT_DONE['fastapi-tusd']}. fastapi-tusd's CPU is uvicorn's process.\n")
+    down = R.get("download")
+    if down:
+        L.append(f"## Download, {SIZE_MIB} MiB (curl -o /dev/null, interleaved)\n")
+        L.append("| server | round | seconds | MB/s | server CPU s |")
+        L.append("|---|---:|---:|---:|---:|")
+        for name, times in down["times"].items():
+            if times is None:
+                L.append(f"| {name} | — | missing | | |")
+                continue
+            for i, (t, c) in enumerate(zip(times, down["cpu"][name])):
+                L.append(f"| {name} | {i + 1} | {t:.2f} | {fmt_mb(SIZE / t)} | {c:.2f} |")
+        L.append(f"\nLarder's peak RSS (VmHWM) over its process's life (start, one {SIZE_MIB} MiB upload, "
+                 f"{REPS} downloads): {down['rss']:.0f} MiB.\n")
+    conc = R.get("concurrent")
+    if conc:
+        L.append(f"## {conc['clients']} concurrent clients\n")
+        L.append(f"Each client opens its connection, waits for all others, uploads {conc['upload_mib']} MiB "
+                 f"(all bodies in flight at once), waits for all uploads, then GETs {SMALL_BYTES} B in a loop for "
+                 f"{WRK_SECONDS} s. Larder's peak RSS: **{conc['rss']:.0f} MiB**; {conc['gets']:,} GETs; "
+                 f"{conc['error_count']} errors{': ' + '; '.join(conc['errors']) if conc['errors'] else ''}; "
+                 f"{conc['seconds']:.1f} s.\n")
+    ver = R.get("verify")
+    if ver:
+        L.append("## `larder verify`\n")
+        L.append(f"The download scenario's store ({ver['blobs']} blobs, {ver['bytes'] / MB:,.0f} MB hashed), its "
+                 f"blob files evicted from the page cache first: {ver['seconds']:.2f} s, "
+                 f"{fmt_mb(ver['rate'])} MB/s, exit {ver['exit']}, {ver['findings']} findings.\n")
+    cml = R.get("cml")
+    if cml:
+        L.append("## Connection memory limit trade-off (`--connection-memory-limit`)\n")
+        L.append("| limit | upload s (median) | server CPU s | bytes per write(2) | small GETs/s | p99 | CPU µs/GET | upload runs |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---|")
+        for row in cml:
+            L.append(f"| {row['limit']} | {row['upload']:.2f} | {row['cpu']:.2f} | {row['write_size'] / 1024:,.1f} KiB | "
+                     f"{row['rps']:,.0f} | {row['p99']} | {row['cpu_us']:.0f} | {runs_text(row['uploads'])} |")
+        L.append("")
+    gc = R.get("gc")
+    if gc:
+        L.append(f"## gc-scale ({gc['n']:,} blobs, 10 % orphans)\n")
+        L.append(f"generation: {gc['generate_s']:.0f} s; load average before {gc['load_before']}, after {gc['load_after']}\n")
+        L.append("| step | exit | seconds | peak RSS (MiB) |")
+        L.append("|---|---:|---:|---:|")
+        for label in ("dry run", "gc"):
+            g = gc[label]
+            L.append(f"| `larder gc {'--dry-run ' if label == 'dry run' else ''}--grace 1h --json` | {g['exit']} | "
+                     f"{g['seconds']:.1f} | {g['maxrss_kib'] / 1024:.0f} |")
+        L.append(f"\n```\n{gc['gc']['report']}\n```\n")
+    L.append("## Reproduce\n")
+    L.append("```sh")
+    L.append("make bench                     # = swift build -c release --product larder && Benchmarks/run.sh")
+    L.append("BENCH_QUICK=1 Benchmarks/run.sh   # small sizes, short runs: a check in a few minutes")
+    L.append("BENCH_ONLY=gets Benchmarks/run.sh # one scenario (limits gets upload tus download concurrent verify cml gc)")
+    L.append("```\n")
+    L.append("Servers as the script starts them ($TMP is the run's temp dir):\n")
+    L.append("```sh")
+    for c in dict.fromkeys(commands):
+        L.append(c)
+    L.append(f"{TUSD_BIN} -host 127.0.0.1 -port 0 -upload-dir $TMP/store")
+    L.append("python -m uvicorn tusapp:app --port P   # FASTAPI_APP in Benchmarks/lib/bench.py")
+    L.append(f"wrk -t{WRK_THREADS} -c{WRK_CONNECTIONS} -d{WRK_SECONDS}s --latency URL")
+    L.append("curl -sS -o /dev/null -H 'Expect:' -X POST|PUT -T upload.bin URL")
+    L.append("```")
+    return "\n".join(L) + "\n"
 
 
 def main():
     global TMP
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    budget = BUDGET + (GC_BUDGET if GC_SCALE else 0)
-    signal.alarm(budget)
+    unknown = [s for s in SCENARIOS if s not in ALL_SCENARIOS + ["cml", "gc"]]
+    if unknown:
+        sys.exit(f"bench: unknown scenario(s) {unknown}; known: {ALL_SCENARIOS + ['cml', 'gc']}")
+    signal.alarm(BUDGET + (GC_BUDGET if "gc" in SCENARIOS else 0))
     started = time.monotonic()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     TMP = tempfile.mkdtemp(prefix="larder-bench.", dir=TMP_PARENT)
+    R, commands = {}, []
     try:
+        need = (SIZE_MIB * 3 + UPLOAD_MIB * (REPS + 2) * 2 + TUS_MIB * 3 + CONCURRENT * CONCURRENT_UPLOAD_MIB) << 20
         free = shutil.disk_usage(TMP).free
-        if free < 6 * SIZE + (2 << 30):
-            raise BenchError(f"{TMP} has {free >> 30} GiB free; the run needs about {(6 * SIZE >> 30) + 2} GiB")
+        if free < need:
+            raise BenchError(f"{TMP} has {free >> 30} GiB free; the run needs about {need >> 30} GiB")
         machine = machine_description()
         load_start = loadavg()
-        big = os.path.join(TMP, "big.bin")
-        log(f"writing {SIZE_MIB} MiB of random bytes to {big}")
-        with open("/dev/urandom", "rb") as src, open(big, "wb") as dst:
-            for _ in range(SIZE_MIB):
-                dst.write(src.read(1 << 20))
-            dst.flush()
-            os.fsync(dst.fileno())
-        small = os.path.join(TMP, "small.bin")
-        with open(small, "wb") as f:
-            f.write(os.urandom(1024))
-
-        limits = machine_limits(big)
-
-        log("starting larder (defaults) and nginx")
-        larder = Larder("default")
-        nginx = Nginx(workers=os.cpu_count())
-        up, down, cpu = measure_transfers([larder, nginx], big, REPS)
-
-        log("small GETs")
-        upload(larder, small, "small.bin")
-        upload(nginx, small, "small.bin")
-        gets = {"larder": wrk(larder, "small.bin"), "nginx": wrk(nginx, "small.bin")}
-        commands = {"larder": larder.command, "nginx": nginx.command}
-        larder.close()
-
-        tradeoff = []
-        for limit in LIMITS:
-            log(f"connection memory limit {limit}")
-            server = Larder(f"cml-{limit}", memory_limit=limit)
-            times, stats = [], []
-            for rep in range(1, REPS + 1):
-                stamp(big, 100 + rep)
-                times.append(upload(server, big, "big.bin", stats))
-                log(f"  upload rep {rep}: {times[-1]:.2f}s")
-            upload(server, small, "small.bin")
-            g = wrk(server, "small.bin")
-            log(f"  small GETs: {g['rps']:.0f}/s")
-            tradeoff.append({"limit": limit, "upload": median_of(times), "uploads": times, "rps": g["rps"],
-                             "cpu": median_of([c for c, _ in stats]),
-                             "write_size": SIZE / max(1, median_of([w for _, w in stats])),
-                             "p99": g["p99"], "cpu_us": g["cpu_us"], "problems": g["problems"]})
-            server.close()
-        nginx.close()
-
-        tus = run_tus()
-        gc = run_gc_scale() if GC_SCALE else None
+        log(f"scenarios: {' '.join(SCENARIOS)}; load average {load_start}")
+        files = {"small": os.path.join(TMP, "small.bin")}
+        with open(files["small"], "wb") as f:
+            f.write(os.urandom(SMALL_BYTES))
+        if {"limits", "upload", "cml"} & set(SCENARIOS):
+            files["upload"] = make_file(os.path.join(TMP, "upload.bin"), UPLOAD_MIB)
+        if "tus" in SCENARIOS:
+            files["tus"] = make_file(os.path.join(TMP, "tus.bin"), TUS_MIB)
+        if {"download", "verify"} & set(SCENARIOS):
+            files["download"] = make_file(os.path.join(TMP, "download.bin"), SIZE_MIB)
+        if "limits" in SCENARIOS:
+            R["limits"] = scenario_limits(files)
+        if "gets" in SCENARIOS:
+            R["gets"] = scenario_gets(files, commands)
+        if "upload" in SCENARIOS:
+            R["upload"] = scenario_upload(files, commands)
+        if "tus" in SCENARIOS:
+            R["tus"] = scenario_tus(files)
+        if {"download", "verify"} & set(SCENARIOS):
+            R["download"] = scenario_download(files, commands)
+            if "verify" in SCENARIOS:
+                R["verify"] = scenario_verify(R["download"]["store"], R.get("limits") or {})
+            if "download" not in SCENARIOS:
+                del R["download"]
+        if "concurrent" in SCENARIOS:
+            R["concurrent"] = scenario_concurrent(files)
+        if "cml" in SCENARIOS:
+            R["cml"] = scenario_cml(files)
+        if "gc" in SCENARIOS:
+            R["gc"] = scenario_gc()
         load_end = loadavg()
         elapsed = time.monotonic() - started
-        report = render(date, machine, load_start, load_end, elapsed, limits, up, down, cpu, gets, tradeoff, tus, gc,
-                        commands)
+        report = render(date, machine, load_start, load_end, elapsed, R, commands)
         print(report)
         os.makedirs(os.path.dirname(OUT), exist_ok=True)
         with open(OUT, "w") as f:
@@ -603,7 +1233,7 @@ def main():
     except (BenchError, Watchdog, subprocess.TimeoutExpired) as e:
         log(f"FAILED: {e}")
         for name in os.listdir(TMP) if TMP and os.path.isdir(TMP) else []:
-            if name.endswith(".log") or name == "nginx":
+            if name.endswith(".log") and not name.startswith("access-") or name == "nginx":
                 path = os.path.join(TMP, name, "error.log") if name == "nginx" else os.path.join(TMP, name)
                 if os.path.isfile(path):
                     tail = open(path, errors="replace").read()[-1500:]
@@ -614,135 +1244,6 @@ def main():
         signal.alarm(0)
         cleanup()
     return 0
-
-
-# ---------------------------------------------------------------- report
-
-def render(date, m, load_start, load_end, elapsed, limits, up, down, cpu, gets, tradeoff, tus, gc, commands):
-    size_label = f"{SIZE_MIB // 1024} GiB" if SIZE_MIB % 1024 == 0 else f"{SIZE_MIB} MiB"
-    L = []
-    L.append("# Larder benchmark results\n")
-    L.append(f"- date: {date}; commit `{m['commit']}`; whole run {elapsed:.0f} s")
-    L.append(f"- machine: {m['cpu']} (SHA-NI: {m['sha_ni']}), nproc {m['nproc']}, memory {m['memory']}, "
-             f"kernel {m['kernel']}")
-    L.append(f"- filesystem of the data dirs and nginx's temp/root: `{m['fs']}`")
-    L.append(f"- load average (1/5/15 min) at start: {load_start}; at end: {load_end}")
-    L.append("- " + "; ".join(f"{k}: {v}" for k, v in m["versions"].items()))
-    L.append("- client and servers share the same cores (loopback): every figure includes curl's/wrk's own CPU.")
-    if NOTE:
-        L.append(f"- note: {NOTE}")
-    L.append("")
-
-    L.append("## Machine limits\n")
-    L.append("| limit | MB/s | how |")
-    L.append("|---|---:|---|")
-    how = {
-        "sha256": "`openssl speed -evp sha256 -bytes 1048576 -seconds 3`",
-        "md5": "`openssl speed -evp md5 -bytes 1048576 -seconds 3`",
-        "sha256+md5": "both in one thread, one after the other: 1/(1/sha256 + 1/md5)",
-        "write+fsync 1 MiB": f"`dd if=big.bin of=$TMP/x bs=1M conv=fsync` ({size_label}, from page cache)",
-        "write+fsync 32 KiB": f"`dd … bs=32K conv=fsync` ({size_label}; Larder's write size at 64 KiB limit is ≤ 32 KiB)",
-        "page-cache read": f"`dd if=big.bin of=/dev/null bs=1M` ({size_label}, warm)",
-    }
-    for key, value in limits.items():
-        L.append(f"| {key} | {fmt_mb(value)} | {how[key]} |")
-    L.append("")
-
-    L.append(f"## {size_label} through Larder and nginx (curl, median of {REPS}, interleaved)\n")
-    L.append("| transfer | Larder s | Larder MB/s | nginx s | nginx MB/s | Larder/nginx time | Larder CPU s | "
-             "nginx CPU s | all Larder runs | all nginx runs |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
-    for label, data in (("upload", up), ("download", down)):
-        lm, nm = median_of(data["default"]), median_of(data["nginx"])
-        lc = median_of([c for c, _ in cpu[("default", label)]])
-        nc = median_of([c for c, _ in cpu[("nginx", label)]])
-        L.append(f"| {label} | {fmt_s(lm)} | {fmt_mb(SIZE / lm)} | {fmt_s(nm)} | {fmt_mb(SIZE / nm)} | "
-                 f"{lm / nm:.2f}× | {lc:.2f} | {nc:.2f} | {', '.join(fmt_s(x) for x in data['default'])} | "
-                 f"{', '.join(fmt_s(x) for x in data['nginx'])} |")
-    L.append("\nCPU s = user + system CPU seconds the server process (nginx: master and workers) used during "
-             "the transfer (median), from /proc/PID/stat; the client's CPU is not included.")
-    L.append("")
-    lup = SIZE / median_of(up["default"])
-    L.append("Larder's upload against the machine's limits (Larder hashes SHA-256 of every byte, writes, "
-             "fsyncs and commits before answering; MD5 is computed inline only to check a client's "
-             "Content-MD5, otherwise after the commit; nginx's WebDAV PUT does neither hash nor fsync):\n")
-    L.append("| Larder upload MB/s | / sha256 | / write+fsync 1 MiB | / durable-CAS limit |")
-    L.append("|---:|---:|---:|---:|")
-    durable = 1 / (1 / limits["sha256"] + 1 / limits["write+fsync 1 MiB"])
-    L.append(f"| {fmt_mb(lup)} | {lup / limits['sha256']:.2f} | "
-             f"{lup / limits['write+fsync 1 MiB']:.2f} | {lup / durable:.2f} |")
-    L.append("")
-    L.append(f"The durable-CAS limit ({fmt_mb(durable)} MB/s) is 1/(1/sha256 + 1/(write+fsync)): one thread "
-             "hashing SHA-256 and then writing each block. The page cache absorbs part of each write before "
-             "the final fsync, so a measured rate can exceed it.\n")
-
-    L.append(f"## Small GETs (1 KiB object, keep-alive, {gets['larder']['tool']})\n")
-    L.append("| server | requests/s | p50 | p99 | server CPU µs/request | problems |")
-    L.append("|---|---:|---:|---:|---:|---|")
-    for label in ("larder", "nginx"):
-        g = gets[label]
-        L.append(f"| {label} | {g['rps']:,.0f} | {g['p50']} | {g['p99']} | {g['cpu_us']:.0f} | {g['problems'] or 'none'} |")
-    L.append(f"\nLarder/nginx requests/s: {gets['larder']['rps'] / gets['nginx']['rps']:.2f}; server CPU per request "
-             f"Larder/nginx: {gets['larder']['cpu_us'] / gets['nginx']['cpu_us']:.1f}× (CPU per request is the "
-             "figure least disturbed by other load on the machine).\n")
-
-    rec, rec_cpu, scores, cpu_scores = recommend(tradeoff)
-    L.append(f"## Connection memory limit trade-off (Larder, `--connection-memory-limit`)\n")
-    L.append(f"| limit | {size_label} upload s (median) | MB/s | server CPU s | bytes per write(2) | small GETs/s | "
-             "p99 | CPU µs/GET | wall score | CPU score | upload runs | problems |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
-    for row, score, cpu_score in zip(tradeoff, scores, cpu_scores):
-        L.append(f"| {row['limit']} | {fmt_s(row['upload'])} | {fmt_mb(SIZE / row['upload'])} | {row['cpu']:.2f} | "
-                 f"{row['write_size'] / 1024:,.1f} KiB | {row['rps']:,.0f} | "
-                 f"{row['p99']} | {row['cpu_us']:.0f} | {score:.3f} | {cpu_score:.3f} | {', '.join(fmt_s(x) for x in row['uploads'])} | "
-                 f"{row['problems'] or 'none'} |")
-    L.append("\nbytes per write(2) = upload size / the server's write calls during the upload (/proc/PID/io "
-             "syscw): the size of the body chunks libmicrohttpd hands to Larder.")
-    L.append(f"\nwall score = √((fastest upload time / this upload time) × (this rps / best rps)), best: **{rec}**; "
-             f"CPU score = √((least upload CPU / this upload CPU) × (least CPU per GET / this CPU per GET)), best: "
-             f"**{rec_cpu}**. On a busy machine trust the CPU score (wall figures swing by 2× between runs); "
-             "differences of a few percent are noise either way.\n")
-
-    if tus is not None:
-        status, out = tus
-        L.append(f"## tus (Benchmarks/tus/run.sh, {status})\n")
-        L.append(out if out.lstrip().startswith("|") or out.lstrip().startswith("#") else f"```\n{out}\n```")
-        L.append("")
-    if gc is not None:
-        L.append(f"## gc-scale ({gc['n']:,} blobs, 10 % orphans)\n")
-        L.append(f"generation: {gc['generate_s']:.0f} s\n")
-        L.append("| step | exit | seconds | peak RSS (MiB) |")
-        L.append("|---|---:|---:|---:|")
-        for label in ("dry run", "gc"):
-            g = gc[label]
-            L.append(f"| `larder gc {'--dry-run ' if label == 'dry run' else ''}--grace 1h --json` | {g['exit']} | "
-                     f"{g['seconds']:.1f} | {g['maxrss_kib'] / 1024:.0f} |")
-        L.append(f"\n```\n{gc['gc']['report']}\n```\n")
-
-    L.append("## Reproduce\n")
-    L.append("```sh")
-    L.append("make bench            # = swift build -c release --product larder && Benchmarks/run.sh")
-    L.append("# or, with a binary built elsewhere:")
-    L.append("swift build -c release --product larder --scratch-path /tmp/build-bench")
-    L.append("LARDER_BIN=/tmp/build-bench/release/larder Benchmarks/run.sh")
-    L.append("```\n")
-    L.append("What the script runs (DATA, NGINX_DIR and big.bin live in one temp dir):\n")
-    L.append("```sh")
-    L.append(commands["larder"])
-    L.append(f"{commands['nginx']}   # config: see NGINX_CONF in Benchmarks/lib/bench.py")
-    L.append("curl -sS -o /dev/null -H 'Expect:' -w '%{http_code} %{time_total}' -X POST -T big.bin "
-             "'http://127.0.0.1:PORT/v0/b/bench/o?name=big.bin'")
-    L.append("curl -sS -o /dev/null -H 'Expect:' -w '%{http_code} %{time_total}' -X PUT -T big.bin "
-             "'http://127.0.0.1:NPORT/dav/big.bin'")
-    L.append("curl -sS -o /dev/null -w '%{time_total}' 'http://127.0.0.1:PORT/v0/b/bench/o/big.bin?alt=media'")
-    L.append("curl -sS -o /dev/null -w '%{time_total}' 'http://127.0.0.1:NPORT/dav/big.bin'")
-    L.append(f"wrk -t{WRK_THREADS} -c{WRK_CONNECTIONS} -d{WRK_SECONDS}s --latency "
-             "'http://127.0.0.1:PORT/v0/b/bench/o/small.bin?alt=media'")
-    L.append(f"wrk -t{WRK_THREADS} -c{WRK_CONNECTIONS} -d{WRK_SECONDS}s --latency 'http://127.0.0.1:NPORT/dav/small.bin'")
-    L.append(f"# trade-off: the same upload and wrk against larder serve ... --connection-memory-limit L, "
-             f"L in {' '.join(LIMITS)}")
-    L.append("```")
-    return "\n".join(L) + "\n"
 
 
 if __name__ == "__main__":

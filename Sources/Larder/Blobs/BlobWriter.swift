@@ -38,7 +38,7 @@ public final class BlobWriter {
   private let md5: Digest?
   private var head: [UInt8] = []
   private var done = false
-  /// Buffers to 1 MiB blocks, hashes (MD5 on another core) and writes them.
+  /// Buffers to blocks, writes them and hashes them on another core (see ``BlockSink``).
   private let sink: BlockSink
 
   /// Refused with ``LarderError/diskFull`` before any file is made while `reserve` is spent

@@ -91,6 +91,26 @@ enum POSIX {
     }
   }
 
+  /// Asks the kernel to start writing `count` bytes at `offset` to the disk now, without waiting
+  /// (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`). A hint only: durability still comes from
+  /// `fsync`, which then finds most of the file already written and waits for the tail alone, so
+  /// the disk works while the rest of a body is still arriving instead of after it. Looked up at
+  /// run time (Glibc's Swift module does not export it); without it this does nothing.
+  static func startWriteback(_ fd: Int32, offset: Int64, count: Int) {
+    guard let call = syncFileRange else { return }
+    _ = call(fd, offset, Int64(count), 2 /* SYNC_FILE_RANGE_WRITE */)
+  }
+
+  /// Whether ``startWriteback(_:offset:count:)`` does anything on this system.
+  static var canStartWriteback: Bool { syncFileRange != nil }
+
+  private typealias SyncFileRange = @convention(c) (Int32, Int64, Int64, UInt32) -> Int32
+  private static let syncFileRange: SyncFileRange? = {
+    // nil is RTLD_DEFAULT: the symbol wherever the process has it (libc).
+    guard let symbol = dlsym(nil, "sync_file_range") else { return nil }
+    return unsafeBitCast(symbol, to: SyncFileRange.self)
+  }()
+
   /// Reads up to `count` bytes at `offset`; fewer only at end of file.
   static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, path: String) throws -> Int {
     var done = 0

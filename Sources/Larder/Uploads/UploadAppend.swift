@@ -11,7 +11,7 @@ import LarderCrypto
 /// case .complete(let done): _ = try uploads.publish(done)
 /// }
 /// ```
-/// Bytes go to the file in 1 MiB blocks and are hashed into copies of the session's digests
+/// Bytes go to the file in 256 KiB blocks and are hashed (on another core) into copies of the session's digests
 /// (a cold session has none: the finished file is then hashed once when staged); nothing is
 /// acknowledged until ``finish()`` has fsync'ed the file and committed the offset, except at
 /// checkpoints: a long append commits what it has received every ``UploadCheckpoints/bytes`` or
@@ -40,6 +40,11 @@ public final class UploadAppend {
   private var open = true
 
   private let sizeLimit: Int64?
+  /// The body's length when the request declares it (`Content-Length`). No checkpoint is taken
+  /// once all of it arrived: ``finish()`` commits the same offset a moment later, and a
+  /// checkpoint there would double the per-request fsync and commit (an 8 MiB PATCH reached the
+  /// 8 MiB checkpoint on its last chunk).
+  public var expectedBodyLength: Int64?
 
   init(
     upload: Upload, length: Int64?, store: UploadStore, session: UploadSession, checksum: UploadChecksum?,
@@ -63,7 +68,7 @@ public final class UploadAppend {
 
   deinit { abort(keepReceived: false) }
 
-  /// Appends bytes at the current end (buffered: they are written in 1 MiB blocks), and commits
+  /// Appends bytes at the current end (buffered: they are written in 256 KiB blocks), and commits
   /// a checkpoint when one is due.
   /// - Throws: ``UploadError/exceedsLength(length:)``, ``LarderError/sizeLimitExceeded(limit:)`` or an
   ///   I/O error; the append is then over and nothing it wrote after its last checkpoint is kept.
@@ -95,6 +100,7 @@ public final class UploadAppend {
     let end = upload.offset + received
     let pending = end - committed.offset
     guard pending > 0 else { return }
+    if let expectedBodyLength, received >= expectedBodyLength { return }
     // The last byte needs the admission step: it is only ever committed by publishing.
     if let length, end == length { return }
     let now = ContinuousClock.now

@@ -176,6 +176,7 @@ struct TusEndpoint {
     if withBody {
       let append = try store.beginAppend(
         id: upload.id, owner: identity?.uid, offset: 0, checksum: checksum, sizeLimit: context.maxUploadSize)
+      append.expectedBodyLength = request.contentLength
       // A creation-with-upload answer, success or error, names the upload it created, so the
       // client can resume it.
       let location = self.location(of: upload)
@@ -302,6 +303,7 @@ struct TusEndpoint {
     let append = try store.beginAppend(
       id: id, owner: identity?.uid, offset: offset, length: declared, checksum: checksum,
       sizeLimit: context.maxUploadSize)
+    append.expectedBodyLength = request.contentLength
     if let length = append.length, let declared = request.contentLength, offset + declared > length {
       append.abort(keepReceived: false)
       throw UploadError.exceedsLength(length: length)
