@@ -279,10 +279,18 @@ package final class PostgresDatabase: Database {
   /// transactions are REPEATABLE READ READ ONLY: one snapshot, as SQLite's read transactions.
   package func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
     try reconnectIfLost()
-    try executeScript(
+    let begin =
       immediate
-        ? "BEGIN; SELECT pg_advisory_xact_lock(\(writeLock))"
-        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+      ? "BEGIN; SELECT pg_advisory_xact_lock(\(writeLock))" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    var failure: DatabaseError?
+    do { try executeScript(begin) } catch { failure = error }
+    if let failure {
+      // libpq learns that the server went away (a restart) only when it is used: nothing has
+      // run in this transaction yet, so a new session can safely start it again.
+      guard failure.isConnectionLost else { throw failure }
+      try reconnectIfLost()
+      try executeScript(begin)
+    }
     inTransaction = true
     defer { inTransaction = false }
     do {
