@@ -314,6 +314,38 @@ package final class PostgresDatabase: Database {
     }
   }
 
+  /// The `LISTEN/NOTIFY` channel on which this store's model writes are announced (one per
+  /// schema: channels are database-wide).
+  var modelChannel: String { "larder_models_" + String(UInt64(bitPattern: writeLock), radix: 16) }
+
+  /// Starts listening on `channel`.
+  func listen(_ channel: String) throws(DatabaseError) { try executeScript("LISTEN \(channel)") }
+
+  /// Payloads of the notifications that arrived, waiting up to `timeout` for the first.
+  /// - Throws: ``DatabaseError`` (connection lost) when the server went away.
+  func notifications(timeout: Duration) throws(DatabaseError) -> [String] {
+    var out = Self.drainNotifications(handle)
+    guard out.isEmpty else { return out }
+    var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+    let ms = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+    guard poll(&descriptor, 1, ms) > 0 else { return [] }
+    guard PQconsumeInput(handle) == 1 else {
+      throw DatabaseError(
+        extendedCode: 0, message: String(cString: PQerrorMessage(handle)), sql: nil, sqlState: "08006")
+    }
+    out = Self.drainNotifications(handle)
+    return out
+  }
+
+  private static func drainNotifications(_ handle: OpaquePointer) -> [String] {
+    var out: [String] = []
+    while let notice = PQnotifies(handle) {
+      out.append(String(cString: notice.pointee.extra))
+      PQfreemem(notice)
+    }
+    return out
+  }
+
   /// Takes a session-level advisory lock without waiting; false if another session holds it.
   func tryLock(_ key: Int64) throws(DatabaseError) -> Bool {
     try row("SELECT pg_try_advisory_lock(?::bigint) AS held", [key])?.int("held") == 1
