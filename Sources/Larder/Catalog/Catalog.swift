@@ -123,7 +123,9 @@ package final class Catalog: @unchecked Sendable {
     do {
       return snapshot ? try db.transaction(immediate: false, body) : try body(db)
     } catch let error as DatabaseError where error.isConnectionLost {
+      // The server went away: the idle connections went with it.
       healthy = false
+      readerLock.withLock { idleReaders.removeAll() }
       throw error
     }
   }

@@ -45,6 +45,9 @@ final class ObservationCenter: Sendable {
 
   var count: Int { entries.withLock { $0.byID.count } }
 
+  /// The types observed now.
+  var types: Set<String> { entries.withLock { Set($0.byID.values.map(\.type)) } }
+
   /// Called after commit, never inside a transaction; refreshes are asynchronous.
   func committed(types: Set<String>) {
     guard !types.isEmpty else { return }

@@ -19,6 +19,8 @@ import Synchronization
 public struct ModelStore: Sendable {
   let catalog: Catalog
   let center: ObservationCenter
+  /// On PostgreSQL, hears other processes' model commits (see ``ModelChangeListener``).
+  let listener = ModelChangeListener()
   /// Model types whose declared indexes exist.
   private let indexedTypes: IndexedTypes
 
@@ -38,6 +40,12 @@ public struct ModelStore: Sendable {
       let tx = ModelTransaction(db: db, store: self)
       defer { tx.isOpen = false }
       let value = try body(tx)
+      // On PostgreSQL other processes and nodes observe too: NOTIFY is delivered at commit.
+      if let pg = db as? PostgresDatabase {
+        for type in tx.touchedTypes.sorted() {
+          try db.execute("SELECT pg_notify(?, ?)", [pg.modelChannel, type])
+        }
+      }
       return (value, tx.touchedTypes, tx.indexedTypes)
     }
     indexedTypes.insert(indexed)
@@ -115,7 +123,8 @@ public struct ModelStore: Sendable {
   // MARK: Observing
 
   /// Delivers `.initial(results)`, then an `.update` after each commit in this process that
-  /// changed the query's result, on a serial queue of the observation's own.
+  /// changed the query's result, on a serial queue of the observation's own. On a PostgreSQL
+  /// catalog, commits of other processes and nodes count too (`LISTEN/NOTIFY`).
   ///
   /// Keep the token: observation ends when it is cancelled or released.
   /// ```swift
@@ -130,6 +139,7 @@ public struct ModelStore: Sendable {
     _ = try QuerySQL.select("id", query, dialect: catalog.dialect)
     let observer = QueryObserver(query: query, store: self, handler: handler)
     let id = center.add(type: T.modelType) { observer.schedule() }
+    if catalog.dialect == .postgres { listener.ensureRunning(catalog: catalog, center: center) }
     let center = self.center
     observer.schedule()
     return ObservationToken {

@@ -279,10 +279,18 @@ package final class PostgresDatabase: Database {
   /// transactions are REPEATABLE READ READ ONLY: one snapshot, as SQLite's read transactions.
   package func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
     try reconnectIfLost()
-    try executeScript(
+    let begin =
       immediate
-        ? "BEGIN; SELECT pg_advisory_xact_lock(\(writeLock))"
-        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+      ? "BEGIN; SELECT pg_advisory_xact_lock(\(writeLock))" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    var failure: DatabaseError?
+    do { try executeScript(begin) } catch { failure = error }
+    if let failure {
+      // libpq learns that the server went away (a restart) only when it is used: nothing has
+      // run in this transaction yet, so a new session can safely start it again.
+      guard failure.isConnectionLost else { throw failure }
+      try reconnectIfLost()
+      try executeScript(begin)
+    }
     inTransaction = true
     defer { inTransaction = false }
     do {
@@ -304,6 +312,38 @@ package final class PostgresDatabase: Database {
         extendedCode: 0, message: "the transaction was aborted by an earlier error and rolled back", sql: "COMMIT",
         sqlState: "25P02")
     }
+  }
+
+  /// The `LISTEN/NOTIFY` channel on which this store's model writes are announced (one per
+  /// schema: channels are database-wide).
+  var modelChannel: String { "larder_models_" + String(UInt64(bitPattern: writeLock), radix: 16) }
+
+  /// Starts listening on `channel`.
+  func listen(_ channel: String) throws(DatabaseError) { try executeScript("LISTEN \(channel)") }
+
+  /// Payloads of the notifications that arrived, waiting up to `timeout` for the first.
+  /// - Throws: ``DatabaseError`` (connection lost) when the server went away.
+  func notifications(timeout: Duration) throws(DatabaseError) -> [String] {
+    var out = Self.drainNotifications(handle)
+    guard out.isEmpty else { return out }
+    var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+    let ms = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+    guard poll(&descriptor, 1, ms) > 0 else { return [] }
+    guard PQconsumeInput(handle) == 1 else {
+      throw DatabaseError(
+        extendedCode: 0, message: String(cString: PQerrorMessage(handle)), sql: nil, sqlState: "08006")
+    }
+    out = Self.drainNotifications(handle)
+    return out
+  }
+
+  private static func drainNotifications(_ handle: OpaquePointer) -> [String] {
+    var out: [String] = []
+    while let notice = PQnotifies(handle) {
+      out.append(String(cString: notice.pointee.extra))
+      PQfreemem(notice)
+    }
+    return out
   }
 
   /// Takes a session-level advisory lock without waiting; false if another session holds it.
