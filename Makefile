@@ -54,7 +54,16 @@ S3_PG_TEST_DIR ?= /tmp/larder-test-s3-pg
 S3_PG_TEST_PORT ?= 15434
 S3_SUITES ?= ObjectEndpointTests|RangeAndConditionalTests|CachedDownloadTests|TusConformanceTests|FirebaseResumableUploadTests|FirebaseMultipartUploadTests|LarderS3Tests|MultiNodeTests
 test-swift-s3:
-	@if ! command -v swift-proxy-server >/dev/null; then 	  echo "*** SKIPPED: the S3 pass (no OpenStack Swift; scripts/deps.sh installs swift-proxy swift-account swift-container swift-object memcached) ***"; exit 0; fi; 	pg=$$(scripts/pg.sh start "$(S3_PG_TEST_DIR)" "$(S3_PG_TEST_PORT)"); rc=$$?; 	if [ $$rc = 3 ]; then 	  echo "*** SKIPPED: the S3 pass (no PostgreSQL server binaries; apt-get install postgresql) ***"; exit 0; 	elif [ $$rc != 0 ]; then exit $$rc; fi; 	trap 'scripts/pg.sh stop "$(S3_PG_TEST_DIR)"; scripts/swift-s3.sh stop "$(S3_TEST_DIR)"' EXIT; 	s3=$$(scripts/swift-s3.sh start "$(S3_TEST_DIR)" "$(S3_TEST_PORT)" larder-test) || exit $$?; 	echo "S3 pass: LARDER_TEST_CATALOG=$$pg LARDER_TEST_BLOBS=$$s3"; 	LARDER_TEST_CATALOG="$$pg" LARDER_TEST_BLOBS="$$s3" LARDER_TEST_S3="$$s3" \
+	@if ! command -v swift-proxy-server >/dev/null; then \
+	  echo "*** SKIPPED: the S3 pass (no OpenStack Swift; scripts/deps.sh installs swift-proxy swift-account swift-container swift-object memcached) ***"; exit 0; fi; \
+	pg=$$(scripts/pg.sh start "$(S3_PG_TEST_DIR)" "$(S3_PG_TEST_PORT)"); rc=$$?; \
+	if [ $$rc = 3 ]; then \
+	  echo "*** SKIPPED: the S3 pass (no PostgreSQL server binaries; apt-get install postgresql) ***"; exit 0; \
+	elif [ $$rc != 0 ]; then exit $$rc; fi; \
+	trap 'scripts/pg.sh stop "$(S3_PG_TEST_DIR)"; scripts/swift-s3.sh stop "$(S3_TEST_DIR)"' EXIT; \
+	s3=$$(scripts/swift-s3.sh start "$(S3_TEST_DIR)" "$(S3_TEST_PORT)" larder-test) || exit $$?; \
+	echo "S3 pass: LARDER_TEST_CATALOG=$$pg LARDER_TEST_BLOBS=$$s3"; \
+	LARDER_TEST_CATALOG="$$pg" LARDER_TEST_BLOBS="$$s3" LARDER_TEST_S3="$$s3" \
 	  AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing \
 	  $(SWIFT) test --skip-build --filter '$(S3_SUITES)'
 
