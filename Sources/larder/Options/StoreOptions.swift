@@ -16,11 +16,11 @@ struct StoreOptions: OptionGroup {
   static let blobs = Option.value(
     "--blobs", "URL", environment: "LARDER_BLOBS",
     help:
-      "where content lives: s3://BUCKET?endpoint=URL&region=R&path-style=1[&prefix=P] shared by several nodes, credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --s3-credentials (default: the data directory)"
+      "where content lives: s3://BUCKET?endpoint=URL&region=R&path-style=1 shared by several nodes (default: the data directory)"
   )
   static let s3Credentials = Option.value(
     "--s3-credentials", "FILE", environment: "LARDER_S3_CREDENTIALS",
-    help: "a file with the S3 access key id and secret (instead of AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)")
+    help: "the S3 access key and secret (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")
   static let options = DataOptions.options + [catalog, blobs, s3Credentials]
 
   var data: DataOptions
