@@ -85,18 +85,13 @@ struct MultiNodeTests {
     var cluster = try Cluster(count: 3)
     defer { cluster.stop() }
     let nodes = cluster.nodes
-    let workers = 12
-    let seconds = 8.0
+    // Modest for CI; LARDER_MULTINODE_CLIENTS=200 LARDER_MULTINODE_SECONDS=30 for the full drill.
+    let environmentSettings = ProcessInfo.processInfo.environment
+    let workers = environmentSettings["LARDER_MULTINODE_CLIENTS"].flatMap { Int($0) } ?? 12
+    let seconds = environmentSettings["LARDER_MULTINODE_SECONDS"].flatMap { Double($0) } ?? 8
     // A few contents every worker uploads and deletes again: their rows and objects keep
     // becoming orphans the collector deletes while another upload of the same bytes dedupes.
     let shared = (0..<4).map { pseudoRandomBytes(20_000 + $0 * 7_000, seed: 1000 + UInt64($0)) }
-    struct Tally {
-      var uploads = 0
-      var downloads = 0
-      var deletes = 0
-      var errors: [String] = []
-      var kept: [(name: String, bytes: [UInt8])] = []
-    }
     let tally = Mutex(Tally())
     let stop = Atomic<Bool>(false)
     let gcRuns = Atomic<Int>(0)
@@ -115,37 +110,17 @@ struct MultiNodeTests {
     }
     collector.start()
     let deadline = Date().addingTimeInterval(seconds)
-    DispatchQueue.concurrentPerform(iterations: workers) { w in
-      var i = 0
-      while Date() < deadline {
-        i += 1
-        let name = "w\(w)-\(i).bin"
-        let bytes = i % 2 == 0 ? shared[(w + i) % shared.count] : pseudoRandomBytes(1 + (w * 7919 + i * 104_729) % 300_000, seed: UInt64(w * 100_000 + i))
-        let up = nodes[(w + i) % 3]
-        let down = nodes[(w + i + 1) % 3]
-        do {
-          let put = try Self.upload(up, name, bytes)
-          guard put.status == 200 else { throw HarnessFailure("upload \(name): \(put.status) \(put.text)") }
-          let get = try Self.download(down, name)
-          guard get.status == 200, get.body == bytes else {
-            throw HarnessFailure("download \(name): \(get.status), \(get.body.count) of \(bytes.count) bytes")
-          }
-          if i % 3 == 0 {
-            let delete = try down.exchange("DELETE", "/v0/b/app/o/\(name)")
-            guard delete.status == 204 || delete.status == 200 else { throw HarnessFailure("delete \(name): \(delete.status)") }
-            tally.withLock { $0.deletes += 1 }
-          } else {
-            tally.withLock { $0.kept.append((name, bytes)) }
-          }
-          tally.withLock {
-            $0.uploads += 1
-            $0.downloads += 1
-          }
-        } catch {
-          tally.withLock { $0.errors.append("\(error)") }
-        }
+    // A thread per client (concurrentPerform would run only as many as there are cores).
+    let finished = DispatchSemaphore(value: 0)
+    for w in 0..<workers {
+      let thread = Thread {
+        defer { finished.signal() }
+        Self.client(w, nodes: nodes, shared: shared, until: deadline, tally: tally)
       }
+      thread.stackSize = 512 << 10
+      thread.start()
     }
+    for _ in 0..<workers { finished.wait() }
     stop.store(true, ordering: .relaxed)
     while !collector.isFinished { usleep(50_000) }
     // One more collection with everything settled, then every acknowledged object, exactly.
@@ -166,5 +141,92 @@ struct MultiNodeTests {
     #expect(result.uploads > 30)
     #expect(gcRuns.load(ordering: .relaxed) >= 2)
     #expect(verify.status == 0, "\(verify.stdout)")
+  }
+
+  struct Tally {
+    var uploads = 0
+    var downloads = 0
+    var deletes = 0
+    var errors: [String] = []
+    var kept: [(name: String, bytes: [UInt8])] = []
+  }
+
+  /// One client: upload through one node, download through the next (exact bytes), and delete
+  /// every third object, until `deadline`.
+  static func client(_ w: Int, nodes: [ServedLarder], shared: [[UInt8]], until deadline: Date, tally: borrowing Mutex<Tally>) {
+    var i = 0
+    while Date() < deadline {
+      i += 1
+      let name = "w\(w)-\(i).bin"
+      let bytes = i % 2 == 0 ? shared[(w + i) % shared.count] : pseudoRandomBytes(1 + (w * 7919 + i * 104_729) % 300_000, seed: UInt64(w * 100_000 + i))
+      let up = nodes[(w + i) % 3]
+      let down = nodes[(w + i + 1) % 3]
+      do {
+        let put = try Self.upload(up, name, bytes)
+        guard put.status == 200 else { throw HarnessFailure("upload \(name): \(put.status) \(put.text)") }
+        let get = try Self.download(down, name)
+        guard get.status == 200, get.body == bytes else {
+          throw HarnessFailure("download \(name): \(get.status), \(get.body.count) of \(bytes.count) bytes")
+        }
+        if i % 3 == 0 {
+          let delete = try down.exchange("DELETE", "/v0/b/app/o/\(name)")
+          guard delete.status == 204 || delete.status == 200 else { throw HarnessFailure("delete \(name): \(delete.status)") }
+          tally.withLock { $0.deletes += 1 }
+        } else {
+          tally.withLock { $0.kept.append((name, bytes)) }
+        }
+        tally.withLock {
+          $0.uploads += 1
+          $0.downloads += 1
+        }
+      } catch {
+        tally.withLock { $0.errors.append("\(error)") }
+      }
+    }
+  }
+}
+
+/// What clients see when the S3 store cannot be reached: 503 with the API's JSON error and a
+/// retry hint, for uploads and downloads alike, and nothing acknowledged. Two `larder serve`
+/// processes share one data directory (SQLite) and bucket prefix; the second one's endpoint is
+/// a port where nothing listens.
+@Suite(.enabled(if: LoopbackS3.isAvailable, "needs the loopback S3 engine"))
+struct S3FailureAnswerTests {
+  @Test func anUnreachableBlobStoreAnswers503WithRetryAfterAndAcknowledgesNothing() throws {
+    let engine = try LoopbackS3.engine()
+    let box = try Sandbox()
+    let prefix = "fa" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+    let environment = ["AWS_ACCESS_KEY_ID": engine.accessKeyID, "AWS_SECRET_ACCESS_KEY": engine.secretAccessKey]
+    var live = try ServedLarder(box, environment: environment, arguments: ["--blobs", engine.url + "&prefix=\(prefix)"])
+    defer { live.kill() }
+    let big = pseudoRandomBytes(100_000, seed: 3)
+    let small = Array("small".utf8)
+    #expect(try MultiNodeTests.upload(live, "big.bin", big).status == 200)
+    #expect(try MultiNodeTests.upload(live, "small.txt", small).status == 200)
+    // Port 9 on loopback: the connection is refused at once.
+    var cut = try ServedLarder(
+      box, environment: environment,
+      arguments: ["--blobs", "s3://\(LoopbackS3.bucket)?endpoint=http://127.0.0.1:9&path-style=1&prefix=\(prefix)"])
+    defer { cut.kill() }
+    let answers = [
+      try MultiNodeTests.download(cut, "big.bin"), try MultiNodeTests.download(cut, "small.txt"),
+      try MultiNodeTests.upload(cut, "new.bin", pseudoRandomBytes(50_000, seed: 4)),
+    ]
+    for answer in answers {
+      #expect(answer.status == 503)
+      #expect(answer.headers["retry-after"] == "1")
+      #expect(answer.headers["content-type"] == "application/json; charset=utf-8")
+      let error = try #require(
+        (try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["error"] as? [String: Any])
+      #expect(error["code"] as? Int == 503)
+      #expect(error["status"] as? String == "UNAVAILABLE")
+      #expect(error["message"] as? String == "the blob store is unavailable; retry")
+    }
+    // A HEAD needs no bytes: answered from the catalog.
+    #expect(try cut.exchange("HEAD", "/v0/b/app/o/big.bin?alt=media").status == 200)
+    // Nothing was acknowledged: the refused upload does not exist; the rest is intact.
+    #expect(try MultiNodeTests.download(live, "new.bin").status == 404)
+    #expect(try MultiNodeTests.download(live, "big.bin").body == big)
+    #expect(try MultiNodeTests.download(live, "small.txt").body == small)
   }
 }
