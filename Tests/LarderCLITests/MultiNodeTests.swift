@@ -230,3 +230,57 @@ struct S3FailureAnswerTests {
     #expect(try MultiNodeTests.download(live, "small.txt").body == small)
   }
 }
+
+/// Downloads from S3 stream to the client in bounded memory: a node's peak resident memory
+/// grows by far less than the object while it serves one to a client that reads slowly.
+@Suite(.enabled(if: LoopbackS3.isAvailable, "needs the loopback S3 engine"))
+struct S3StreamingDownloadTests {
+  /// Peak resident memory of `pid` (`VmHWM`), in bytes.
+  static func peakResident(_ pid: pid_t) throws -> Int {
+    let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+    let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") })
+    return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+  }
+
+  @Test func aLargeDownloadToASlowClientKeepsTheNodesMemoryFlat() throws {
+    let engine = try LoopbackS3.engine()
+    let box = try Sandbox()
+    let blobs = ["--blobs", engine.url + "&prefix=sd" + String(UInt64.random(in: 0...UInt64.max), radix: 16)]
+    let environment = ["AWS_ACCESS_KEY_ID": engine.accessKeyID, "AWS_SECRET_ACCESS_KEY": engine.secretAccessKey]
+    var uploader = try ServedLarder(box, environment: environment, arguments: blobs)
+    defer { uploader.kill() }
+    let size = 48 << 20
+    let bytes = pseudoRandomBytes(size, seed: 11)
+    #expect(try MultiNodeTests.upload(uploader, "large.bin", bytes).status == 200)
+    var server = try ServedLarder(box, environment: environment, arguments: blobs)
+    defer { server.kill() }
+    // Warm up (threads, libcurl, the catalog) with a small streamed download.
+    #expect(try MultiNodeTests.download(server, "large.bin", range: "bytes=0-99999").status == 206)
+    let before = try Self.peakResident(server.pid)
+    let connection = try RawConnection(port: server.port)
+    defer { connection.close() }
+    try connection.send(
+      Array("GET /v0/b/app/o/large.bin?alt=media HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
+    // A slow reader: 64 KiB at a time, pausing, so the node is ahead of its client throughout.
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 64 << 10)
+    var reads = 0
+    while true {
+      let n = buffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { break }
+      received += buffer[0..<n]
+      reads += 1
+      if reads % 64 == 0 { usleep(20_000) }
+    }
+    let separator = Array("\r\n\r\n".utf8)
+    let end = try #require(received.indices.first { received[$0...].starts(with: separator) })
+    let head = String(decoding: received[..<end], as: UTF8.self)
+    #expect(head.hasPrefix("HTTP/1.1 200"))
+    #expect(head.lowercased().contains("content-length: \(size)"))
+    #expect(Array(received[(end + 4)...]) == bytes)
+    let growth = try Self.peakResident(server.pid) - before
+    print("streaming download: \(size >> 20) MiB served, peak resident memory grew \(growth >> 10) KiB")
+    #expect(growth < 8 << 20, "peak resident memory grew \(growth) bytes for a \(size)-byte download")
+  }
+}
