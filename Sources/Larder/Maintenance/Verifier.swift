@@ -258,7 +258,8 @@ public struct Verifier: Sendable {
     }
     report.add(
       .init(
-        kind: .missingBlobFile, sha256: hex, path: path, detail: "the blob's file is missing",
+        kind: .missingBlobFile, sha256: hex, path: path,
+        detail: remote ? "the blob's object is missing" : "the blob's file is missing",
         repaired: repaired))
   }
 

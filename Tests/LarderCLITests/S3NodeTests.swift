@@ -1,4 +1,5 @@
 import Foundation
+import Larder
 import LarderTestSupport
 import Synchronization
 import Testing
@@ -282,5 +283,69 @@ struct S3StreamingDownloadTests {
     let growth = try Self.peakResident(server.pid) - before
     print("streaming download: \(size >> 20) MiB served, peak resident memory grew \(growth >> 10) KiB")
     #expect(growth < 8 << 20, "peak resident memory grew \(growth) bytes for a \(size)-byte download")
+  }
+}
+
+/// The store commands with `--blobs s3://…`: credentials from the environment or a file, never
+/// the command line; bad values are usage errors naming the option.
+@Suite(.enabled(if: LoopbackS3.isAvailable, "needs the loopback S3 engine"))
+struct S3CommandTests {
+  @Test func putGetAndVerifyWorkOnABucketAndVerifyFindsAMissingObject() throws {
+    let engine = try LoopbackS3.engine()
+    let box = try Sandbox()
+    let url = engine.url + "&prefix=cl" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+    let credentials = try box.write(
+      "s3.credentials",
+      Array("aws_access_key_id = \(engine.accessKeyID)\naws_secret_access_key = \(engine.secretAccessKey)\n".utf8))
+    let bytes = pseudoRandomBytes(300_000, seed: 5)
+    let file = try box.write("in.bin", bytes)
+    let store = ["--data", box.dataPath, "--blobs", url, "--s3-credentials", credentials]
+    #expect(try CLI.larder(["put", file, "app/x.bin"] + store).status == 0)
+    // The environment works as well as the file.
+    let environment = ["AWS_ACCESS_KEY_ID": engine.accessKeyID, "AWS_SECRET_ACCESS_KEY": engine.secretAccessKey]
+    let get = try CLI.larder(["get", "app/x.bin", "-o", box.path("out.bin"), "--data", box.dataPath, "--blobs", url], environment: environment)
+    #expect(get.status == 0)
+    #expect(box.read("out.bin") == bytes)
+    // Nothing of the content is in the data directory.
+    #expect(box.files(under: "blobs").isEmpty)
+    let clean = try CLI.larder(["verify", "--deep"] + store)
+    #expect(clean.status == 0)
+    #expect(clean.stdout.contains("checked 1 blobs (293.0 KiB): 0 findings"), "\(clean.stdout)")
+    // The object vanishes behind the store's back: verify says so, and --repair quarantines.
+    let sha = try CLI.opensslSHA256(file)
+    try S3BlobBackend(url: url, environment: environment).remove(blob: sha)
+    let dirty = try CLI.larder(["verify"] + store)
+    #expect(dirty.status == 1)
+    #expect(dirty.stdout.contains("missing-blob-file  \(sha)  the blob's object is missing"), "\(dirty.stdout)")
+    // Repaired (its file marked quarantined): clean, and the download says why it cannot answer.
+    #expect(try CLI.larder(["verify", "--repair"] + store).status == 0)
+    let repaired = try CLI.larder(["verify"] + store)
+    #expect(repaired.status == 0, "\(repaired.stdout)")
+    #expect(repaired.stdout.contains("1 quarantined"), "\(repaired.stdout)")
+    let quarantined = try CLI.larder(["get", "app/x.bin", "-o", box.path("again.bin")] + store)
+    #expect(quarantined.status == 1)
+    #expect(quarantined.stderr.contains("failed verification and is quarantined"), "\(quarantined.stderr)")
+    // Uploading the same content again heals it.
+    #expect(try CLI.larder(["put", file, "app/y.bin"] + store).status == 0)
+    #expect(try CLI.larder(["get", "app/x.bin", "-o", box.path("healed.bin")] + store).status == 0)
+    #expect(box.read("healed.bin") == bytes)
+    #expect(try CLI.larder(["verify", "--deep"] + store).stdout.contains("0 findings, 0 unrepaired, 0 quarantined"))
+  }
+
+  @Test func badBlobSettingsAreRefusedBeforeAnythingHappens() throws {
+    let box = try Sandbox()
+    let file = try box.write("in.bin", [1, 2, 3])
+    let scheme = try CLI.larder(["put", file, "app/x", "--data", box.dataPath, "--blobs", "ftp://bucket"])
+    #expect(scheme.status == 2)
+    #expect(scheme.stderrLines.first == "larder: error: --blobs: blobs are an s3:// URL or 'filesystem', not 'ftp://bucket'")
+    let lone = try CLI.larder(["get", "app/x", "--data", box.dataPath, "--s3-credentials", box.path("none")])
+    #expect(lone.status == 2)
+    #expect(lone.stderrLines.first == "larder: error: --s3-credentials needs --blobs s3://…")
+    let noCredentials = try CLI.larder(
+      ["put", file, "app/x", "--data", box.dataPath, "--blobs", "s3://larder-test?endpoint=http://127.0.0.1:9&path-style=1"],
+      environment: ["AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""])
+    #expect(noCredentials.status == 1)
+    #expect(noCredentials.stderr.contains("S3 credentials missing"), "\(noCredentials.stderr)")
+    #expect(box.files(under: "blobs").isEmpty)
   }
 }
