@@ -24,16 +24,21 @@ public final class Larder: Sendable {
     public var backgroundMD5: Bool
     /// Where the catalog lives; nil: `larder.sqlite` in the data directory (or, as a test hook
     /// like `LARDER_CRASH_AT`, a schema of `LARDER_TEST_CATALOG`'s database: see
-    /// ``CatalogLocation``). Blobs stay in the data directory either way.
+    /// ``CatalogLocation``).
     public var catalog: CatalogLocation?
+    /// Where committed bytes live; nil: `blobs/` in the data directory (or, as a test hook, a
+    /// prefix of `LARDER_TEST_BLOBS`'s bucket: see ``BlobLocation``). Temp files and the
+    /// partial bytes of resumable uploads stay in the data directory either way.
+    public var blobs: BlobLocation?
     public init(
       faults: FaultInjector = .fromEnvironment, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
-      catalog: CatalogLocation? = nil
+      catalog: CatalogLocation? = nil, blobs: BlobLocation? = nil
     ) {
       self.faults = faults
       self.reserveBytes = reserveBytes
       self.backgroundMD5 = backgroundMD5
       self.catalog = catalog
+      self.blobs = blobs
     }
   }
 
@@ -41,7 +46,12 @@ public final class Larder: Sendable {
   package let catalog: Catalog
   /// Where this store's catalog is.
   public var catalogLocation: CatalogLocation { catalog.location }
+  /// The data directory's files: temp files, partial uploads and, in filesystem mode, the blobs.
   public let blobs: BlobStore
+  /// Where committed bytes live (the data directory's `blobs/`, or S3).
+  public let blobBackend: any BlobBackend
+  /// Where this store's blobs are, as configured.
+  public let blobLocation: BlobLocation
   public let files: FileStore
   public let objects: ObjectStore
   /// Application models and the files attached to them.
@@ -60,15 +70,27 @@ public final class Larder: Sendable {
     self.directory = directory.standardizedFileURL
     self.removeOnDeinit = removeOnDeinit
     blobs = try BlobStore(root: self.directory)
+    blobLocation = configuration.blobs ?? BlobLocation.defaultLocation(for: self.directory)
+    switch blobLocation {
+    case .dataDirectory: blobBackend = FilesystemBlobBackend(store: blobs)
+    case .s3(let url, let credentialsFile):
+      do {
+        blobBackend = try S3BlobBackend(url: url, credentialsFile: credentialsFile)
+      } catch let error as LarderError {
+        throw error
+      } catch {
+        throw LarderError.invalidArgument("--blobs: \(error)")
+      }
+    }
     let reserve = SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
     catalog = try Catalog(
       location: configuration.catalog ?? CatalogLocation.defaultLocation(for: self.directory),
       sqlitePath: self.directory.appendingPathComponent("larder.sqlite").path, reserve: reserve)
     reserve.replenish()
     files = FileStore(
-      catalog: catalog, blobs: blobs, faults: configuration.faults,
+      catalog: catalog, blobs: blobs, backend: blobBackend, faults: configuration.faults,
       md5Backfill: configuration.backgroundMD5
-        ? MD5Backfill(catalog: catalog, blobs: blobs, rescanInterval: .seconds(10)) : nil)
+        ? MD5Backfill(catalog: catalog, blobs: blobs, backend: blobBackend, rescanInterval: .seconds(10)) : nil)
     objects = ObjectStore(catalog: catalog, files: files)
     models = ModelStore(catalog: catalog)
     recovery = try Recovery.run(blobs: blobs, catalog: catalog)

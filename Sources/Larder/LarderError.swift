@@ -22,6 +22,10 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
   /// The blob behind this content failed verification and was quarantined.
   case corruptContent(sha256: String)
   case catalogTooNew(version: Int, supported: Int)
+  /// The blob store (S3) could not be reached or answered with an error: nothing was
+  /// acknowledged, and the same request may succeed later (the HTTP layer says 503 and
+  /// `Retry-After`). The detail names the operation, never credentials.
+  case blobStoreUnavailable(String)
 
   /// A stable machine-readable code, e.g. `"not-found"`.
   public var code: String {
@@ -39,6 +43,7 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     case .cancelled: "cancelled"
     case .corruptContent: "corrupt-content"
     case .catalogTooNew: "catalog-too-new"
+    case .blobStoreUnavailable: "blob-store-unavailable"
     }
   }
 
@@ -62,6 +67,7 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     case .corruptContent(let sha256): "stored content \(sha256) failed verification and is quarantined"
     case .catalogTooNew(let version, let supported):
       "the catalog has schema version \(version) but this Larder supports up to \(supported)"
+    case .blobStoreUnavailable(let detail): "the blob store is unavailable: \(detail)"
     }
   }
 

@@ -15,6 +15,8 @@ public struct HTTPResponse: Sendable {
     case bytes([UInt8])
     /// Sent with `sendfile` (zero-copy); the `HTTPFileBody` owns the descriptor.
     case file(HTTPFileBody)
+    /// Produced while it is sent, from a pipe (see ``HTTPStreamBody``).
+    case stream(HTTPStreamBody)
     /// Only for `HEAD`: announces `Content-Length: n` without content. Answering a
     /// non-HEAD request with it aborts the connection after the headers.
     case lengthOnly(Int64)
@@ -25,6 +27,7 @@ public struct HTTPResponse: Sendable {
       case .empty: 0
       case .bytes(let b): Int64(b.count)
       case .file(let f): f.length
+      case .stream(let s): s.length
       case .lengthOnly(let n): n
       }
     }

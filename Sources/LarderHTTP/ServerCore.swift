@@ -329,6 +329,29 @@ final class ServerCore: Sendable {
         return nil
       }
       return r
+    case .stream(let stream):
+      guard let fd = stream.take() else { return nil }
+      // The pipe's read end rides in the context pointer; the free callback closes it.
+      let context = UnsafeMutableRawPointer(bitPattern: Int(fd) + 1)
+      guard
+        let r = MHD_create_response_from_callback(
+          UInt64(stream.length), 64 * 1024,
+          { cls, _, buffer, max in
+            let fd = Int32(Int(bitPattern: cls) - 1)
+            while true {
+              let n = read(fd, buffer, max)
+              if n > 0 { return n }
+              if n < 0 && errno == EINTR { continue }
+              // The producer ended short (its store failed mid-way) or the pipe broke:
+              // MHD_CONTENT_READER_END_WITH_ERROR closes the connection.
+              return -2
+            }
+          }, context, { cls in close(Int32(Int(bitPattern: cls) - 1)) })
+      else {
+        close(fd)
+        return nil
+      }
+      return r
     case .lengthOnly(let length):
       // The reader answers MHD_CONTENT_READER_END_WITH_ERROR (-2): for HEAD it is never
       // called; anything else gets its connection closed after the headers.

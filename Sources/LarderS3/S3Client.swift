@@ -170,7 +170,10 @@ public final class S3Client: Sendable {
         throw S3Error(
           .invalidResponse, operation: "ListObjectsV2", key: prefix, detail: "an entry lacks Key or Size")
       }
-      objects.append(S3ObjectSummary(key: key, size: size, etag: entry["ETag"]?.unquoted ?? ""))
+      objects.append(
+        S3ObjectSummary(
+          key: key, size: size, etag: entry["ETag"]?.unquoted ?? "",
+          lastModified: entry["LastModified"].flatMap(Self.parseTimestamp)))
     }
     let truncated = root["IsTruncated"] == "true"
     let next = root["NextContinuationToken"].flatMap { $0.isEmpty ? nil : $0 }
@@ -180,6 +183,13 @@ public final class S3Client: Sendable {
         detail: "truncated without NextContinuationToken")
     }
     return S3ListPage(objects: objects, continuationToken: truncated ? next : nil)
+  }
+
+  /// An ISO 8601 timestamp as S3 writes them (`2026-11-30T19:54:02.000Z`, fractions optional).
+  static func parseTimestamp(_ text: String) -> Date? {
+    let withFraction = ISO8601DateFormatter()
+    withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return withFraction.date(from: text) ?? ISO8601DateFormatter().date(from: text)
   }
 
   /// Every object under `prefix`, page by page (`pageSize` keys per request), so memory stays

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What HEAD (and the start of a GET) says about an object.
 public struct S3ObjectHead: Sendable, Equatable {
   /// The object's size (for a ranged GET: the length of the part being sent).
@@ -13,6 +15,9 @@ public struct S3ObjectSummary: Sendable, Equatable {
   public var key: String
   public var size: Int64
   public var etag: String
+  /// When the object was stored (gc keeps strays younger than its grace period); nil when the
+  /// store's answer had no readable `LastModified`.
+  public var lastModified: Date? = nil
 }
 
 /// One page of ListObjectsV2.

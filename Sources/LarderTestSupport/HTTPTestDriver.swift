@@ -87,6 +87,16 @@ public struct HTTPTestDriver {
     switch response.body {
     case .empty, .lengthOnly: break
     case .bytes(let b): bytes = b
+    case .stream(let stream):
+      guard let fd = stream.take() else { break }
+      defer { close(fd) }
+      var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+      while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { break }
+        bytes.append(contentsOf: chunk[0..<n])
+      }
     case .file(let file):
       guard let fd = file.take() else { break }
       defer { close(fd) }

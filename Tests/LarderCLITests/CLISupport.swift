@@ -67,11 +67,12 @@ enum CLI {
 
   static func binary() throws -> String { try located.get() }
 
-  /// Environment for children: ours minus every LARDER_* variable but the catalog of this run
-  /// (`LARDER_TEST_CATALOG`, so the CLI finds the stores the test made), plus `extra`.
+  /// Environment for children: ours minus every LARDER_* variable but the catalog and blobs of
+  /// this run (`LARDER_TEST_CATALOG`, `LARDER_TEST_BLOBS`, so the CLI finds the stores the test
+  /// made), plus `extra`.
   static func environment(_ extra: [String: String]) -> [String: String] {
     var env = ProcessInfo.processInfo.environment.filter {
-      !$0.key.hasPrefix("LARDER_") || $0.key == "LARDER_TEST_CATALOG"
+      !$0.key.hasPrefix("LARDER_") || $0.key == "LARDER_TEST_CATALOG" || $0.key == "LARDER_TEST_BLOBS"
     }
     for (k, v) in extra { env[k] = v }
     return env

@@ -11,17 +11,22 @@ import Testing
     #expect(result.stderr == "")
     #expect(
       result.stdout == """
-        usage: larder stat BUCKET/NAME [--json] [--data DIR] [--catalog URL]
+        usage: larder stat BUCKET/NAME [--json] [--data DIR] [--catalog URL] [--blobs URL]
+                           [--s3-credentials FILE]
 
         arguments:
-          BUCKET/NAME    the object
+          BUCKET/NAME            the object
 
         options:
-          --json         print the metadata as JSON (the Firebase shape)
-          --data DIR     the data directory (env LARDER_DATA; default ./data)
-          --catalog URL  the catalog: postgres://user@host:port/db[?schema=name] shared by several nodes
-                         (default: SQLite in the data directory) (env LARDER_CATALOG)
-          -h, --help     show this help
+          --json                 print the metadata as JSON (the Firebase shape)
+          --data DIR             the data directory (env LARDER_DATA; default ./data)
+          --catalog URL          the catalog: postgres://user@host:port/db[?schema=name] shared by several
+                                 nodes (default: SQLite in the data directory) (env LARDER_CATALOG)
+          --blobs URL            where content lives: s3://BUCKET?endpoint=URL&region=R&path-style=1 shared
+                                 by several nodes (default: the data directory) (env LARDER_BLOBS)
+          --s3-credentials FILE  the S3 access key and secret (default: AWS_ACCESS_KEY_ID,
+                                 AWS_SECRET_ACCESS_KEY) (env LARDER_S3_CREDENTIALS)
+          -h, --help             show this help
 
         """)
   }
@@ -44,13 +49,13 @@ import Testing
 
   @Test func helpShowsAliasesRepeatableRequiredDefaultsAndEnvironment() throws {
     let lines: [(String, String)] = [
-      ("get", "  -o, --output FILE  write here (through a temporary file) instead of standard output"),
-      ("put", "  --metadata k=v       custom metadata (repeatable)"),
+      ("get", "  -o, --output FILE      write here (through a temporary file) instead of standard output"),
+      ("put", "  --metadata k=v         custom metadata (repeatable)"),
       (
         "put",
-        "  --content-type TYPE  kept as the declared type (the stored type is sniffed from the content)"
+        "  --content-type TYPE    kept as the declared type (the stored type is sniffed from the content)"
       ),
-      ("gc", "  --grace DURATION  release unreferenced files only once older than this (default 24h)"),
+      ("gc", "  --grace DURATION       release unreferenced files only once older than this (default 24h)"),
       ("token", "  --uid U         the token's subject (request.auth.uid) (required)"),
       ("token", "  --ttl DURATION  how long the token is valid (default 1h)"),
       ("serve", "  --host HOST                     the address to bind (env LARDER_HOST; default 127.0.0.1)"),
@@ -66,7 +71,7 @@ import Testing
         "serve",
         "  --cors-origin ORIGIN            an origin browsers may call from; default: any (repeatable)"
       ),
-      ("ls", "  -r, --recursive   list every name under the prefix instead of folding at '/'"),
+      ("ls", "  -r, --recursive        list every name under the prefix instead of folding at '/'"),
     ]
     for (command, line) in lines {
       let result = try CLI.larder([command, "--help"])

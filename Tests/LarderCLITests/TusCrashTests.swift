@@ -84,10 +84,11 @@ struct ServedLarder {
   let port: UInt16
   private var reaped = false
 
-  init(_ box: Sandbox, environment: [String: String] = [:]) throws {
+  init(_ box: Sandbox, environment: [String: String] = [:], arguments: [String] = []) throws {
     let out = box.path("serve-\(UUID().uuidString).out")
     pid = try CLI.spawn(
-      try CLI.binary(), ["serve", "--data", box.dataPath, "--allow-all", "--port", "0", "--threads", "2"],
+      try CLI.binary(),
+      ["serve", "--data", box.dataPath, "--allow-all", "--port", "0", "--threads", "2"] + arguments,
       environment: environment, stdoutPath: out, stderrPath: box.path("serve.err"))
     let deadline = Date().addingTimeInterval(60)
     let prefix = "listening on http://127.0.0.1:"

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where committed content lives: the seam between the store and its bytes.
 ///
 /// Two implementations: ``FilesystemBlobBackend`` (the data directory's `blobs/`, the
@@ -46,8 +48,16 @@ public protocol BlobBackend: Sendable {
   /// Removes the blob's bytes; nothing stored is fine.
   func remove(blob hex: String) throws
 
+  /// Calls `body` with every blob stored at a well-formed address, its size and when it was
+  /// stored (gc's grace period for strays: an upload whose commit is still coming).
+  func forEachStoredBlob(dated body: (_ hex: String, _ size: Int64, _ stored: Date) throws -> Void) throws
+}
+
+extension BlobBackend {
   /// Calls `body` with every blob stored at a well-formed address, and its size.
-  func forEachStoredBlob(_ body: (_ hex: String, _ size: Int64) throws -> Void) throws
+  public func forEachStoredBlob(_ body: (_ hex: String, _ size: Int64) throws -> Void) throws {
+    try forEachStoredBlob(dated: { hex, size, _ in try body(hex, size) })
+  }
 }
 
 /// The key of a blob in a bucket (and its path under `blobs/`): `sha256/ab/cd/<hex>`.

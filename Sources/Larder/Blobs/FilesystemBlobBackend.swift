@@ -41,11 +41,11 @@ public struct FilesystemBlobBackend: BlobBackend {
     guard POSIX.unlink(path) || errno == ENOENT else { throw LarderError.posix("unlink", path) }
   }
 
-  public func forEachStoredBlob(_ body: (_ hex: String, _ size: Int64) throws -> Void) throws {
+  public func forEachStoredBlob(dated body: (_ hex: String, _ size: Int64, _ stored: Date) throws -> Void) throws {
     try BlobTreeWalker(root: store.blobsDirectory.path).forEachLeaf { entries in
       for case .blob(let hex, let path) in entries {
-        guard let size = BlobTreeWalker.sizeAndModified(of: path)?.size else { continue }  // just collected
-        try body(hex, size)
+        guard let info = BlobTreeWalker.sizeAndModified(of: path) else { continue }  // just collected
+        try body(hex, info.size, info.modified)
       }
     }
   }

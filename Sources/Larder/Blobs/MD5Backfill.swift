@@ -19,6 +19,8 @@ import Synchronization
 public final class MD5Backfill: Sendable {
   private let catalog: Catalog
   private let blobs: BlobStore
+  /// Where the bytes are read from when they are not local files (S3).
+  private let backend: (any BlobBackend)?
   private let queue = DispatchQueue(label: "larder.md5-backfill", qos: .background)
   /// Between passes, a rescan after this long picks up blobs that other processes committed
   /// (a CLI `put` that exited before hashing); nil: only ``wake()`` starts a pass.
@@ -29,9 +31,10 @@ public final class MD5Backfill: Sendable {
   /// Set by ``stop()``: no pass starts, and a running one ends after the blob it is on.
   private let stopped = Atomic<Bool>(false)
 
-  init(catalog: Catalog, blobs: BlobStore, rescanInterval: Duration? = nil) {
+  init(catalog: Catalog, blobs: BlobStore, backend: (any BlobBackend)? = nil, rescanInterval: Duration? = nil) {
     self.catalog = catalog
     self.blobs = blobs
+    self.backend = backend
     self.rescanInterval = rescanInterval
   }
 
@@ -131,7 +134,14 @@ public final class MD5Backfill: Sendable {
   /// `beforeRecording` is a test hook, run between hashing and recording.
   @discardableResult
   func fill(sha256: [UInt8], beforeRecording: () throws -> Void = {}) throws -> [UInt8] {
-    let md5 = try Self.md5(ofFile: blobs.path(for: sha256))
+    let md5: [UInt8]
+    if let backend, !backend.publishesInsideTransaction {
+      let digest = Digest(.md5)
+      try backend.read(blob: Hex.encode(sha256), range: nil) { digest.update($0) }
+      md5 = digest.finalize()
+    } else {
+      md5 = try Self.md5(ofFile: blobs.path(for: sha256))
+    }
     try beforeRecording()
     try catalog.write(releasingReserve: false) { db in
       try db.execute("UPDATE blobs SET md5 = ? WHERE sha256 = ? AND md5 IS NULL", [md5, sha256])

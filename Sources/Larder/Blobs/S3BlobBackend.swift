@@ -9,6 +9,8 @@ internal import LarderS3
 /// S3 client's typed `S3Error` (its `isTransient` tells a 503-and-retry from a refusal).
 public struct S3BlobBackend: BlobBackend {
   private let client: S3Client
+  /// Prepended to every key (`""`, or `P/` from the URL's `prefix=P`): several stores in one bucket.
+  private let keyPrefix: String
 
   /// Connects to the bucket named by `url` (`s3://BUCKET?endpoint=…&region=…&path-style=1`),
   /// with credentials from `credentialsFile` when given, else from `AWS_ACCESS_KEY_ID` and
@@ -19,48 +21,91 @@ public struct S3BlobBackend: BlobBackend {
     url: String, credentialsFile: String? = nil,
     environment: [String: String] = ProcessInfo.processInfo.environment
   ) throws {
+    let (clientURL, prefix) = try Self.splitPrefix(url)
+    keyPrefix = prefix.map { $0 + "/" } ?? ""
     client = S3Client(
-      configuration: try S3Configuration(url: url),
+      configuration: try S3Configuration(url: clientURL),
       credentials: try S3Credentials.resolve(file: credentialsFile, environment: environment))
   }
 
+  /// The URL without its `prefix` setting (which is the store's, not the client's), and the prefix.
+  static func splitPrefix(_ url: String) throws -> (url: String, prefix: String?) {
+    guard var components = URLComponents(string: url), let items = components.queryItems,
+      let prefix = items.last(where: { $0.name == "prefix" })?.value
+    else { return (url, nil) }
+    let allowed = prefix.utf8.allSatisfy {
+      ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D
+    }
+    guard (1...63).contains(prefix.utf8.count), allowed else {
+      throw S3ConfigurationError("prefix must be 1 to 63 of a-z, 0-9, _ and -, got '\(prefix.prefix(80))'")
+    }
+    let others = items.filter { $0.name != "prefix" }
+    components.queryItems = others.isEmpty ? nil : others
+    return (components.string ?? url, prefix)
+  }
+
+  private func key(_ hex: String) -> String { keyPrefix + BlobAddress.key(forHex: hex) }
+
   public var location: String {
     let c = client.configuration
-    return "s3://\(c.bucket)?endpoint=\(c.endpoint)&region=\(c.region)&path-style=\(c.pathStyle ? 1 : 0)"
+    let prefix = keyPrefix.isEmpty ? "" : "&prefix=\(keyPrefix.dropLast())"
+    return "s3://\(c.bucket)?endpoint=\(c.endpoint)&region=\(c.region)&path-style=\(c.pathStyle ? 1 : 0)\(prefix)"
   }
 
   /// An upload: it runs before the write transaction, never under the write lock.
   public var publishesInsideTransaction: Bool { false }
 
   public func publish(_ staged: StagedBlob) throws {
-    try client.putFile(
-      atPath: staged.path, key: BlobAddress.key(forHex: staged.sha256Hex), sha256Hex: staged.sha256Hex)
+    try Self.translating {
+      _ = try client.putFile(
+        atPath: staged.path, key: key(staged.sha256Hex), sha256Hex: staged.sha256Hex)
+    }
   }
 
   public func storedSize(ofBlob hex: String) throws -> Int64? {
-    try client.head(BlobAddress.key(forHex: hex))?.size
+    try Self.translating { try client.head(key(hex))?.size }
+  }
+
+  /// The store's own errors as ``LarderError``s, so no S3 type leaves this file: a missing key
+  /// is a missing file (`ENOENT`, as the filesystem says), anything else the store said or
+  /// could not say is ``LarderError/blobStoreUnavailable(_:)`` (a 503 and a retry). Errors
+  /// that are not the store's (a download's client gone) pass through unchanged.
+  static func translating<T>(_ body: () throws -> T) throws -> T {
+    do {
+      return try body()
+    } catch let error as S3Error {
+      if error.status == 404 { throw LarderError.io(operation: error.operation, path: error.key ?? "", errno: ENOENT) }
+      throw LarderError.blobStoreUnavailable(error.description)
+    }
   }
 
   public func read(blob hex: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
     throws
   {
     if let range, range.isEmpty { return }
-    do {
-      try client.get(
-        BlobAddress.key(forHex: hex), range: range.map { $0.lowerBound...($0.upperBound - 1) }, body: body)
-    } catch let error as S3Error where error.status == 416 {
-      // A range wholly past the end: nothing, as a file read clamps it (the blob's existence is
-      // not in doubt: S3 answers 404, not 416, for a missing key).
+    try Self.translating {
+      do {
+        try client.get(
+          key(hex), range: range.map { $0.lowerBound...($0.upperBound - 1) }, body: body)
+      } catch let error as S3Error where error.status == 416 {
+        // A range wholly past the end: nothing, as a file read clamps it (the blob's existence is
+        // not in doubt: S3 answers 404, not 416, for a missing key).
+      }
     }
   }
 
   public func remove(blob hex: String) throws {
-    try client.delete(BlobAddress.key(forHex: hex))
+    try Self.translating { try client.delete(key(hex)) }
   }
 
-  public func forEachStoredBlob(_ body: (_ hex: String, _ size: Int64) throws -> Void) throws {
-    try client.list(prefix: "sha256/") { object in
-      if let hex = BlobAddress.hex(ofKey: object.key) { try body(hex, object.size) }
+  public func forEachStoredBlob(dated body: (_ hex: String, _ size: Int64, _ stored: Date) throws -> Void) throws {
+    try Self.translating {
+      try client.list(prefix: keyPrefix + "sha256/") { object in
+        if let hex = BlobAddress.hex(ofKey: String(object.key.dropFirst(keyPrefix.count))) {
+          // No date is taken as "just now": such a stray waits out the grace period.
+          try body(hex, object.size, object.lastModified ?? Date())
+        }
+      }
     }
   }
 }

@@ -9,7 +9,10 @@ import LarderCrypto
 /// ```
 public struct FileStore: Sendable {
   let catalog: Catalog
+  /// The data directory's temp, upload and (in filesystem mode) blob files.
   let blobs: BlobStore
+  /// Where committed bytes live: ``FilesystemBlobBackend`` over `blobs`, or S3.
+  let backend: any BlobBackend
   let faults: FaultInjector
   /// Fills in the MD5 of content committed without one (see ``MD5Backfill``); nil: not in this
   /// process (the blobs wait for one that has it, or for ``md5(of:)``).
@@ -69,11 +72,18 @@ public struct FileStore: Sendable {
     return try commit(try writer.finish(), filename: filename, declaredContentType: declaredContentType)
   }
 
+  /// Whether committed bytes are files of the data directory (downloads may `sendfile` them
+  /// through ``open(_:)``); false when they live in S3 (stream them with ``read(_:range:_:)``).
+  public var blobsAreLocal: Bool { backend.publishesInsideTransaction }
+
   /// Publishes staged content and records a new `File` in one write transaction.
   ///
   /// The dedupe decision is taken here, inside the transaction: if a `blobs` row exists the
   /// content is already durable and the staged copy is dropped; otherwise the staged file is
-  /// linked into place, its directory fsync'ed, and the row inserted. `then` runs in the same
+  /// linked into place, its directory fsync'ed, and the row inserted. With S3 the upload happens
+  /// before the transaction (skipped when a read finds the row), and the transaction checks
+  /// the bytes are still there only when a collector may have deleted them since
+  /// (``BlobDeletionEpoch``). `then` runs in the same
   /// transaction to add the rows that reference the file (an object, an attachment); if it
   /// throws, nothing is committed. `package`: the closure sees the SQL connection, which apps
   /// never do; the server and the store's own object and model writes use it.
@@ -90,6 +100,18 @@ public struct FileStore: Sendable {
     let now = Date.nowInMilliseconds
     // What this write linked into blobs/, until a failure inside the transaction unlinks it.
     var placed: String?
+    // Remote blobs: uploaded before the write lock unless the row exists (then the bytes do,
+    // unless a collector removes both, which the epoch tells).
+    let local = backend.publishesInsideTransaction
+    var remote: (epoch: Int64, uploaded: Bool) = (0, false)
+    if !local {
+      let (epoch, known) = try catalog.read { db in
+        (try BlobDeletionEpoch.read(db), try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [staged.sha256]) != nil)
+      }
+      if !known { try backend.publish(staged) }
+      remote = (epoch, !known)
+      try faults.hit(.afterLink)
+    }
     let result: T
     do {
       // Content never uses the reserve: it is there so that deletes can free space.
@@ -106,7 +128,27 @@ public struct FileStore: Sendable {
             }
           }
           recordedMD5 = md5
-          if existing == nil {
+          if !local {
+            // A collector may have deleted this address after our read (and our PUT): make sure
+            // the bytes are there before a row claims them. Rare; under the write lock, so no
+            // collector can delete them again before we commit.
+            // (Or a `verify --repair` found them missing or corrupt: its files are quarantined,
+            // and these verified bytes heal them.)
+            let quarantined =
+              try existing != nil
+              && (db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [staged.sha256]) != nil)
+            if BlobDeletionEpoch.mayHaveDeleted(since: remote.epoch, now: try BlobDeletionEpoch.read(db))
+              || (existing == nil && !remote.uploaded) || quarantined
+            {
+              if try backend.storedSize(ofBlob: staged.sha256Hex) != staged.size { try backend.publish(staged) }
+              try db.execute("UPDATE files SET quarantined = 0 WHERE blob_sha256 = ?", [staged.sha256])
+            }
+            if existing == nil {
+              try db.execute(
+                "INSERT INTO blobs(sha256, size, created_at, md5) VALUES (?, ?, ?, ?)",
+                [staged.sha256, staged.size, now, md5])
+            }
+          } else if existing == nil {
             placed = try blobs.place(staged)
             try faults.hit(.afterLink)
             try db.execute(
@@ -174,10 +216,9 @@ public struct FileStore: Sendable {
     // Records it for everyone; `fill` is a no-op update if the row is gone or already filled.
     let md5: [UInt8]
     do {
-      md5 = try MD5Backfill(catalog: catalog, blobs: blobs).fill(sha256: digest)
+      md5 = try MD5Backfill(catalog: catalog, blobs: blobs, backend: backend).fill(sha256: digest)
     } catch LarderError.io(_, _, let code) where code == ENOENT {
-      _ = try open(file)  // says corruptContent when quarantined
-      throw LarderError.io(operation: "open", path: blobs.path(for: digest), errno: ENOENT)
+      throw try missing(file, digest: digest)  // says corruptContent when quarantined
     }
     return File(
       id: file.id, sha256: file.sha256, size: file.size, md5: Hex.encode(md5), contentType: file.contentType,
@@ -205,21 +246,53 @@ public struct FileStore: Sendable {
     }
   }
 
-  /// Opens the file's content for reading.
+  /// Opens the file's content for reading (a file of the data directory: ``blobsAreLocal`` only;
+  /// with S3 it throws `ENOENT`, use ``read(_:range:_:)``).
   /// - Throws: ``LarderError/corruptContent(sha256:)`` if it was quarantined, an I/O error if missing.
   public func open(_ file: File) throws -> BlobReader {
-    guard let digest = Hex.decode(file.sha256), digest.count == 32 else {
-      throw LarderError.invalidArgument("malformed sha256 in file \(file.id)")
-    }
+    let digest = try Self.digest(of: file)
     do {
       return try blobs.open(sha256: digest)
     } catch LarderError.io(_, _, let code) where code == ENOENT {
-      let quarantined = try catalog.read { db in
-        try db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [digest]) != nil
-      }
-      if quarantined { throw LarderError.corruptContent(sha256: file.sha256) }
-      throw LarderError.io(operation: "open", path: blobs.path(for: digest), errno: ENOENT)
+      throw try missing(file, digest: digest)
     }
+  }
+
+  /// Streams `range` of the file's content (all of it when nil; clamped to its size) to `body`,
+  /// a bounded chunk at a time, from wherever the blobs live.
+  /// - Throws: ``LarderError/corruptContent(sha256:)`` if it was quarantined, an I/O error if
+  ///   missing, ``LarderError/blobStoreUnavailable(_:)``, or what `body` threw.
+  public func read(_ file: File, range: Range<Int64>? = nil, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    let digest = try Self.digest(of: file)
+    if blobsAreLocal {
+      let reader = try open(file)
+      let range = range.map { r -> Range<Int64> in
+        let lower = min(max(0, r.lowerBound), reader.size)
+        return lower..<max(lower, min(r.upperBound, reader.size))
+      }
+      return try reader.forEachChunk(in: range, body)
+    }
+    do {
+      try backend.read(blob: file.sha256, range: range, body)
+    } catch LarderError.io(_, _, let code) where code == ENOENT {
+      throw try missing(file, digest: digest)
+    }
+  }
+
+  private static func digest(of file: File) throws -> [UInt8] {
+    guard let digest = Hex.decode(file.sha256), digest.count == 32 else {
+      throw LarderError.invalidArgument("malformed sha256 in file \(file.id)")
+    }
+    return digest
+  }
+
+  /// Why a file's bytes are not there: quarantined by `verify --repair`, or lost.
+  private func missing(_ file: File, digest: [UInt8]) throws -> LarderError {
+    let quarantined = try catalog.read { db in
+      try db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [digest]) != nil
+    }
+    if quarantined { return LarderError.corruptContent(sha256: file.sha256) }
+    return LarderError.io(operation: "open", path: blobsAreLocal ? blobs.path(for: digest) : backend.location, errno: ENOENT)
   }
 
   /// All of a file's bytes, refusing before reading anything when it is larger than `maxSize`.
@@ -227,6 +300,11 @@ public struct FileStore: Sendable {
   public func data(of file: File, maxSize: Int64? = nil) throws -> Data {
     if let maxSize, file.size > maxSize {
       throw LarderError.downloadSizeExceeded(size: file.size, maxSize: maxSize)
+    }
+    guard blobsAreLocal else {
+      var data = Data()
+      try read(file) { data.append(contentsOf: $0) }
+      return data
     }
     let reader = try open(file)
     if let maxSize, reader.size > maxSize {
@@ -237,7 +315,12 @@ public struct FileStore: Sendable {
 
   /// The bytes of `range` (clamped to the file).
   public func data(of file: File, range: Range<Int64>) throws -> Data {
-    try open(file).read(range)
+    guard blobsAreLocal else {
+      var data = Data()
+      try read(file, range: range) { data.append(contentsOf: $0) }
+      return data
+    }
+    return try open(file).read(range)
   }
 
   /// Time-ordered unique identifiers: 12 hex digits of milliseconds, then 16 random.

@@ -45,6 +45,9 @@ public struct GarbageCollector: Sendable {
 
   private var catalog: Catalog { larder.catalog }
   private var blobs: BlobStore { larder.blobs }
+  private var backend: any BlobBackend { larder.blobBackend }
+  /// Blobs in S3: deleted under the write lock between two epoch moves (``BlobDeletionEpoch``).
+  private var remote: Bool { !backend.publishesInsideTransaction }
   private var faults: FaultInjector { larder.files.faults }
 
   /// Files no object or attachment references, created before the cutoff.
@@ -88,11 +91,17 @@ public struct GarbageCollector: Sendable {
     lap(.files)
     if options.dryRun {
       try countOrphanBlobs(cutoff: cutoff, options: options, report: &report)
+    } else if remote {
+      try removeOrphanRemoteBlobs(options: options, report: &report)
     } else {
       try removeOrphanBlobs(options: options, report: &report)
     }
     lap(.blobs)
-    try removeStrays(options: options, report: &report)
+    if remote {
+      try removeRemoteStrays(now: now, options: options, report: &report)
+    } else {
+      try removeStrays(options: options, report: &report)
+    }
     lap(.strays)
     try removeAbandonedTemp(now: now, options: options, report: &report)
     lap(.temp)
@@ -254,6 +263,90 @@ public struct GarbageCollector: Sendable {
     report.blobBytesFreed += bytes
     report.batches += 1
     return moved
+  }
+
+  /// Remote blobs per write transaction: each DELETE is a round trip made under the write lock.
+  static let remoteBatchSize = 100
+
+  /// The orphan blobs of an S3 store. Per batch: the epoch made odd in a transaction of its own;
+  /// then one write transaction deletes the rows, DELETEs their objects and makes the epoch
+  /// even. A failure or crash in between rolls the rows back with some objects gone and leaves
+  /// the epoch odd: every writer then checks the bytes before relying on a row (and uploads them
+  /// again), and the next collection removes those rows, which nothing references.
+  private func removeOrphanRemoteBlobs(options: Options, report: inout GCReport) throws {
+    var cursor: [UInt8] = []
+    let batchSize = min(options.batchSize, Self.remoteBatchSize)
+    while true {
+      let candidates: [[UInt8]] = try catalog.read { db in
+        try db.rows(
+          """
+          SELECT sha256 FROM blobs b WHERE sha256 > ?
+          AND NOT EXISTS (SELECT 1 FROM files f WHERE f.blob_sha256 = b.sha256)
+          ORDER BY sha256 LIMIT ?
+          """, [cursor, batchSize]
+        ).compactMap { $0.bytes("sha256") }
+      }
+      guard let first = candidates.first, let last = candidates.last else { break }
+      cursor = last
+      try catalog.write { db in try BlobDeletionEpoch.advance(db, deleting: true) }
+      let (removed, bytes) = try catalog.write { db -> (Int, Int64) in
+        let rows = try db.rows(
+          """
+          DELETE FROM blobs WHERE sha256 >= ? AND sha256 <= ?
+          AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
+          RETURNING sha256, size
+          """, [first, last])
+        var bytes: Int64 = 0
+        for (index, row) in rows.enumerated() {
+          if index == rows.count / 2 && index > 0 { try faults.hit(.gcMidBatch) }
+          guard let sha256 = row.bytes("sha256") else { continue }
+          try backend.remove(blob: Hex.encode(sha256))
+          bytes += row.int("size") ?? 0
+        }
+        try faults.hit(.gcAfterTrash)
+        try BlobDeletionEpoch.advance(db, deleting: false)
+        return (rows.count, bytes)
+      }
+      try faults.hit(.gcAfterCommit)
+      report.blobsRemoved += removed
+      report.blobBytesFreed += bytes
+      report.batches += 1
+      options.progress?(.init(phase: .blobs, processed: report.blobsRemoved))
+    }
+    // An odd epoch left by a collection that died: its rows are gone now (collected above or
+    // referenced again by a writer that checked the bytes), so writers may stop checking.
+    try catalog.write { db in
+      if try BlobDeletionEpoch.read(db) % 2 == 1 { try BlobDeletionEpoch.advance(db, deleting: false) }
+    }
+  }
+
+  /// Objects of an S3 store that no row claims (an upload whose commit never came), older
+  /// than `tempAge` (a younger one may be a PUT whose commit is on its way). Deleted like
+  /// orphans, under the write lock between two epoch moves after rechecking there is no row, so
+  /// a writer whose PUT raced the DELETE uploads again before committing.
+  private func removeRemoteStrays(now: Date, options: Options, report: inout GCReport) throws {
+    options.progress?(.init(phase: .strays, processed: 0))
+    let oldest = now.addingTimeInterval(-Self.seconds(options.tempAge))
+    var pending: [(hex: String, size: Int64)] = []
+    func flush() throws {
+      defer { pending.removeAll(keepingCapacity: true) }
+      let strays = try BlobDeletionEpoch.unclaimed(pending, catalog: catalog)
+      if options.dryRun {
+        report.strayFilesRemoved += strays.count
+        report.strayBytesFreed += strays.reduce(0) { $0 + $1.size }
+        return
+      }
+      let (count, bytes) = try BlobDeletionEpoch.deleteUnclaimed(strays, catalog: catalog, backend: backend)
+      report.strayFilesRemoved += count
+      report.strayBytesFreed += bytes
+    }
+    try backend.forEachStoredBlob(dated: { hex, size, stored in
+      guard stored < oldest else { return }
+      pending.append((hex, size))
+      if pending.count >= Self.remoteBatchSize { try flush() }
+    })
+    if !pending.isEmpty { try flush() }
+    options.progress?(.init(phase: .strays, processed: report.strayFilesRemoved))
   }
 
   private func countOrphanBlobs(cutoff: Date, options: Options, report: inout GCReport) throws {

@@ -27,8 +27,16 @@ import LarderCrypto
 /// ``MaintenanceError/collectorBusy(lockPath:)`` while one runs). Uploads may go on.
 public struct Verifier: Sendable {
   public let larder: Larder
+  /// Whether blobs in S3 are downloaded and re-hashed; otherwise each row's object is checked
+  /// to exist with its size (a HEAD). Local blob files are always re-hashed.
+  public var deep: Bool
 
-  public init(larder: Larder) { self.larder = larder }
+  public init(larder: Larder, deep: Bool = true) {
+    self.larder = larder
+    self.deep = deep
+  }
+
+  private var remote: Bool { !larder.blobBackend.publishesInsideTransaction }
 
   private var catalog: Catalog { larder.catalog }
   private var blobs: BlobStore { larder.blobs }
@@ -53,7 +61,11 @@ public struct Verifier: Sendable {
     // checked, so it is not reported (or repaired) as missing.
     try checkTrash(repair: repair, &report)
     try checkBlobs(repair: repair, progress: progress, &report)
-    try checkStrays(repair: repair, &report)
+    if remote {
+      try checkRemoteStrays(repair: repair, &report)
+    } else {
+      try checkStrays(repair: repair, &report)
+    }
     checkTemp(repair: repair, &report)
     report.durationSeconds = GarbageCollector.seconds(clock.now - started)
     return report
@@ -117,7 +129,11 @@ public struct Verifier: Sendable {
       guard let last = page.last else { break }
       cursor = last.0
       for (sha256, size, md5) in page {
-        try checkBlob(sha256: sha256, size: size, md5: md5, repair: repair, buffer: &buffer, &report)
+        if remote {
+          try checkRemoteBlob(sha256: sha256, size: size, md5: md5, repair: repair, &report)
+        } else {
+          try checkBlob(sha256: sha256, size: size, md5: md5, repair: repair, buffer: &buffer, &report)
+        }
         report.blobsChecked += 1
         // Throttled: a terminal line per blob would cost more than hashing small blobs.
         if report.blobsChecked % 1000 == 0 || report.bytesHashed - reported >= 64 << 20 {
@@ -143,7 +159,8 @@ public struct Verifier: Sendable {
     let path = blobs.path(forHex: hex)
     guard let st = POSIX.lstat(path) else {
       guard errno == ENOENT else { throw LarderError.posix("stat", path) }
-      try checkMissing(sha256: sha256, hex: hex, path: path, repair: repair, &report)
+      try checkMissing(
+        sha256: sha256, hex: hex, path: path, repair: repair, stillMissing: { !POSIX.exists(path) }, &report)
       return
     }
     var problem: (VerifyReport.Finding.Kind, String)?
@@ -212,7 +229,8 @@ public struct Verifier: Sendable {
 
   /// A row without its file: explained by a quarantine, or lost.
   private func checkMissing(
-    sha256: [UInt8], hex: String, path: String, repair: Bool, _ report: inout VerifyReport
+    sha256: [UInt8], hex: String, path: String, repair: Bool, stillMissing: () throws -> Bool,
+    _ report: inout VerifyReport
   )
     throws
   {
@@ -228,7 +246,7 @@ public struct Verifier: Sendable {
       repaired = try catalog.write { db in
         // Recheck under the lock; no files left: the row alone goes, else mark them.
         if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [sha256]) == nil { return true }
-        if POSIX.exists(path) { return true }
+        if try !stillMissing() { return true }
         try db.execute(
           "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
           [sha256, sha256])
@@ -240,7 +258,8 @@ public struct Verifier: Sendable {
     }
     report.add(
       .init(
-        kind: .missingBlobFile, sha256: hex, path: path, detail: "the blob's file is missing",
+        kind: .missingBlobFile, sha256: hex, path: path,
+        detail: remote ? "the blob's object is missing" : "the blob's file is missing",
         repaired: repaired))
   }
 
@@ -263,6 +282,97 @@ public struct Verifier: Sendable {
       try POSIX.fsyncDirectory((path as NSString).deletingLastPathComponent)
       return true
     }
+  }
+
+  // MARK: blobs in S3
+
+  /// A row's object in S3: there with the row's size (a HEAD), and with `deep` its content
+  /// hashes to its address. Repair marks the files of a missing or corrupt object quarantined
+  /// (and drops a row no file needs); a corrupt object is deleted under the write lock between
+  /// two epoch moves, so the next upload of that content puts it back and heals the files.
+  private func checkRemoteBlob(
+    sha256: [UInt8], size: Int64, md5: [UInt8]?, repair: Bool, _ report: inout VerifyReport
+  ) throws {
+    let hex = Hex.encode(sha256)
+    let backend = larder.blobBackend
+    let place = "\(backend.location) \(BlobAddress.key(forHex: hex))"
+    guard let stored = try backend.storedSize(ofBlob: hex) else {
+      try checkMissing(
+        sha256: sha256, hex: hex, path: place, repair: repair, stillMissing: { try backend.storedSize(ofBlob: hex) == nil },
+        &report)
+      return
+    }
+    var problem: (VerifyReport.Finding.Kind, String)?
+    if stored != size {
+      problem = (.sizeMismatch, "object has \(stored) bytes, row says \(size)")
+    } else if deep {
+      let digest = Digest(.sha256)
+      let md5Digest = md5 != nil ? Digest(.md5) : nil
+      try backend.read(blob: hex, range: nil) {
+        digest.update($0)
+        md5Digest?.update($0)
+      }
+      report.bytesHashed += size
+      let actual = digest.finalize()
+      if actual != sha256 {
+        problem = (.hashMismatch, "content hashes to \(Hex.encode(actual))")
+      } else if let md5, let actualMD5 = md5Digest?.finalize(), md5 != actualMD5 {
+        let repaired = repair ? try clearMD5(sha256: sha256, recorded: md5) : false
+        report.add(
+          .init(
+            kind: .md5Mismatch, sha256: hex, path: place,
+            detail: "content's MD5 is \(Hex.encode(actualMD5)), row says \(Hex.encode(md5))", repaired: repaired))
+      }
+    }
+    guard let (kind, detail) = problem else { return }
+    var repaired = false
+    if repair {
+      try catalog.write { db in try BlobDeletionEpoch.advance(db, deleting: true) }
+      repaired = try catalog.write { db in
+        try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
+        if db.changes == 0 {
+          try db.execute(
+            "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
+            [sha256, sha256])
+        }
+        try backend.remove(blob: hex)
+        try BlobDeletionEpoch.advance(db, deleting: false)
+        return true
+      }
+    }
+    report.add(.init(kind: kind, sha256: hex, path: place, detail: detail, repaired: repaired))
+  }
+
+  /// Objects no row claims. Repair deletes those older than the temp age (a younger one may be
+  /// an upload whose commit is on its way), as gc does.
+  private func checkRemoteStrays(repair: Bool, _ report: inout VerifyReport) throws {
+    let backend = larder.blobBackend
+    let oldest = Date().addingTimeInterval(-Self.tempAge)
+    var pending: [(hex: String, size: Int64)] = []
+    func flush() throws {
+      defer { pending.removeAll(keepingCapacity: true) }
+      let strays = try BlobDeletionEpoch.unclaimed(pending, catalog: catalog)
+      var removed: Set<String> = []
+      if repair {
+        for stray in strays {
+          if try BlobDeletionEpoch.deleteUnclaimed([stray], catalog: catalog, backend: backend).count == 1 {
+            removed.insert(stray.hex)
+          }
+        }
+      }
+      for stray in strays {
+        report.add(
+          .init(
+            kind: .strayBlobFile, sha256: stray.hex, path: "\(backend.location) \(BlobAddress.key(forHex: stray.hex))",
+            detail: "no blobs row names it", repaired: removed.contains(stray.hex), reclaimable: true))
+      }
+    }
+    try backend.forEachStoredBlob(dated: { hex, size, stored in
+      guard stored < oldest else { return }
+      pending.append((hex, size))
+      if pending.count >= 500 { try flush() }
+    })
+    if !pending.isEmpty { try flush() }
   }
 
   // MARK: files without rows

@@ -24,6 +24,8 @@ public final class LarderService: Sendable {
     public var dataDirectory: URL
     /// Where the catalog is; nil: SQLite in the data directory.
     public var catalog: CatalogLocation?
+    /// Where committed bytes live; nil: the data directory.
+    public var blobs: BlobLocation?
     public var policy: Policy
     public var http = HTTPServer.Configuration()
     public var maxUploadSize: Int64 = 5 << 30
@@ -61,7 +63,7 @@ public final class LarderService: Sendable {
   /// - Throws: store, rules (with `file:line:col` diagnostics) or key errors.
   public init(options: Options, larder: Larder? = nil) throws {
     self.options = options
-    let larder = try larder ?? Larder(at: options.dataDirectory, configuration: .init(catalog: options.catalog))
+    let larder = try larder ?? Larder(at: options.dataDirectory, configuration: .init(catalog: options.catalog, blobs: options.blobs))
     self.larder = larder
     secret = try SecretFile.loadOrCreate(at: larder.directory.appendingPathComponent("secret"))
     let verifier = JWTVerifier(

@@ -76,6 +76,10 @@ enum APIError {
       // Out of descriptors or memory is the server's load, not a fault: the client may retry.
       log.warning("out of resources: \(e)")
       return retryLater("the server is out of resources; retry")
+    case .blobStoreUnavailable:
+      // S3 unreachable or erroring: nothing was acknowledged; the client retries.
+      log.warning("blob store unavailable: \(e)")
+      return retryLater("the blob store is unavailable; retry")
     case .io, .catalogTooNew:
       log.error("internal error: \(e)")
       return .error(status: 500, message: "internal error")

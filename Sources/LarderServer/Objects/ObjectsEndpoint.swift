@@ -252,6 +252,10 @@ struct ObjectsEndpoint {
       if request.method == "HEAD" {
         return HTTPResponse(status: status, headers: headers, body: .lengthOnly(length))
       }
+      if !context.larder.files.blobsAreLocal {
+        let body = try Self.remoteBody(context.larder.files, object.file, range: first..<(first + length))
+        return HTTPResponse(status: status, headers: headers, body: body)
+      }
       if length <= Self.inlineBodyLimit, let content = try context.larder.objects.smallContent(of: object) {
         // A small blob's bytes come from memory once read (no open, fstat, pread, close).
         let bytes = first == 0 && length == size ? content : Array(content[Int(first)..<Int(first + length)])
@@ -271,6 +275,19 @@ struct ObjectsEndpoint {
       let body = HTTPFileBody(takingOwnershipOf: reader.takeDescriptor(), offset: first, length: length)
       return HTTPResponse(status: status, headers: headers, body: .file(body))
     }
+  }
+
+  /// A download's body when the blobs are in S3: small ones from memory, the rest streamed
+  /// from the store to the client (``HTTPStreamBody``) in bounded memory. The GET starts here,
+  /// so a store that is down answers 503 before any header is sent.
+  static func remoteBody(_ files: FileStore, _ file: File, range: Range<Int64>) throws -> HTTPResponse.Body {
+    if Int64(range.count) <= inlineBodyLimit {
+      var bytes: [UInt8] = []
+      try files.read(file, range: range) { bytes.append(contentsOf: $0) }
+      guard bytes.count == range.count else { throw LarderError.corruptContent(sha256: file.sha256) }
+      return .bytes(bytes)
+    }
+    return .stream(try HTTPStreamBody(length: Int64(range.count)) { write in try files.read(file, range: range, write) })
   }
 
   /// Types a browser would render or run are always sent as attachments, whether the client

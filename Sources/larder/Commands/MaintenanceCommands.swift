@@ -66,24 +66,30 @@ struct VerifyCommand: Command {
   static let repair = Option.flag(
     "--repair", help: "quarantine corrupt blobs, fix permissions, remove strays, temp files and trash")
   static let json = Option.flag("--json", help: "print the report as JSON")
+  static let deep = Option.flag(
+    "--deep", help: "with --blobs s3://…, download and re-hash every blob (else: each exists with its size)")
 
   static let configuration = CommandConfiguration(
     name: "verify", summary: "check every stored blob and the catalog's invariants",
     discussion: """
       Re-hashes every blob and checks rows against files. Exit 0 when clean, 1 otherwise.
+      With blobs in S3, checks every row's object exists with its size (a HEAD); --deep
+      downloads and re-hashes them too.
       --repair quarantines corrupt blobs (downloads then answer a clear error instead of wrong
       bytes), fixes permissions and removes strays, abandoned temp files and leftover trash.
       """,
-    options: [repair, json], groups: [StoreOptions.self])
+    options: [repair, json, deep], groups: [StoreOptions.self])
 
   var store: StoreOptions
   var repair: Bool
   var json: Bool
+  var deep: Bool
 
   init(_ arguments: ParsedArguments) throws(UsageError) {
     store = try StoreOptions(arguments)
     repair = arguments.flag(Self.repair)
     json = arguments.flag(Self.json)
+    deep = arguments.flag(Self.deep)
   }
 
   func run() throws {
@@ -97,7 +103,7 @@ struct VerifyCommand: Command {
         FileHandle.standardError.write(Data(line.utf8))
       }
     }
-    let report = try Verifier(larder: larder).verify(repair: repair, progress: progress)
+    let report = try Verifier(larder: larder, deep: deep || larder.files.blobsAreLocal).verify(repair: repair, progress: progress)
     if terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
     if json {
       print(try Output.json(report))

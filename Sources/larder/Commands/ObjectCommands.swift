@@ -107,7 +107,8 @@ struct GetCommand: Command {
     if let maxSize, object.file.size > maxSize {
       throw LarderError.downloadSizeExceeded(size: object.file.size, maxSize: maxSize)
     }
-    let reader = try larder.files.open(object.file)
+    // Local blobs are opened before the output exists; S3 streams once it does.
+    let reader = larder.files.blobsAreLocal ? try larder.files.open(object.file) : nil
     var fd = STDOUT_FILENO
     var temp: String?
     if let output, output != "-" {
@@ -118,11 +119,11 @@ struct GetCommand: Command {
         throw CommandFailure("cannot create \(temp!): \(String(cString: strerror(errno)))")
       }
     }
-    let progress = ProgressBar(total: reader.size, label: "get")
+    let progress = ProgressBar(total: reader?.size ?? object.file.size, label: "get")
     var written: Int64 = 0
     let out = FileHandle(fileDescriptor: fd, closeOnDealloc: false)
     do {
-      try reader.forEachChunk { chunk in
+      let each: (UnsafeRawBufferPointer) throws -> Void = { chunk in
         do {
           try out.write(contentsOf: chunk)
         } catch {
@@ -133,6 +134,7 @@ struct GetCommand: Command {
         written += Int64(chunk.count)
         progress.update(written)
       }
+      if let reader { try reader.forEachChunk(each) } else { try larder.files.read(object.file, each) }
     } catch {
       if let temp {
         close(fd)

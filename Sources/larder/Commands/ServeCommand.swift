@@ -75,6 +75,7 @@ struct ServeCommand: Command {
       dataDirectory: store.data.directory,
       policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: arguments.value(Self.rules)!)))
     options.catalog = store.catalog
+    options.blobs = store.blobs
     options.http.host = arguments.value(Self.host)!
     options.http.port = port
     options.maxUploadSize = try parseSize(arguments.value(Self.maxUploadSize)!)

@@ -568,7 +568,7 @@ import Testing
     #expect(h.uploadFiles.isEmpty)
   }
 
-  @Test func onlyADenialDeletesTheUploadOtherFailuresKeepItResumable() throws {
+  @Test(TestBlobs.filesystemOnly) func onlyADenialDeletesTheUploadOtherFailuresKeepItResumable() throws {
     let h = try InProcessService(policy: .custom(NoPNGPolicy()))
     let data = testBytes(5000, seed: 21)
     let path = try h.create(length: data.count, name: "kept.bin")
