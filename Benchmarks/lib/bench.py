@@ -1027,6 +1027,19 @@ def summary_rows(R):
     return rows
 
 
+def round_rows(times, cpu, columns, cells):
+    """Table rows `| server | round | cells(seconds, cpu) |` for each server's rounds; a server
+    whose times are None is one `missing` row with `columns` cells."""
+    rows = []
+    for name, ts in times.items():
+        if ts is None:
+            rows.append(f"| {name} | — | missing |" + " |" * (columns - 1))
+            continue
+        for i, (t, c) in enumerate(zip(ts, cpu[name])):
+            rows.append(f"| {name} | {i + 1} | {cells(t, c)} |")
+    return rows
+
+
 def render(date, m, load_start, load_end, elapsed, R, commands):
     L = ["# Larder benchmark results\n"]
     L.append(f"- date: {date}; commit `{m['commit']}`; whole run {elapsed:.0f} s"
@@ -1086,12 +1099,8 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
         L.append(f"## Simple upload, {mib} MiB (curl -T, interleaved)\n")
         L.append("| server | round | seconds | MB/s | server CPU s | server CPU ms/MiB |")
         L.append("|---|---:|---:|---:|---:|---:|")
-        for name, times in up["times"].items():
-            if times is None:
-                L.append(f"| {name} | — | missing | | | |")
-                continue
-            for i, (t, c) in enumerate(zip(times, up["cpu"][name])):
-                L.append(f"| {name} | {i + 1} | {t:.2f} | {fmt_mb(up['size'] / t)} | {c:.2f} | {c / mib * 1000:.2f} |")
+        L += round_rows(up["times"], up["cpu"], 4,
+                        lambda t, c: f"{t:.2f} | {fmt_mb(up['size'] / t)} | {c:.2f} | {c / mib * 1000:.2f}")
         L.append("\nLarder hashes SHA-256 of every byte (the address), writes, fsyncs and commits before answering; "
                  "nginx's WebDAV PUT writes a temp file and renames it.\n")
     tus = R.get("tus")
@@ -1113,12 +1122,7 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
         L.append(f"## Download, {SIZE_MIB} MiB (curl -o /dev/null, interleaved)\n")
         L.append("| server | round | seconds | MB/s | server CPU s |")
         L.append("|---|---:|---:|---:|---:|")
-        for name, times in down["times"].items():
-            if times is None:
-                L.append(f"| {name} | — | missing | | |")
-                continue
-            for i, (t, c) in enumerate(zip(times, down["cpu"][name])):
-                L.append(f"| {name} | {i + 1} | {t:.2f} | {fmt_mb(SIZE / t)} | {c:.2f} |")
+        L += round_rows(down["times"], down["cpu"], 3, lambda t, c: f"{t:.2f} | {fmt_mb(SIZE / t)} | {c:.2f}")
         L.append(f"\nLarder's peak RSS (VmHWM) over its process's life (start, one {SIZE_MIB} MiB upload, "
                  f"{REPS} downloads): {down['rss']:.0f} MiB.\n")
     conc = R.get("concurrent")
