@@ -179,7 +179,7 @@ def fuzz(data_dir, seconds=10.0, seed=1, threads=4):
                "RSS MB start/end": f"{(rss0 or 0) / 1e6:.1f}/{(rss1 or 0) / 1e6:.1f}"}
     if accepted != 200:
         findings.append({"oracle": "harness", "known": [], "request": probe,
-                         "detail": f"a token signed with DATA/secret got {accepted}: the claim checks went untested"})
+                         "detail": f"a token signed with the token_secret got {accepted}: the claim checks went untested"})
     return figures, findings
 
 
