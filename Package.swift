@@ -53,7 +53,8 @@ let package = Package(
 
     // Test support shared by test targets (process spawning, openssl fixtures),
     // and an in-process driver for HTTP handlers (no socket).
-    .target(name: "LarderTestSupport", dependencies: ["LarderHTTP"]),
+    // It also holds `TestCatalog` (which catalog a run uses), hence Larder.
+    .target(name: "LarderTestSupport", dependencies: ["LarderHTTP", "Larder"]),
 
     // S3-compatible blob storage over libcurl (which signs requests itself); CCurl stays inside.
     .target(name: "LarderS3", dependencies: ["CCurl", "LarderCrypto"]),
@@ -62,7 +63,7 @@ let package = Package(
     .target(name: "LarderClient"),
 
     .testTarget(name: "LarderCryptoTests", dependencies: ["LarderCrypto"]),
-    .testTarget(name: "LarderTests", dependencies: ["Larder", "LarderCrypto"]),
+    .testTarget(name: "LarderTests", dependencies: ["Larder", "LarderCrypto", "LarderTestSupport"]),
     .testTarget(name: "LarderRulesTests", dependencies: ["LarderRules"]),
     .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderCrypto", "LarderTestSupport"]),
     .testTarget(

@@ -1,5 +1,5 @@
 """JWT fuzzer: tokens mutated as text (flipped, cut, spliced segments) and as structure (headers with
-other `alg`/`kid`/`typ`, claims of the wrong types or sizes, re-signed with the data directory's HS256
+other `alg`/`kid`/`typ`, claims of the wrong types or sizes, re-signed with the store's HS256
 secret so the claim checks run), sent in Authorization headers to a real `larder serve` with rules.
 Seeds: stress/corpus/jwt/*.json (header/claims pairs).
 
@@ -15,6 +15,7 @@ import hmac
 import json
 import os
 import random
+import sqlite3
 import sys
 import threading
 import time
@@ -144,8 +145,12 @@ def worker(target, secret, texts, deadline, rng, stats, findings, lock):
 
 def fuzz(data_dir, seconds=10.0, seed=1, threads=4):
     target = start_target(data_dir)
-    with open(os.path.join(data_dir, "secret"), "rb") as f:
-        secret = f.read()
+    # The HS256 key is the catalog's `token_secret` row (made by `larder token` in start_target).
+    db = sqlite3.connect(f"file:{os.path.join(data_dir, 'larder.sqlite')}?mode=ro", uri=True)
+    try:
+        secret = db.execute("SELECT value FROM settings WHERE key = 'token_secret'").fetchone()[0]
+    finally:
+        db.close()
     texts = seeds()
     # The seeds re-signed as they are must be accepted: otherwise the fuzzer tests nothing past the signature.
     probe = sign(texts[0]["header"], {**texts[0]["claims"], "exp": int(time.time()) + 600, "iat": int(time.time())}, secret)
@@ -174,7 +179,7 @@ def fuzz(data_dir, seconds=10.0, seed=1, threads=4):
                "RSS MB start/end": f"{(rss0 or 0) / 1e6:.1f}/{(rss1 or 0) / 1e6:.1f}"}
     if accepted != 200:
         findings.append({"oracle": "harness", "known": [], "request": probe,
-                         "detail": f"a token signed with DATA/secret got {accepted}: the claim checks went untested"})
+                         "detail": f"a token signed with the token_secret got {accepted}: the claim checks went untested"})
     return figures, findings
 
 

@@ -15,6 +15,8 @@ interleaved within each of BENCH_REPS (>= 3) rounds, and prints them in one tabl
               Larder's peak RSS over that upload and the downloads;
   concurrent  Larder's peak RSS with BENCH_CONCURRENT (200) clients at once (uploads, then GETs);
   verify      `larder verify` of a store against the disk's read rate;
+  postgres    the PostgreSQL catalog beside SQLite: 4 KiB GETs and 4 KiB uploads, Larder on each,
+              a throw-away PostgreSQL (scripts/pg.sh, fsync on) started and stopped here;
   cml         (opt-in: BENCH_LIMITS) the connection-memory-limit trade-off;
   gc          (opt-in: BENCH_GC_SCALE=1) gc of a million blobs.
 BENCH_ONLY=gets,tus,... runs a subset; BENCH_QUICK=1 shrinks sizes and durations (a few minutes).
@@ -75,7 +77,8 @@ NOTE = os.environ.get("BENCH_NOTE", "")
 CURL_MAX_TIME = env_int("BENCH_CURL_MAX_TIME", 300)
 PEERS = os.environ.get("LARDER_PEERS") or os.path.join(os.path.dirname(ROOT), "shared", "peers")
 TUSD_BIN = os.path.join(PEERS, "tusd", "tusd")
-ALL_SCENARIOS = ["limits", "gets", "upload", "tus", "download", "concurrent", "verify"]
+SMALL_UPLOAD_CONNECTIONS = env_int("BENCH_SMALL_UPLOAD_CONNECTIONS", 16)
+ALL_SCENARIOS = ["limits", "gets", "upload", "tus", "download", "concurrent", "verify", "postgres"]
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").replace(" ", ",").split(",") if s]
 SCENARIOS = ONLY or ALL_SCENARIOS + (["cml"] if LIMITS else []) + (["gc"] if GC_SCALE else [])
 
@@ -91,6 +94,7 @@ class Watchdog(BaseException):
 # ---------------------------------------------------------------- processes and cleanup
 
 PROCESSES = []  # (name, Popen) of every server we started
+POSTGRES = []  # data directories of the PostgreSQL servers we started (stopped with scripts/pg.sh)
 TMP = None
 
 
@@ -115,6 +119,9 @@ def cleanup():
     for name, proc in reversed(PROCESSES):
         stop(proc, signal.SIGQUIT if name == "nginx" else signal.SIGTERM, wait=15)
     PROCESSES.clear()
+    for directory in POSTGRES:
+        subprocess.run([os.path.join(ROOT, "scripts/pg.sh"), "stop", directory], capture_output=True, timeout=60)
+    POSTGRES.clear()
     if TMP and os.path.isdir(TMP):
         shutil.rmtree(TMP, ignore_errors=True)
 
@@ -223,8 +230,9 @@ class Larder:
 
     kind = "larder"
 
-    def __init__(self, label, memory_limit=None, access_log="off", extra=()):
+    def __init__(self, label, memory_limit=None, access_log="off", extra=(), catalog=None):
         self.label = label
+        self.catalog = catalog
         self.data = os.path.join(TMP, f"larder-{label}")
         os.makedirs(self.data)
         log_target = os.path.join(TMP, f"access-{label}.log") if access_log == "file" else access_log
@@ -232,6 +240,8 @@ class Larder:
                 "--allow-all", "--access-log", log_target, "--max-upload-size", "1000GiB"] + list(extra)
         if memory_limit:
             args += ["--connection-memory-limit", memory_limit]
+        if catalog:
+            args += ["--catalog", catalog]
         self.command = " ".join(a if a != self.data else "$DATA" for a in args).replace(TMP, "$TMP")
         self.stderr = open(os.path.join(TMP, f"larder-{label}.log"), "wb")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, stdin=subprocess.DEVNULL)
@@ -251,6 +261,43 @@ class Larder:
         self.stderr.close()
         if not keep_data:
             shutil.rmtree(self.data, ignore_errors=True)
+
+
+class Postgres:
+    """A throw-away PostgreSQL on loopback from scripts/pg.sh, with fsync on (durable commits, as
+    SQLite's synchronous=FULL), in $TMP/pg; stopped by `close` or, whatever happens, by cleanup.
+    `missing` says why there is none (no server binaries: scripts/deps.sh installs them)."""
+
+    def __init__(self):
+        self.dir = os.path.join(TMP, "pg")
+        self.url, self.missing = None, None
+        # As root the server runs as `postgres`, which must be able to traverse $TMP (mode 0700).
+        os.chmod(TMP, 0o711)
+        r = subprocess.run([os.path.join(ROOT, "scripts/pg.sh"), "start", self.dir, str(free_port())],
+                           capture_output=True, text=True, timeout=120, env={**os.environ, "FSYNC": "on"})
+        if r.returncode != 0:
+            self.missing = (r.stderr.strip() or f"scripts/pg.sh exited {r.returncode}")[-300:]
+            return
+        POSTGRES.append(self.dir)
+        self.url = r.stdout.strip()
+        psql = shutil.which("psql")
+        self.version = (run([psql, "-At", "-c", "SHOW server_version", self.url], check=False).stdout.strip()
+                        if psql else "") or "?"
+        self.command = f"FSYNC=on scripts/pg.sh start $TMP/pg PORT   # PostgreSQL {self.version}, fsync on"
+
+    def catalog(self, label):
+        """A catalog URL of its own (a schema per Larder)."""
+        return f"{self.url}?schema=bench_{re.sub('[^a-z0-9]', '_', label)}"
+
+    def cpu(self):
+        """CPU seconds of the postmaster and its live backends."""
+        with open(os.path.join(self.dir, "data", "postmaster.pid")) as f:
+            return server_cpu(int(f.readline()))
+
+    def close(self):
+        if self.dir in POSTGRES:
+            POSTGRES.remove(self.dir)
+            run([os.path.join(ROOT, "scripts/pg.sh"), "stop", self.dir], check=False)
 
 
 NGINX_CONF = """\
@@ -661,6 +708,93 @@ def scenario_upload(files, commands):
     return {"times": times, "cpu": cpu, "size": os.path.getsize(big)}
 
 
+WRK_UPLOAD_LUA = """\
+-- Generated by Benchmarks/lib/bench.py: POSTs of SIZE bytes, each to a new name with new
+-- content (no request is helped by deduplication or by replacing the same row).
+local threads = 0
+function setup(thread) threads = threads + 1; thread:set("id", threads) end
+local n = 0
+function request()
+  n = n + 1
+  local name = string.format("s%d-%d-%d", id, n, os.time())
+  return wrk.format("POST", "{path}" .. name, {{["Content-Type"] = "application/octet-stream"}},
+                    name .. string.rep(".", {size} - #name))
+end
+"""
+
+
+def small_uploads(server, postgres=None):
+    """SMALL_BYTES uploads over SMALL_UPLOAD_CONNECTIONS keep-alive connections for WRK_SECONDS:
+    requests/s (wrk), commits/s (new objects the catalog holds afterwards, by `larder ls`),
+    p99, Larder's (and PostgreSQL's) CPU µs per upload."""
+    if not shutil.which("wrk"):
+        raise BenchError("the small-upload rows need wrk (apt-get install wrk)")
+    script = os.path.join(TMP, "upload.lua")
+    with open(script, "w") as f:
+        f.write(WRK_UPLOAD_LUA.format(path=urlsplit(server.upload_url).path + "?name=", size=SMALL_BYTES))
+    before = objects_in(server)
+    cpu, pg_cpu = server_cpu(server.proc.pid), postgres.cpu() if postgres else 0
+    started = time.monotonic()
+    r = run(["wrk", "-t2", f"-c{SMALL_UPLOAD_CONNECTIONS}", f"-d{WRK_SECONDS}s", "--latency", "-s", script,
+             server.base], timeout=WRK_SECONDS + 60)
+    seconds = time.monotonic() - started
+    requests = int(re.search(r"(\d+) requests in", r.stdout).group(1))
+    wrk_seconds = float(re.search(r"requests in ([\d.]+)s", r.stdout).group(1))
+    larder_us = (server_cpu(server.proc.pid) - cpu) / max(1, requests) * 1e6
+    pg_us = (postgres.cpu() - pg_cpu) / max(1, requests) * 1e6 if postgres else None
+    committed = objects_in(server) - before
+    problems = [m.group(0) for p in (r"Non-2xx or 3xx responses: \d+", r"Socket errors: [^\n]+")
+                for m in [re.search(p, r.stdout)] if m]
+    p99 = re.search(r"^\s+99%\s+(\S+)", r.stdout, re.M)
+    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", r.stdout).group(1)), "requests": requests,
+            "commits": committed, "cps": committed / wrk_seconds, "p99": p99.group(1) if p99 else "?",
+            "cpu_us": larder_us, "pg_cpu_us": pg_us, "problems": "; ".join(problems), "seconds": seconds}
+
+
+def objects_in(server):
+    """Objects in the bench bucket, by `larder ls` (its per-bucket counts) on the server's catalog."""
+    args = [LARDER_BIN, "ls", "--data", server.data]
+    if server.catalog:
+        args += ["--catalog", server.catalog]
+    m = re.search(r"^bench/\t(\d+) objects$", run(args, timeout=300).stdout, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def scenario_postgres(files, commands):
+    """The PostgreSQL catalog beside SQLite: 4 KiB GETs and 4 KiB uploads, interleaved."""
+    pg = Postgres()
+    if pg.missing:
+        log(f"postgres: missing ({pg.missing})")
+        return {"missing": pg.missing}
+    commands.append(pg.command)
+    try:
+        servers = {"SQLite": Larder("cat-sqlite"), "PostgreSQL": Larder("cat-pg", catalog=pg.catalog("cat-pg"))}
+        commands.append(servers["PostgreSQL"].command.replace(pg.url, "$PG"))
+        for s in servers.values():
+            upload(s, files["small"], "small.bin")
+        gets = {name: [] for name in servers}
+        ups = {name: [] for name in servers}
+        names = list(servers)
+        for rep in range(REPS):
+            order = names if rep % 2 == 0 else names[::-1]
+            for name in order:
+                cpu = pg.cpu() if name == "PostgreSQL" else 0
+                g = wrk(servers[name], "small.bin")
+                g["pg_cpu_us"] = (pg.cpu() - cpu) / max(1, g["requests"]) * 1e6 if name == "PostgreSQL" else None
+                gets[name].append(g)
+                log(f"postgres gets {name} round {rep + 1}: {g['rps']:,.0f}/s p99 {g['p99']} {g['cpu_us']:.0f} µs CPU")
+            for name in order:
+                u = small_uploads(servers[name], pg if name == "PostgreSQL" else None)
+                ups[name].append(u)
+                log(f"postgres uploads {name} round {rep + 1}: {u['rps']:,.0f} req/s, {u['cps']:,.0f} commits/s, "
+                    f"p99 {u['p99']}, {u['cpu_us']:.0f} µs CPU")
+        for s in servers.values():
+            s.close()
+        return {"gets": gets, "uploads": ups, "version": pg.version}
+    finally:
+        pg.close()
+
+
 def tus_upload(endpoint, path, size, chunk):
     """POST then PATCH every chunk over one keep-alive connection (stdlib client); returns seconds
     from the POST to the last answer, and the upload's URL."""
@@ -954,6 +1088,25 @@ def summary_rows(R):
                          f"{p99:,.0f}", f"{n99:,.0f}" if gets["nginx"] else "missing",
                          f"{n99 / p99:.2f}" if gets["nginx"] else "—", "reported", "—", "", 
                          runs_text([p99_us(g["p99"]) for g in gets[variant]], "{:,.0f}")))
+    pg = R.get("postgres")
+    if pg and "missing" in pg:
+        rows.append((f"{SMALL_BYTES // 1024} KiB GETs and uploads, PostgreSQL catalog", "missing", "SQLite", "—",
+                     "reported", "—", "", pg["missing"]))
+    elif pg:
+        for what, key, data in ((f"{SMALL_BYTES // 1024} KiB GETs req/s", "rps", pg["gets"]),
+                                (f"{SMALL_BYTES // 1024} KiB uploads commits/s (fsync on in both)", "cps", pg["uploads"])):
+            p, q = med([r[key] for r in data["PostgreSQL"]]), med([r[key] for r in data["SQLite"]])
+            rows.append((f"{what}, PostgreSQL catalog", f"{p:,.0f}", f"SQLite catalog {q:,.0f}", f"{p / q:.2f}",
+                         "reported", "—", "SQLite: in process, one machine only",
+                         f"PostgreSQL {runs_text([r[key] for r in data['PostgreSQL']], '{:,.0f}')}; SQLite "
+                         f"{runs_text([r[key] for r in data['SQLite']], '{:,.0f}')}"))
+        for what, data in (("GET", pg["gets"]), ("upload", pg["uploads"])):
+            both = [r["cpu_us"] + r["pg_cpu_us"] for r in data["PostgreSQL"]]
+            p, q = med(both), med([r["cpu_us"] for r in data["SQLite"]])
+            p99, q99 = (med([p99_us(r["p99"]) for r in data[n]]) for n in ("PostgreSQL", "SQLite"))
+            rows.append((f"CPU µs per {SMALL_BYTES // 1024} KiB {what} (Larder + PostgreSQL), PostgreSQL catalog",
+                         f"{p:,.0f}", f"SQLite catalog {q:,.0f}", f"{q / p:.2f}", "reported", "—", "",
+                         f"p99 µs: PostgreSQL {p99:,.0f}, SQLite {q99:,.0f}"))
     tus = R.get("tus")
     if tus:
         mib = tus["size"] >> 20
@@ -1027,6 +1180,19 @@ def summary_rows(R):
     return rows
 
 
+def round_rows(times, cpu, columns, cells):
+    """Table rows `| server | round | cells(seconds, cpu) |` for each server's rounds; a server
+    whose times are None is one `missing` row with `columns` cells."""
+    rows = []
+    for name, ts in times.items():
+        if ts is None:
+            rows.append(f"| {name} | — | missing |" + " |" * (columns - 1))
+            continue
+        for i, (t, c) in enumerate(zip(ts, cpu[name])):
+            rows.append(f"| {name} | {i + 1} | {cells(t, c)} |")
+    return rows
+
+
 def render(date, m, load_start, load_end, elapsed, R, commands):
     L = ["# Larder benchmark results\n"]
     L.append(f"- date: {date}; commit `{m['commit']}`; whole run {elapsed:.0f} s"
@@ -1086,12 +1252,8 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
         L.append(f"## Simple upload, {mib} MiB (curl -T, interleaved)\n")
         L.append("| server | round | seconds | MB/s | server CPU s | server CPU ms/MiB |")
         L.append("|---|---:|---:|---:|---:|---:|")
-        for name, times in up["times"].items():
-            if times is None:
-                L.append(f"| {name} | — | missing | | | |")
-                continue
-            for i, (t, c) in enumerate(zip(times, up["cpu"][name])):
-                L.append(f"| {name} | {i + 1} | {t:.2f} | {fmt_mb(up['size'] / t)} | {c:.2f} | {c / mib * 1000:.2f} |")
+        L += round_rows(up["times"], up["cpu"], 4,
+                        lambda t, c: f"{t:.2f} | {fmt_mb(up['size'] / t)} | {c:.2f} | {c / mib * 1000:.2f}")
         L.append("\nLarder hashes SHA-256 of every byte (the address), writes, fsyncs and commits before answering; "
                  "nginx's WebDAV PUT writes a temp file and renames it.\n")
     tus = R.get("tus")
@@ -1113,14 +1275,33 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
         L.append(f"## Download, {SIZE_MIB} MiB (curl -o /dev/null, interleaved)\n")
         L.append("| server | round | seconds | MB/s | server CPU s |")
         L.append("|---|---:|---:|---:|---:|")
-        for name, times in down["times"].items():
-            if times is None:
-                L.append(f"| {name} | — | missing | | |")
-                continue
-            for i, (t, c) in enumerate(zip(times, down["cpu"][name])):
-                L.append(f"| {name} | {i + 1} | {t:.2f} | {fmt_mb(SIZE / t)} | {c:.2f} |")
+        L += round_rows(down["times"], down["cpu"], 3, lambda t, c: f"{t:.2f} | {fmt_mb(SIZE / t)} | {c:.2f}")
         L.append(f"\nLarder's peak RSS (VmHWM) over its process's life (start, one {SIZE_MIB} MiB upload, "
                  f"{REPS} downloads): {down['rss']:.0f} MiB.\n")
+    pg = R.get("postgres")
+    if pg:
+        L.append(f"## The PostgreSQL catalog beside SQLite ({SMALL_BYTES} B objects)\n")
+        if "missing" in pg:
+            L.append(f"- **PostgreSQL: missing** — {pg['missing']}\n")
+        else:
+            L.append(f"PostgreSQL {pg['version']} from `scripts/pg.sh` on loopback, **fsync on** (a commit is durable, "
+                     "as SQLite's synchronous=FULL), one schema per Larder; blobs in the data directory for both. "
+                     "PostgreSQL's CPU (postmaster and backends) is reported apart from Larder's.\n")
+            L.append(f"GETs: {pg['gets']['SQLite'][0]['tool']}, log off. Uploads: `wrk -t2 -c{SMALL_UPLOAD_CONNECTIONS} "
+                     f"-d{WRK_SECONDS}s` POSTs, each a new name and new content; commits/s = objects in the catalog "
+                     "afterwards (`larder ls`) / wrk's seconds (it can exceed requests/s by the uploads still in flight "
+                     "when wrk stops, which wrk does not count).\n")
+            L.append("| catalog | what | round | requests/s | commits/s | p99 | Larder CPU µs/request | "
+                     "PostgreSQL CPU µs/request | problems |")
+            L.append("|---|---|---:|---:|---:|---:|---:|---:|---|")
+            for what, data in (("GET", pg["gets"]), ("upload", pg["uploads"])):
+                for name, runs in data.items():
+                    for i, r in enumerate(runs):
+                        commits = f"{r['cps']:,.0f}" if "cps" in r else ""
+                        pg_cpu = f"{r['pg_cpu_us']:.0f}" if r.get("pg_cpu_us") is not None else "—"
+                        L.append(f"| {name} | {what} | {i + 1} | {r['rps']:,.0f} | {commits} | {r['p99']} | "
+                                 f"{r['cpu_us']:.0f} | {pg_cpu} | {r['problems'] or 'none'} |")
+            L.append("")
     conc = R.get("concurrent")
     if conc:
         L.append(f"## {conc['clients']} concurrent clients\n")
@@ -1159,7 +1340,7 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
     L.append("```sh")
     L.append("make bench                     # = swift build -c release --product larder && Benchmarks/run.sh")
     L.append("BENCH_QUICK=1 Benchmarks/run.sh   # small sizes, short runs: a check in a few minutes")
-    L.append("BENCH_ONLY=gets Benchmarks/run.sh # one scenario (limits gets upload tus download concurrent verify cml gc)")
+    L.append("BENCH_ONLY=gets Benchmarks/run.sh # one scenario (limits gets upload tus download concurrent verify postgres cml gc)")
     L.append("```\n")
     L.append("Servers as the script starts them ($TMP is the run's temp dir):\n")
     L.append("```sh")
@@ -1218,6 +1399,8 @@ def main():
                 del R["download"]
         if "concurrent" in SCENARIOS:
             R["concurrent"] = scenario_concurrent(files)
+        if "postgres" in SCENARIOS:
+            R["postgres"] = scenario_postgres(files, commands)
         if "cml" in SCENARIOS:
             R["cml"] = scenario_cml(files)
         if "gc" in SCENARIOS:

@@ -1,11 +1,11 @@
 import Foundation
 import LarderCrypto
 
-/// Verifies compact JWS bearer tokens (HS256 with the data directory's secret, RS256/ES256 with
+/// Verifies compact JWS bearer tokens (HS256 with the store's secret, RS256/ES256 with
 /// configured public keys) and checks their claims.
 ///
 /// ```swift
-/// let verifier = JWTVerifier(hmacSecret: try SecretFile.loadOrCreate(at: dataDir.appending(path: "secret")),
+/// let verifier = JWTVerifier(hmacSecret: try LarderService.tokenSecret(of: larder),
 ///                            publicKeys: try KeyLoader.jwksFile(at: jwksURL), issuer: "https://idp.example")
 /// let token = try verifier.verify(bearer)   // throws(AuthError)
 /// request.auth = (uid: token.uid, token: token.claims)

@@ -1,10 +1,13 @@
 import Foundation
 import LarderCrypto
 
-/// The data directory's `secret`: 32 random bytes (stored raw) that key HS256 tokens.
+/// The data directory's `secret`: 32 random bytes (stored raw) that keyed HS256 tokens before the
+/// key moved to the catalog (`settings.token_secret`, shared by every node). The server reads an
+/// existing file once, with ``loadIfPresent(at:)``, to adopt its key into the catalog so tokens
+/// issued before the upgrade stay valid.
 ///
 /// ```swift
-/// let secret = try SecretFile.loadOrCreate(at: dataDirectory.appending(path: "secret"))
+/// let legacy = try SecretFile.loadIfPresent(at: dataDirectory.appending(path: "secret"))
 /// ```
 /// Creation is atomic and never clobbers: the bytes go to a temporary file made with `O_EXCL` and
 /// mode 0600, are `fsync`ed, then `link`ed to the final name (which fails if another process won
@@ -22,6 +25,12 @@ public enum SecretFile {
     try create(path)
     guard let created = try load(path) else { throw .io(path: path, operation: "open", errno: ENOENT) }
     return created
+  }
+
+  /// The secret at `url`, or nil when there is no file (nothing is created).
+  /// - Throws: `AuthConfigurationError` for an insecure, malformed or unreadable file.
+  public static func loadIfPresent(at url: URL) throws(AuthConfigurationError) -> [UInt8]? {
+    try load(url.path)
   }
 
   /// The secret, or nil when the file does not exist.

@@ -1,7 +1,7 @@
 import Foundation
 import LarderCrypto
 
-/// Issues HS256 tokens signed with the data directory's secret, for development
+/// Issues HS256 tokens signed with the store's secret (the catalog's `token_secret`), for development
 /// (`larder token --uid U`) and tests.
 ///
 /// ```swift

@@ -47,28 +47,28 @@ public struct AccessLogEntry: Sendable, Equatable {
     func put(_ text: StaticString) {
       out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
+    // Each field is its key (with the separator before it) and its value.
+    func string(_ key: StaticString, _ value: String) {
+      put(key)
+      Self.appendQuoted(value, to: &out)
+    }
+    func integer(_ key: StaticString, _ value: Int64) {
+      put(key)
+      Self.appendDecimal(value, to: &out)
+    }
     put("{\"time\":\"")
     Self.appendISO8601(time, to: &out)
-    put("\",\"request_id\":")
-    Self.appendQuoted(requestID, to: &out)
-    put(",\"method\":")
-    Self.appendQuoted(method, to: &out)
-    put(",\"path\":")
-    Self.appendQuoted(path, to: &out)
-    put(",\"route\":")
-    Self.appendQuoted(route, to: &out)
-    put(",\"status\":")
-    Self.appendDecimal(Int64(status), to: &out)
-    put(",\"bytes_in\":")
-    Self.appendDecimal(bytesIn, to: &out)
-    put(",\"bytes_out\":")
-    Self.appendDecimal(bytesOut, to: &out)
+    string("\",\"request_id\":", requestID)
+    string(",\"method\":", method)
+    string(",\"path\":", path)
+    string(",\"route\":", route)
+    integer(",\"status\":", Int64(status))
+    integer(",\"bytes_in\":", bytesIn)
+    integer(",\"bytes_out\":", bytesOut)
     put(",\"duration_ms\":")
     Self.appendFixed3(durationMilliseconds, to: &out)
-    put(",\"remote\":")
-    Self.appendQuoted(remote, to: &out)
-    put(",\"outcome\":")
-    Self.appendQuoted(outcome, to: &out)
+    string(",\"remote\":", remote)
+    string(",\"outcome\":", outcome)
     put("}")
     return out
   }
@@ -125,8 +125,8 @@ public struct AccessLogEntry: Sendable, Equatable {
     out.append(UInt8(0x30 + fraction % 10))
   }
 
-  /// ``iso8601(_:)`` appended as bytes, computed like ``HTTPDate/format(_:)`` (no `gmtime_r`,
-  /// whose time-zone lock every request would take) for the years 1970–9999.
+  /// ``iso8601(_:)`` appended as bytes, from the same ``CivilTime`` as ``HTTPDate/format(_:)`` (no
+  /// `gmtime_r`, whose time-zone lock every request would take) for the years 1970–9999.
   static func appendISO8601(_ time: Double, to out: inout [UInt8]) {
     guard time.isFinite, time >= 0, time < 253_402_300_800 else {
       out.append(contentsOf: iso8601(time).utf8)
@@ -134,18 +134,8 @@ public struct AccessLogEntry: Sendable, Equatable {
     }
     let seconds = Int64(time.rounded(.down))
     let millis = min(Int((time - Double(seconds)) * 1000), 999)
-    let days = seconds / 86_400
-    let secondOfDay = Int(seconds - days * 86_400)
-    // Days to civil date (proleptic Gregorian), after Howard Hinnant's `civil_from_days`.
-    let z = days + 719_468
-    let era = z / 146_097
-    let dayOfEra = z - era * 146_097
-    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-    let mp = (5 * dayOfYear + 2) / 153
-    let day = Int(dayOfYear - (153 * mp + 2) / 5 + 1)
-    let month = Int(mp < 10 ? mp + 3 : mp - 9)
-    let year = Int(yearOfEra + era * 400 + (month <= 2 ? 1 : 0))
+    let civil = CivilTime(secondsSince1970: seconds)
+    let (year, month, day, secondOfDay) = (civil.year, civil.month, civil.day, civil.secondOfDay)
     func two(_ v: Int) {
       out.append(UInt8(0x30 + v / 10))
       out.append(UInt8(0x30 + v % 10))

@@ -7,21 +7,10 @@ public enum HTTPDate {
     // Every download sends one (`Last-Modified`): computed here rather than through gmtime_r,
     // which takes glibc's time-zone lock, and strftime, which reads the locale.
     guard seconds.isFinite, abs(seconds) < 1e15 else { return formatWithLibc(date) }
-    let t = Int64(seconds)
-    let days = t >= 0 ? t / 86_400 : (t - 86_399) / 86_400
-    let secondOfDay = Int(t - days * 86_400)
-    // Days to civil date (proleptic Gregorian), after Howard Hinnant's `civil_from_days`.
-    let z = days + 719_468
-    let era = (z >= 0 ? z : z - 146_096) / 146_097
-    let dayOfEra = z - era * 146_097
-    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-    let mp = (5 * dayOfYear + 2) / 153
-    let day = Int(dayOfYear - (153 * mp + 2) / 5 + 1)
-    let month = Int(mp < 10 ? mp + 3 : mp - 9)
-    let year = Int(yearOfEra + era * 400 + (month <= 2 ? 1 : 0))
+    let civil = CivilTime(secondsSince1970: Int64(seconds))
+    let (year, month, day, secondOfDay) = (civil.year, civil.month, civil.day, civil.secondOfDay)
     guard (1000...9999).contains(year) else { return formatWithLibc(date) }
-    let weekday = Int(((days % 7) + 11) % 7)  // 1970-01-01 was a Thursday (4)
+    let weekday = Int(((civil.days % 7) + 11) % 7)  // 1970-01-01 was a Thursday (4)
     return String(unsafeUninitializedCapacity: 29) { out in
       var i = 0
       func put(_ byte: UInt8) {
@@ -84,4 +73,33 @@ public enum HTTPDate {
 
   private static let dayNames = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
   private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+}
+
+/// A UTC date and time of day from seconds since 1970, for the formatters that run on every
+/// request (`Last-Modified`, the access log's `time`): computed rather than through `gmtime_r`,
+/// which takes glibc's time-zone lock.
+struct CivilTime {
+  /// Whole days since 1970-01-01 (negative before it).
+  var days: Int64
+  var year: Int
+  /// 1–12.
+  var month: Int
+  /// 1–31.
+  var day: Int
+  var secondOfDay: Int
+
+  init(secondsSince1970 t: Int64) {
+    days = t >= 0 ? t / 86_400 : (t - 86_399) / 86_400
+    secondOfDay = Int(t - days * 86_400)
+    // Days to civil date (proleptic Gregorian), after Howard Hinnant's `civil_from_days`.
+    let z = days + 719_468
+    let era = (z >= 0 ? z : z - 146_096) / 146_097
+    let dayOfEra = z - era * 146_097
+    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+    let mp = (5 * dayOfYear + 2) / 153
+    day = Int(dayOfYear - (153 * mp + 2) / 5 + 1)
+    month = Int(mp < 10 ? mp + 3 : mp - 9)
+    year = Int(yearOfEra + era * 400 + (month <= 2 ? 1 : 0))
+  }
 }

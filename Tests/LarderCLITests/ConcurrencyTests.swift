@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Larder
+import LarderTestSupport
 import Synchronization
 import Testing
 

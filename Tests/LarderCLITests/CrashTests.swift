@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import Testing
 
 /// Real crashes: `LARDER_CRASH_AT=<point>` makes the `larder` process `_exit(86)` mid-write or

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import Testing
 
 /// What only a shared PostgreSQL catalog offers: writers and a collector in separate processes

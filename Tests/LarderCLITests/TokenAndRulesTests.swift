@@ -2,6 +2,8 @@ import Foundation
 import LarderTestSupport
 import Testing
 
+@testable import Larder
+
 /// `larder token`, `larder rules check`, `larder rules eval`.
 @Suite struct TokenAndRulesTests {
   static func base64URLDecode(_ text: Substring) -> Data? {
@@ -40,18 +42,16 @@ import Testing
     #expect(exp >= (before + 3600).rounded(.down) - 1 && exp <= after + 3600 + 1, "exp \(exp)")
     #expect(Self.base64URLDecode(parts[2])?.count == 32)  // an HMAC-SHA256
 
-    // The secret was made with mode 0600, and is reused: the same claims sign the same way.
-    var st = stat()
-    #expect(stat(box.data.appendingPathComponent("secret").path, &st) == 0)
-    #expect(st.st_mode & 0o777 == 0o600)
-    let secret = try Data(contentsOf: box.data.appendingPathComponent("secret"))
+    // The secret is the catalog's token_secret row, made once and reused; no DATA/secret file.
+    let secret = try #require(try Self.catalogSecret(box))
     #expect(secret.count == 32)
+    #expect(!FileManager.default.fileExists(atPath: box.data.appendingPathComponent("secret").path))
     // The signature is HMAC-SHA256 of header.payload under those 32 bytes, by openssl's reckoning.
     let openssl = try OpenSSLTool(directory: box.root.appendingPathComponent("openssl"))
-    let expected = try openssl.signHS256(String(parts[0]) + "." + String(parts[1]), secret: Array(secret))
+    let expected = try openssl.signHS256(String(parts[0]) + "." + String(parts[1]), secret: secret)
     #expect(Self.base64URLDecode(parts[2]).map(Array.init) == expected)
     _ = try box.larder("token", "--uid", "u2")
-    #expect(try Data(contentsOf: box.data.appendingPathComponent("secret")) == secret)
+    #expect(try Self.catalogSecret(box) == secret)
     // A short TTL and the default one.
     let short = try box.larder("token", "--uid", "u2", "--ttl", "30s")
     let shortClaims =
@@ -59,6 +59,40 @@ import Testing
         with: #require(Self.base64URLDecode(short.stdout.split(separator: ".")[1]))) as? [String: Any]
     let shortExp = shortClaims?["exp"] as? Double ?? 0
     #expect(shortExp > Date().timeIntervalSince1970 - 60 && shortExp < Date().timeIntervalSince1970 + 31)
+  }
+
+  /// The `token_secret` row of the sandbox's catalog, nil when there is none.
+  static func catalogSecret(_ box: Sandbox) throws -> [UInt8]? {
+    try Larder(at: box.data).catalog.read { db in
+      try db.row("SELECT value FROM settings WHERE key = 'token_secret'")?.bytes("value")
+    }
+  }
+
+  @Test func tokenAdoptsALegacySecretFileOnce() throws {
+    // A data directory from before the key moved to the catalog: its DATA/secret signs the
+    // tokens, so tokens issued then still verify; the row, once made, wins over the file.
+    let box = try Sandbox()
+    try FileManager.default.createDirectory(at: box.data, withIntermediateDirectories: true)
+    let legacy = (0..<32).map { UInt8($0 * 7 + 3) }
+    let file = box.data.appendingPathComponent("secret")
+    #expect(FileManager.default.createFile(atPath: file.path, contents: Data(legacy), attributes: [.posixPermissions: 0o600]))
+    let result = try box.larder("token", "--uid", "u1")
+    #expect(result.status == 0, "\(result)")
+    let parts = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".")
+    try #require(parts.count == 3)
+    let openssl = try OpenSSLTool(directory: box.root.appendingPathComponent("openssl"))
+    let expected = try openssl.signHS256(String(parts[0]) + "." + String(parts[1]), secret: legacy)
+    #expect(Self.base64URLDecode(parts[2]).map(Array.init) == expected)
+    #expect(try Self.catalogSecret(box) == legacy)
+    // The file is left alone, and no longer read: replacing it changes nothing.
+    #expect(try Data(contentsOf: file) == Data(legacy))
+    try Data(repeating: 0xAA, count: 32).write(to: file)
+    let again = try box.larder("token", "--uid", "u1", "--ttl", "2h")
+    #expect(again.status == 0, "\(again)")
+    let againParts = again.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".")
+    try #require(againParts.count == 3)
+    let againExpected = try openssl.signHS256(String(againParts[0]) + "." + String(againParts[1]), secret: legacy)
+    #expect(Self.base64URLDecode(againParts[2]).map(Array.init) == againExpected)
   }
 
   static func payload(_ token: String) throws -> [String: Any] {

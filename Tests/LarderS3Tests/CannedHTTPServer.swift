@@ -21,6 +21,13 @@ final class CannedHTTPServer: Sendable {
 
   init(_ responses: [Response]) throws {
     self.responses = Mutex(responses)
+    (listener, port) = try Self.listen(backlog: 16)
+    let thread = Thread { [self] in acceptLoop() }
+    thread.start()
+  }
+
+  /// A socket listening on 127.0.0.1 at a port the kernel picks; the caller closes it.
+  static func listen(backlog: Int32) throws -> (socket: Int32, port: UInt16) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -31,14 +38,11 @@ final class CannedHTTPServer: Sendable {
         bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
       }
     }
-    guard ok, listen(fd, 16) == 0 else {
+    guard ok, Glibc.listen(fd, backlog) == 0 else {
       close(fd)
       throw POSIXError(.EADDRINUSE)
     }
-    listener = fd
-    port = UInt16(bigEndian: address.sin_port)
-    let thread = Thread { [self] in acceptLoop() }
-    thread.start()
+    return (fd, UInt16(bigEndian: address.sin_port))
   }
 
   /// Stops accepting; connections in progress end with their client.

@@ -24,24 +24,14 @@ struct ConnectionFailureTests {
   @Test func silentServerIsATransientTimeout() throws {
     // A socket that listens but never accepts: the connection completes in the kernel's
     // backlog, the request goes out, and no answer ever comes.
-    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let (listener, port) = try CannedHTTPServer.listen(backlog: 8)
     defer { close(listener) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0
-      }
-    }
-    #expect(bound && listen(listener, 8) == 0)
     var tuning = S3Client.Tuning()
     tuning.stallTimeoutSeconds = 1
     tuning.attempts = 1
     let client = S3Client(
       configuration: S3Configuration(
-        bucket: "larder-test", endpoint: "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"),
+        bucket: "larder-test", endpoint: "http://127.0.0.1:\(port)"),
       credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), tuning: tuning)
     let error = #expect(throws: S3Error.self) { try client.head("sha256/00/00/x") }
     #expect(error?.kind == .timeout)

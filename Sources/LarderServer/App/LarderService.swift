@@ -33,7 +33,7 @@ public final class LarderService: Sendable {
     public var corsOrigins: [String] = ["*"]
     public var uploadExpiry: Duration = .seconds(24 * 3600)
     /// PEM, JWKS or Google x509 JSON (`kid` → certificate, for Firebase Auth ID tokens) files with
-    /// RS256/ES256 public keys, besides the data directory's HS256 secret; ``reload()`` re-reads them.
+    /// RS256/ES256 public keys, besides the catalog's HS256 token secret; ``reload()`` re-reads them.
     public var publicKeyFiles: [URL] = []
     public var jwtIssuer: String?
     public var jwtAudience: String?
@@ -54,7 +54,7 @@ public final class LarderService: Sendable {
   public let context: ServiceContext
   /// The rules policy when serving a rules file (for reload on SIGHUP).
   public let rules: RulesPolicy?
-  /// The HS256 key of this data directory (`secret`).
+  /// The HS256 key of this store's tokens (the catalog's `token_secret`, see ``tokenSecret(of:)``).
   public let secret: [UInt8]
   /// Verifies bearer tokens; its keys reload with ``reload()``.
   public let authenticator: JWTAuthenticator
@@ -65,7 +65,7 @@ public final class LarderService: Sendable {
     self.options = options
     let larder = try larder ?? Larder(at: options.dataDirectory, configuration: .init(catalog: options.catalog, blobs: options.blobs))
     self.larder = larder
-    secret = try SecretFile.loadOrCreate(at: larder.directory.appendingPathComponent("secret"))
+    secret = try Self.tokenSecret(of: larder)
     let verifier = JWTVerifier(
       hmacSecret: secret, publicKeys: try JWTAuthenticator.loadKeys(options.publicKeyFiles), issuer: options.jwtIssuer,
       audience: options.jwtAudience)
@@ -139,7 +139,17 @@ public final class LarderService: Sendable {
     return clean
   }
 
-  /// A development token signed with this data directory's secret.
+  /// The HS256 key of `larder`'s tokens: the catalog's `token_secret` row, made on first need
+  /// from the data directory's legacy `secret` file when there is one (so tokens issued before
+  /// the key moved to the catalog stay valid), else from fresh random bytes. The server and
+  /// `larder token` both take it from here.
+  public static func tokenSecret(of larder: Larder) throws -> [UInt8] {
+    try larder.tokenSecret(adopting: {
+      try SecretFile.loadIfPresent(at: larder.directory.appendingPathComponent("secret"))
+    })
+  }
+
+  /// A development token signed with this store's secret.
   public func developmentToken(uid: String, ttl: TimeInterval = 3600) -> String {
     TokenIssuer(secret: secret).issue(uid: uid, ttl: ttl)
   }

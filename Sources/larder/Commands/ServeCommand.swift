@@ -27,7 +27,7 @@ struct ServeCommand: Command {
     "--cors-origin", "ORIGIN", help: "an origin browsers may call from; default: any")
   static let publicKey = Option.repeated(
     "--public-key", "FILE",
-    help: "PEM public key or JWKS file for RS256/ES256 tokens\n(HS256 tokens use DATA/secret)")
+    help: "PEM public key or JWKS file for RS256/ES256 tokens\n(HS256 tokens use the catalog's token_secret)")
   static let jwtIssuer = Option.value("--jwt-issuer", "ISS", help: "the `iss` tokens must carry")
   static let jwtAudience = Option.value("--jwt-audience", "AUD", help: "the `aud` tokens must carry")
   static let connectionMemoryLimit = Option.value(

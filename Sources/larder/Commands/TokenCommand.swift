@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderAuth
+import LarderServer
 
 struct TokenCommand: Command {
   static let uid = Option.value("--uid", "U", required: true, help: "the token's subject (request.auth.uid)")
@@ -8,18 +9,21 @@ struct TokenCommand: Command {
   static let ttl = Option.value("--ttl", "DURATION", default: "1h", help: "how long the token is valid")
 
   static let configuration = CommandConfiguration(
-    name: "token", summary: "print a development token (HS256, signed with DATA/secret)",
-    discussion:
-      "Claim values that parse as JSON (true, 42, \"x\", [..]) are used as such, others as strings.",
-    options: [uid, claim, ttl], groups: [DataOptions.self])
+    name: "token", summary: "print a development token (HS256, signed with the catalog's token secret)",
+    discussion: """
+      Claim values that parse as JSON (true, 42, "x", [..]) are used as such, others as strings.
+      The key is the catalog's token_secret, shared by every node on that catalog; a store
+      upgraded from a Larder that kept it in DATA/secret adopts that file's key.
+      """,
+    options: [uid, claim, ttl], groups: [StoreOptions.self])
 
-  var data: DataOptions
+  var store: StoreOptions
   var uid: String
   var claims: [String: JSONValue] = [:]
   var ttl: Duration
 
   init(_ arguments: ParsedArguments) throws(UsageError) {
-    data = try DataOptions(arguments)
+    store = try StoreOptions(arguments)
     guard let uid = arguments.value(Self.uid), !uid.isEmpty else { throw UsageError("--uid is required") }
     self.uid = uid
     for pair in arguments.values(Self.claim) {
@@ -44,15 +48,8 @@ struct TokenCommand: Command {
   }
 
   func run() throws {
-    try POSIXDirectory.make(data.directory)
-    let secret = try SecretFile.loadOrCreate(at: data.directory.appendingPathComponent("secret"))
+    let secret = try LarderService.tokenSecret(of: store.open())
     let seconds = Double(ttl.components.seconds) + Double(ttl.components.attoseconds) / 1e18
     print(TokenIssuer(secret: secret).issue(uid: uid, claims: claims, ttl: seconds))
-  }
-}
-
-enum POSIXDirectory {
-  static func make(_ url: URL) throws {
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
   }
 }

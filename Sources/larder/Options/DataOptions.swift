@@ -2,8 +2,7 @@ import Foundation
 
 /// `--data DIR` (or `LARDER_DATA`; default `./data`): the data directory.
 ///
-/// `larder token` needs only this (it reads `DATA/secret`); commands that open the store take
-/// ``StoreOptions``, which includes it.
+/// Every command that opens the store takes it through ``StoreOptions``, which includes it.
 struct DataOptions: OptionGroup {
   static let data = Option.value(
     "--data", "DIR", default: "./data", environment: "LARDER_DATA", help: "the data directory")

@@ -2,6 +2,7 @@ import Foundation
 import Larder
 import LarderHTTP
 import LarderServer
+import LarderTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)

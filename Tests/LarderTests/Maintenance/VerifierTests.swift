@@ -1,5 +1,6 @@
 import Foundation
 import LarderCrypto
+import LarderTestSupport
 import Testing
 
 @testable import Larder

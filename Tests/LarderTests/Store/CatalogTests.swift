@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import Testing
 
 /// The catalog's connections run with the durability and integrity settings the design requires.

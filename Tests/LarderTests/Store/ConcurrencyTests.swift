@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import Testing
 
 /// Many writers at once, in this store and in a second store on the same directory.

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import Testing
 
 /// Catalog migration 4: an object's `contentType` becomes the declared type, as Firebase reports

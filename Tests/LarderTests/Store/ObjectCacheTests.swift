@@ -1,5 +1,6 @@
 import Foundation
 @testable import Larder
+import LarderTestSupport
 import Testing
 
 /// The per-process object cache never serves a row that a commit replaced or removed, whether

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import Testing
 
 /// Opening a store puts `tmp/` and `trash/` back in order without touching live writes.

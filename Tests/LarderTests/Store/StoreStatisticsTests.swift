@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import Testing
 
 /// `larder.statistics()` counts what the catalog holds, so that callers (the `/metrics` gauges)

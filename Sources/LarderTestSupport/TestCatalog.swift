@@ -1,21 +1,21 @@
 import Foundation
+import Larder
 import Testing
-
-@testable import Larder
 
 /// Which catalog this test run's stores use: SQLite in their data directory, or, when
 /// `LARDER_TEST_CATALOG` names a PostgreSQL database (`make test`'s second pass), a fresh schema
-/// of it per store (see `CatalogLocation.defaultLocation(for:)`).
-enum TestCatalog {
-  static let isPostgres = !(ProcessInfo.processInfo.environment["LARDER_TEST_CATALOG"] ?? "").isEmpty
+/// of it per store (see `CatalogLocation.defaultLocation(for:)`). One definition for every test
+/// target, so the store, server and CLI suites split their runs the same way.
+public enum TestCatalog {
+  public static let isPostgres = !(ProcessInfo.processInfo.environment["LARDER_TEST_CATALOG"] ?? "").isEmpty
 
   /// For tests of SQLite itself (its file, PRAGMAs, WAL, raw edits of `larder.sqlite`): they
   /// run in the SQLite pass and say so in the PostgreSQL one.
-  static let sqliteOnly = Testing.ConditionTrait.enabled(if: !isPostgres, "tests the SQLite catalog file itself")
+  public static let sqliteOnly = Testing.ConditionTrait.enabled(if: !isPostgres, "tests the SQLite catalog file itself")
 
   /// Rows breaking a foreign key: SQLite's `PRAGMA foreign_key_check`; PostgreSQL checks every
   /// key at each statement, so none can exist there.
-  static func foreignKeyViolations(_ db: Database) throws -> Int {
+  package static func foreignKeyViolations(_ db: Database) throws -> Int {
     db.dialect == .sqlite ? try db.rows("PRAGMA foreign_key_check").count : 0
   }
 }

@@ -1,0 +1,72 @@
+import Foundation
+import Larder
+import LarderAuth
+import LarderServer
+import LarderTestSupport
+import Testing
+
+/// The HS256 key moved from `DATA/secret` to the catalog's `token_secret` row: a store upgraded
+/// from a Larder that kept the file adopts its key, so tokens issued before keep working.
+@Suite struct TokenSecretUpgradeTests {
+  static let upload = "/v0/b/app/o?name=users%2Falice%2Fa.txt"
+
+  /// A fresh data directory, removed afterwards.
+  func withDirectory(_ body: (URL) throws -> Void) throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-upgrade-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    try body(directory)
+  }
+
+  func post(_ service: LarderService, _ token: String) throws -> HTTPTestResponse {
+    try HTTPTestDriver(service.app).execute(
+      "POST", Self.upload,
+      headers: [("Host", "127.0.0.1"), ("Authorization", "Bearer \(token)"), ("Content-Length", "1")], body: [0x41])
+  }
+
+  @Test func aTokenIssuedBeforeTheUpgradeVerifiesAfterIt() throws {
+    try withDirectory { directory in
+      // What an older server left: DATA/secret, and a token signed with it.
+      let legacy = try SecretFile.loadOrCreate(at: directory.appendingPathComponent("secret"))
+      let before = TokenIssuer(secret: legacy).issue(uid: "alice", ttl: 3600)
+      let service = try LarderService(options: .init(dataDirectory: directory, policy: .rulesFile(exampleRulesURL)))
+      defer { service.stop(timeout: .seconds(1)) }
+      #expect(service.secret == legacy)
+      #expect(try post(service, before).status == 200)
+      // A token of another key is still refused: the key really is the adopted one.
+      let stranger = TokenIssuer(secret: Array(repeating: 9, count: 32)).issue(uid: "alice", ttl: 3600)
+      #expect(try post(service, stranger).status == 401)
+      // A second node on the same catalog, with no file of its own, agrees on the key (on
+      // SQLite the catalog is in the data directory, so the second node reopens it there).
+      try withDirectory { other in
+        var options = LarderService.Options(dataDirectory: directory, policy: .rulesFile(exampleRulesURL))
+        if case .postgres = service.larder.catalogLocation {
+          options.dataDirectory = other
+          options.catalog = service.larder.catalogLocation
+        }
+        let node = try LarderService(options: options)
+        defer { node.stop(timeout: .seconds(1)) }
+        #expect(node.secret == legacy)
+        #expect(try post(node, before).status == 200)
+        #expect(!FileManager.default.fileExists(atPath: other.appendingPathComponent("secret").path))
+      }
+    }
+  }
+
+  @Test func aNewStoreKeepsItsKeyInTheCatalogOnly() throws {
+    try withDirectory { directory in
+      let service = try LarderService(options: .init(dataDirectory: directory, policy: .rulesFile(exampleRulesURL)))
+      defer { service.stop(timeout: .seconds(1)) }
+      #expect(service.secret.count == 32)
+      #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("secret").path))
+      #expect(try post(service, service.developmentToken(uid: "alice")).status == 200)
+      let row = try service.larder.catalog.read { db in
+        try db.row("SELECT value FROM settings WHERE key = 'token_secret'")?.bytes("value")
+      }
+      #expect(row == service.secret)
+      let again = try LarderService(options: .init(dataDirectory: directory, policy: .allowAll))
+      defer { again.stop(timeout: .seconds(1)) }
+      #expect(again.secret == service.secret)
+    }
+  }
+}
