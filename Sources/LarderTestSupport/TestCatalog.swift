@@ -23,11 +23,11 @@ public enum TestCatalog {
 /// Where this test run's stores keep their blobs: the data directory, or, when
 /// `LARDER_TEST_BLOBS` names a bucket (`make test`'s S3 pass), a prefix of it per store (see
 /// `BlobLocation.defaultLocation(for:)`).
-enum TestBlobs {
-  static let isS3 = (ProcessInfo.processInfo.environment["LARDER_TEST_BLOBS"] ?? "").hasPrefix("s3://")
+public enum TestBlobs {
+  public static let isS3 = (ProcessInfo.processInfo.environment["LARDER_TEST_BLOBS"] ?? "").hasPrefix("s3://")
 
   /// For tests that break the data directory's `blobs/` on purpose to make a write fail: they
   /// run in the filesystem pass and say so in the S3 one.
-  static let filesystemOnly = Testing.ConditionTrait.enabled(
+  public static let filesystemOnly = Testing.ConditionTrait.enabled(
     if: !isS3, "plants a fault in the data directory's blobs/")
 }

@@ -3,6 +3,7 @@ import Larder
 import LarderCrypto
 import LarderHTTP
 import LarderServer
+import LarderTestSupport
 import Testing
 
 /// tus 1.0.0 against a live service: every status and header the endpoint promises.
