@@ -9,6 +9,7 @@
 #   BENCH_QUICK=1 Benchmarks/run.sh              # small sizes, short runs: a check in a few minutes
 #   BENCH_ONLY=gets,tus Benchmarks/run.sh         # some scenarios only
 #   BENCH_GC_SCALE=1 Benchmarks/run.sh           # also the gc-scale benchmark (long)
+#   BENCH_S3=1 Benchmarks/run.sh                 # also Larder on PostgreSQL + S3 vs curl to Swift (~5 min)
 # Every knob is listed in Benchmarks/README.md. Results: stdout and Benchmarks/results/latest.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."

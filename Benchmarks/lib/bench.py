@@ -19,6 +19,7 @@ interleaved within each of BENCH_REPS (>= 3) rounds, and prints them in one tabl
               a throw-away PostgreSQL (scripts/pg.sh, fsync on) started and stopped here;
   cml         (opt-in: BENCH_LIMITS) the connection-memory-limit trade-off;
   gc          (opt-in: BENCH_GC_SCALE=1) gc of a million blobs.
+  s3          (opt-in: BENCH_S3=1) Larder on PostgreSQL + Swift's S3 API vs curl straight to that Swift.
 BENCH_ONLY=gets,tus,... runs a subset; BENCH_QUICK=1 shrinks sizes and durations (a few minutes).
 Everything listens on 127.0.0.1 only. Every server is started here and stopped at exit; every
 byte written lives in one temp dir that is removed at exit, whatever happens (a watchdog alarm
@@ -80,7 +81,7 @@ TUSD_BIN = os.path.join(PEERS, "tusd", "tusd")
 SMALL_UPLOAD_CONNECTIONS = env_int("BENCH_SMALL_UPLOAD_CONNECTIONS", 16)
 ALL_SCENARIOS = ["limits", "gets", "upload", "tus", "download", "concurrent", "verify", "postgres"]
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").replace(" ", ",").split(",") if s]
-SCENARIOS = ONLY or ALL_SCENARIOS + (["cml"] if LIMITS else []) + (["gc"] if GC_SCALE else [])
+SCENARIOS = ONLY or ALL_SCENARIOS + (["cml"] if LIMITS else []) + (["gc"] if GC_SCALE else []) + (["s3"] if os.environ.get("BENCH_S3") == "1" else [])
 
 
 class BenchError(Exception):
@@ -1031,6 +1032,312 @@ def scenario_gc():
     return results
 
 
+# ---------------------------------------------------------------- s3 scenario (issue 15)
+# Larder in scale-out mode (`--catalog postgres://… --blobs s3://…`) against curl straight to the
+# same OpenStack Swift (its S3 API), both engines throw-away ones started here by the project's
+# scripts. Swift's tempauth access key is `test:tester` (a colon in it): curl's `--user a:b:c`
+# splits at the first colon and signs as the wrong key, so the direct requests take their key
+# and secret from a netrc file (login and password are separate tokens there).
+
+S3_MIB = env_int("BENCH_S3_MIB", 128 if QUICK else 1024)
+S3_GETS = env_int("BENCH_S3_GETS", 400 if QUICK else 1200)  # 4 KiB GETs per curl-loop run
+S3_GET_CLIENTS = env_int("BENCH_S3_GET_CLIENTS", 4)  # concurrent keep-alive curl loops
+S3_KEY, S3_SECRET, S3_REGION, S3_BUCKET = "test:tester", "testing", "us-east-1", "bench"
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+class SwiftS3:
+    """OpenStack Swift with s3api on loopback (scripts/swift-s3.sh), one bucket; stopped by `close`
+    and, should this process die first, by the script's own watchdog (SWIFT_S3_OWNER_PID)."""
+
+    def __init__(self):
+        self.dir = os.path.join(TMP, "swift")
+        script = os.path.join(ROOT, "scripts/swift-s3.sh")
+        env = dict(os.environ, SWIFT_S3_OWNER_PID=str(os.getpid()))
+        for attempt in range(6):  # a port range below the ephemeral range; exit 4: taken, try another
+            port = 20000 + (os.getpid() * 7 + attempt * 997) % 8000 // 5 * 5
+            r = subprocess.run([script, "start", self.dir, str(port), S3_BUCKET], capture_output=True, text=True,
+                               timeout=180, env=env)
+            if r.returncode != 4:
+                break
+        if r.returncode == 3:
+            raise FileNotFoundError(r.stderr.strip() or "OpenStack Swift is not installed (scripts/deps.sh)")
+        if r.returncode != 0:
+            raise BenchError(f"swift-s3.sh start exited {r.returncode}: {r.stderr.strip()[-500:]}")
+        self.blobs_url = r.stdout.strip().splitlines()[-1]
+        self.base = f"http://127.0.0.1:{port}"
+        self.command = f"scripts/swift-s3.sh start $TMP/swift {port} {S3_BUCKET}   # OpenStack Swift, s3api + tempauth"
+        self.netrc = os.path.join(TMP, "swift.netrc")
+        with open(os.open(self.netrc, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(f"machine 127.0.0.1 login {S3_KEY} password {S3_SECRET}\n")
+
+    def pids(self):
+        run_dir = os.path.join(self.dir, "run")
+        return [int(open(os.path.join(run_dir, n)).read()) for n in os.listdir(run_dir) if n.endswith(".pid")]
+
+    def cpu(self):
+        """CPU seconds of the proxy, account, container and object servers and memcached."""
+        return sum(server_cpu(p) for p in self.pids())
+
+    def curl_args(self, sha256):
+        """curl signs with SigV4 itself; s3api demands x-amz-content-sha256 and checks it."""
+        return ["--netrc-file", self.netrc, "--aws-sigv4", f"aws:amz:{S3_REGION}:s3",
+                "-H", f"x-amz-content-sha256: {sha256}"]
+
+    def close(self):
+        subprocess.run([os.path.join(ROOT, "scripts/swift-s3.sh"), "stop", self.dir], capture_output=True, timeout=60)
+
+
+class PostgresFsync:
+    """A throw-away PostgreSQL (scripts/pg.sh) with fsync on, as a durable catalog is run."""
+
+    def __init__(self):
+        self.dir = os.path.join(TMP, "pg")
+        port = free_port()
+        if os.geteuid() == 0:
+            os.chmod(TMP, 0o711)  # pg.sh runs the server as `postgres`: it must traverse $TMP
+        r = subprocess.run([os.path.join(ROOT, "scripts/pg.sh"), "start", self.dir, str(port)], capture_output=True,
+                           text=True, timeout=120, env=dict(os.environ, FSYNC="on"))
+        if r.returncode == 3:
+            raise FileNotFoundError(r.stderr.strip() or "PostgreSQL is not installed (scripts/deps.sh)")
+        if r.returncode != 0:
+            raise BenchError(f"pg.sh start exited {r.returncode}: {r.stderr.strip()[-500:]}")
+        self.url = r.stdout.strip().splitlines()[-1]
+        self.command = f"FSYNC=on scripts/pg.sh start $TMP/pg {port}   # PostgreSQL, fsync on"
+
+    def cpu(self):
+        """CPU seconds of the postmaster and its live backends."""
+        try:
+            return server_cpu(int(open(os.path.join(self.dir, "data", "postmaster.pid")).readline()))
+        except (OSError, ValueError):
+            return float("nan")
+
+    def close(self):
+        subprocess.run([os.path.join(ROOT, "scripts/pg.sh"), "stop", self.dir], capture_output=True, timeout=120)
+
+
+def s3_curl(args, expect_status, expect_up=None, expect_down=None):
+    """curl for the direct side: no `-H Expect:` (libcurl 7.88 signs even a header it does not send,
+    so suppressing 100-continue breaks the signature); returns time_total."""
+    fmt = "%{http_code} %{time_total} %{size_upload} %{size_download}"
+    r = run(["curl", "-sS", "--noproxy", "*", "-o", os.devnull, "--max-time", str(CURL_MAX_TIME), "-w", fmt] + args,
+            timeout=CURL_MAX_TIME + 30)
+    code, total, up, down = r.stdout.split()
+    if int(code) not in expect_status or (expect_up is not None and int(float(up)) != expect_up) \
+            or (expect_down is not None and int(float(down)) != expect_down):
+        raise BenchError(f"curl {args[-1]} answered {code}, sent {up}, received {down} bytes")
+    return float(total)
+
+
+def curl_get_loops(url, extra):
+    """S3_GET_CLIENTS curl processes at once, each GETting `url` S3_GETS / S3_GET_CLIENTS times in a row
+    over one keep-alive connection (one curl, many URLs: curl reuses the connection and signs every
+    request anew when `extra` has --aws-sigv4). Returns requests/s and the non-200 answers by status
+    (000: curl got no answer)."""
+    per = max(1, S3_GETS // S3_GET_CLIENTS)
+    config = os.path.join(TMP, "s3-get-loop.cfg")
+    with open(config, "w") as f:
+        f.write(f'url = "{url}"\noutput = "{os.devnull}"\n' * per)
+    started = time.monotonic()
+    procs = [subprocess.Popen(["curl", "-sS", "--noproxy", "*", "-w", "%{http_code}\\n", "-K", config] + extra,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(S3_GET_CLIENTS)]
+    codes, complaints = [], []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        codes += out.split()
+        complaints += err.strip().splitlines()
+    seconds = time.monotonic() - started
+    bad = [c for c in codes if c != "200"]
+    return {"rps": len(codes) / seconds, "requests": len(codes), "errors": len(bad),
+            "codes": ", ".join(f"{n}× {c}" for c, n in sorted({c: bad.count(c) for c in bad}.items()))
+            + (f"; curl: {complaints[0][:120]}" if complaints else "")}
+
+
+def wait_connections_closed(base, seconds=60):
+    """Waits until the server at `base` holds no client connection (ESTABLISHED or CLOSE_WAIT in
+    /proc/net/tcp). After wrk's 64 connections, Larder in S3 mode is still answering queued GETs
+    from Swift; the next run's connections would meet its per-address limit (64) and be reset."""
+    port = f":{urlsplit(base).port:04X} "
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        held = 0
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                for line in open(table).read().splitlines()[1:]:
+                    fields = line.split()
+                    held += (fields[1] + " ").endswith(port) and fields[3] in ("01", "08")
+            except OSError:
+                pass
+        if not held:
+            return
+        time.sleep(0.2)
+
+
+def scenario_s3(files, commands):
+    """Larder on PostgreSQL (fsync on) + Swift's S3 API vs curl straight to that Swift: S3_MIB upload,
+    S3_MIB download, 4 KiB GETs; interleaved rounds, the order alternating."""
+    if not shutil.which("curl"):
+        return {"missing": "curl is not installed"}
+    need = (S3_MIB * (2 * REPS + 4)) << 20
+    if shutil.disk_usage(TMP).free < need:
+        raise BenchError(f"{TMP} has too little space for the s3 scenario (about {need >> 30} GiB)")
+    engines = []
+    try:
+        try:
+            swift = SwiftS3()
+            engines.append(swift)
+            pg = PostgresFsync()
+            engines.append(pg)
+        except FileNotFoundError as e:
+            return {"missing": str(e)}
+        commands += [swift.command, pg.command]
+        saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+        os.environ.update(AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET)
+        try:
+            larder = Larder("s3", extra=["--catalog", pg.url, "--blobs", swift.blobs_url])
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        engines.append(larder)
+        commands.append("AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing " + larder.command)
+        direct = f"{swift.base}/{S3_BUCKET}/direct/%s"
+        commands.append(f"curl --netrc-file NETRC --aws-sigv4 aws:amz:{S3_REGION}:s3 -H 'x-amz-content-sha256: "
+                        f"<hex SHA-256 | e3b0…(empty) for GET>' [-T FILE] {swift.base}/{S3_BUCKET}/direct/KEY"
+                        f"   # NETRC: machine 127.0.0.1 login {S3_KEY} password {S3_SECRET}")
+        big = make_file(os.path.join(TMP, "s3.bin"), S3_MIB)
+        up = {"larder": [], "direct": []}
+        up_cpu = {"larder": [], "direct": []}  # (Larder, Swift, PostgreSQL) CPU seconds
+        for rep in range(REPS):
+            stamp(big, 200 + rep)
+            digest = sha256_file(big)  # the direct PUT's x-amz-content-sha256, hashed before its clock starts
+            for side in (("larder", "direct") if rep % 2 == 0 else ("direct", "larder")):
+                os.sync()
+                c0 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+                if side == "larder":
+                    t = upload(larder, big, f"s3up{rep}.bin")
+                else:
+                    t = s3_curl(swift.curl_args(digest) + ["-T", big, direct % f"up{rep}.bin"], (200,),
+                                expect_up=S3_MIB * MiB)
+                c1 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+                up[side].append(t)
+                up_cpu[side].append(tuple(b - a for a, b in zip(c0, c1)))
+                log(f"s3 upload {side} round {rep + 1}: {t:.2f}s")
+        last = f"up{REPS - 1}.bin"
+        down = {"larder": [], "direct": []}
+        down_cpu = {"larder": [], "direct": []}
+        for rep in range(REPS):
+            for side in (("larder", "direct") if rep % 2 == 0 else ("direct", "larder")):
+                c0 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+                if side == "larder":
+                    t = download(larder, "s3" + last, S3_MIB * MiB)
+                else:
+                    t = s3_curl(swift.curl_args(EMPTY_SHA256) + [direct % last], (200,), expect_down=S3_MIB * MiB)
+                c1 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+                down[side].append(t)
+                down_cpu[side].append(tuple(b - a for a, b in zip(c0, c1)))
+                log(f"s3 download {side} round {rep + 1}: {t:.2f}s")
+        small = files["small"]
+        upload(larder, small, "small.bin")
+        s3_curl(swift.curl_args(sha256_file(small)) + ["-T", small, direct % "small.bin"], (200,), expect_up=SMALL_BYTES)
+        gets = {"larder": [], "direct": [], "larder wrk": []}
+        for rep in range(REPS):
+            for side in (("larder", "direct") if rep % 2 == 0 else ("direct", "larder")):
+                c0 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+                if side == "larder":
+                    g = curl_get_loops(larder.download_url % "small.bin", [])
+                else:
+                    g = curl_get_loops(direct % "small.bin", swift.curl_args(EMPTY_SHA256))
+                c1 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+                g["cpu_us"] = tuple((b - a) / max(1, g["requests"]) * 1e6 for a, b in zip(c0, c1))
+                gets[side].append(g)
+                log(f"s3 gets {side} round {rep + 1}: {g['rps']:,.0f}/s, {g['errors']} errors {g['codes']}")
+            s0 = swift.cpu()
+            g = wrk(larder, "small.bin")
+            g["swift_cpu_us"] = (swift.cpu() - s0) / max(1, g["requests"]) * 1e6
+            gets["larder wrk"].append(g)
+            log(f"s3 gets larder wrk round {rep + 1}: {g['rps']:,.0f}/s p99 {g['p99']} {g['problems']}")
+            wait_connections_closed(larder.base)
+        rss = larder.peak_rss_mib()
+        return {"size": S3_MIB * MiB, "up": up, "up_cpu": up_cpu, "down": down, "down_cpu": down_cpu,
+                "gets": gets, "rss": rss}
+    finally:
+        for e in reversed(engines):
+            e.close()
+
+
+def s3_summary_rows(s3):
+    """The s3 scenario's rows of the table of ratios (nothing when it did not run)."""
+    if not s3:
+        return []
+    if "missing" in s3:
+        return [("S3 mode (`--catalog postgres://` + `--blobs s3://`) vs Swift's S3 API", "missing", "missing", "—",
+                 "reported", "—", "", s3["missing"])]
+    mib, size = s3["size"] >> 20, s3["size"]
+    larder_does = "Larder: stages locally, SHA-256, fsync, multipart PUT to Swift, PostgreSQL commit (fsync on)"
+    rows = []
+    for key, what, peer_not in (
+            ("up", f"S3 mode: upload {mib} MiB, MB/s", f"{larder_does}; direct PUT: none of that (one PUT, "
+             "x-amz-content-sha256 = the real hash, computed before its clock starts); Swift's own work (s3api "
+             "checks the SHA-256, the object server fsyncs) is done on both sides"),
+            ("down", f"S3 mode: download {mib} MiB, MB/s", "direct GET: no catalog lookup, no rules, no second "
+             "server (Larder streams Swift's answer through a pipe; its object is multipart, which Swift joins)")):
+        l, d = med(s3[key]["larder"]), med(s3[key]["direct"])
+        rows.append((what, fmt_mb(size / l), f"curl → Swift {fmt_mb(size / d)}", f"{d / l:.2f}", "reported", "—",
+                     peer_not, f"s: Larder {runs_text(s3[key]['larder'])}; direct {runs_text(s3[key]['direct'])}"))
+    l = med([g["rps"] for g in s3["gets"]["larder"]])
+    d = med([g["rps"] for g in s3["gets"]["direct"]])
+    rows.append((f"S3 mode: {SMALL_BYTES // 1024} KiB GETs req/s, {S3_GET_CLIENTS} keep-alive curl loops", f"{l:,.0f}",
+                 f"curl → Swift {d:,.0f}", f"{d and l / d:.2f}", "reported", "—",
+                 "direct: a signed GET straight to Swift; Larder: catalog lookup in PostgreSQL, then the same GET "
+                 "to Swift (bodies ≤ 16 KiB are fetched whole)",
+                 f"Larder {runs_text([g['rps'] for g in s3['gets']['larder']], '{:,.0f}')}; direct "
+                 f"{runs_text([g['rps'] for g in s3['gets']['direct']], '{:,.0f}')}"))
+    w = s3["gets"]["larder wrk"]
+    rows.append((f"S3 mode: {SMALL_BYTES // 1024} KiB GETs req/s, wrk against Larder", f"{med([g['rps'] for g in w]):,.0f}",
+                 "— (wrk cannot sign S3 requests)", "—", "reported", "—", "",
+                 f"p99 {', '.join(g['p99'] for g in w)}; {'; '.join(g['problems'] for g in w if g['problems']) or 'no errors'}"))
+    return rows
+
+
+def s3_section(s3):
+    """The s3 scenario's own section of the report."""
+    if not s3:
+        return []
+    L = ["## S3 mode: Larder (`--catalog postgres://`, `--blobs s3://`) vs curl straight to Swift\n"]
+    if "missing" in s3:
+        return L + [f"**missing**: {s3['missing']}\n"]
+    mib, size = s3["size"] >> 20, s3["size"]
+    L.append("One throw-away PostgreSQL (`scripts/pg.sh`, fsync on) and one OpenStack Swift with its S3 API "
+             "(`scripts/swift-s3.sh`, one proxy process) serve Larder; the direct side is curl "
+             f"(`--aws-sigv4 aws:amz:{S3_REGION}:s3`, key `{S3_KEY}` from a netrc file: `--user` would split it "
+             "at its colon) to the same Swift. CPU columns: seconds (or µs per GET) of Larder / Swift's "
+             "processes / PostgreSQL during the transfer.\n")
+    L.append("| transfer | side | round | seconds | MB/s | CPU Larder | CPU Swift | CPU PostgreSQL |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|")
+    for key, label in (("up", f"upload {mib} MiB"), ("down", f"download {mib} MiB")):
+        for side in ("larder", "direct"):
+            for i, (t, c) in enumerate(zip(s3[key][side], s3[key + "_cpu"][side])):
+                L.append(f"| {label} | {side} | {i + 1} | {t:.2f} | {fmt_mb(size / t)} | {c[0]:.2f} | {c[1]:.2f} | "
+                         f"{c[2]:.2f} |")
+    for side in ("larder", "direct"):
+        for i, g in enumerate(s3["gets"][side]):
+            c = g["cpu_us"]
+            L.append(f"| {SMALL_BYTES} B GETs ×{g['requests']} | {side} | {i + 1} | — | {g['rps']:,.0f}/s, "
+                     f"{g['errors']} errors{' (' + g['codes'] + ')' if g['errors'] else ''} | {c[0]:.0f} µs | {c[1]:.0f} µs | {c[2]:.0f} µs |")
+    for i, g in enumerate(s3["gets"]["larder wrk"]):
+        L.append(f"| {SMALL_BYTES} B GETs, {g['tool']} | larder | {i + 1} | — | {g['rps']:,.0f}/s, p99 {g['p99']}, "
+                 f"{g['problems'] or 'no errors'} | {g['cpu_us']:.0f} µs | {g['swift_cpu_us']:.0f} µs | |")
+    L.append(f"\nUpload: Larder's 200 means staged locally, SHA-256 computed, fsynced, PUT to Swift "
+             f"(multipart above 16 MiB, each part with its SHA-256, which Swift checks) and committed in "
+             f"PostgreSQL; the direct PUT is one request with `x-amz-content-sha256` = the real hash (computed "
+             f"before the clock starts), so Swift checks the same hash on both sides. Download: the last "
+             f"upload's object ({REPS} times each; Larder's is a multipart object). GETs: {S3_GET_CLIENTS} curl "
+             f"processes at once, each {max(1, S3_GETS // S3_GET_CLIENTS)} GETs over one keep-alive connection, "
+             f"every Swift request signed anew. Larder's peak RSS: {s3['rss']:.0f} MiB.\n")
+    return L
+
+
 # ---------------------------------------------------------------- report
 
 NOT_DONE = {
@@ -1177,6 +1484,7 @@ def summary_rows(R):
     else:
         rows.append(("`larder gc` of 1,000,000 blobs", "not run", "—", "—", "≤ 60 s", "—", "",
                      "opt-in: BENCH_GC_SCALE=1 (tens of minutes)"))
+    rows += s3_summary_rows(R.get("s3"))
     return rows
 
 
@@ -1336,6 +1644,7 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
             L.append(f"| `larder gc {'--dry-run ' if label == 'dry run' else ''}--grace 1h --json` | {g['exit']} | "
                      f"{g['seconds']:.1f} | {g['maxrss_kib'] / 1024:.0f} |")
         L.append(f"\n```\n{gc['gc']['report']}\n```\n")
+    L += s3_section(R.get("s3"))
     L.append("## Reproduce\n")
     L.append("```sh")
     L.append("make bench                     # = swift build -c release --product larder && Benchmarks/run.sh")
@@ -1358,9 +1667,9 @@ def main():
     global TMP
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    unknown = [s for s in SCENARIOS if s not in ALL_SCENARIOS + ["cml", "gc"]]
+    unknown = [s for s in SCENARIOS if s not in ALL_SCENARIOS + ["cml", "gc", "s3"]]
     if unknown:
-        sys.exit(f"bench: unknown scenario(s) {unknown}; known: {ALL_SCENARIOS + ['cml', 'gc']}")
+        sys.exit(f"bench: unknown scenario(s) {unknown}; known: {ALL_SCENARIOS + ['cml', 'gc', 's3']}")
     signal.alarm(BUDGET + (GC_BUDGET if "gc" in SCENARIOS else 0))
     started = time.monotonic()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -1405,6 +1714,8 @@ def main():
             R["cml"] = scenario_cml(files)
         if "gc" in SCENARIOS:
             R["gc"] = scenario_gc()
+        if "s3" in SCENARIOS:
+            R["s3"] = scenario_s3(files, commands)
         load_end = loadavg()
         elapsed = time.monotonic() - started
         report = render(date, machine, load_start, load_end, elapsed, R, commands)
