@@ -1088,34 +1088,6 @@ class SwiftS3:
         subprocess.run([os.path.join(ROOT, "scripts/swift-s3.sh"), "stop", self.dir], capture_output=True, timeout=60)
 
 
-class PostgresFsync:
-    """A throw-away PostgreSQL (scripts/pg.sh) with fsync on, as a durable catalog is run."""
-
-    def __init__(self):
-        self.dir = os.path.join(TMP, "pg")
-        port = free_port()
-        if os.geteuid() == 0:
-            os.chmod(TMP, 0o711)  # pg.sh runs the server as `postgres`: it must traverse $TMP
-        r = subprocess.run([os.path.join(ROOT, "scripts/pg.sh"), "start", self.dir, str(port)], capture_output=True,
-                           text=True, timeout=120, env=dict(os.environ, FSYNC="on"))
-        if r.returncode == 3:
-            raise FileNotFoundError(r.stderr.strip() or "PostgreSQL is not installed (scripts/deps.sh)")
-        if r.returncode != 0:
-            raise BenchError(f"pg.sh start exited {r.returncode}: {r.stderr.strip()[-500:]}")
-        self.url = r.stdout.strip().splitlines()[-1]
-        self.command = f"FSYNC=on scripts/pg.sh start $TMP/pg {port}   # PostgreSQL, fsync on"
-
-    def cpu(self):
-        """CPU seconds of the postmaster and its live backends."""
-        try:
-            return server_cpu(int(open(os.path.join(self.dir, "data", "postmaster.pid")).readline()))
-        except (OSError, ValueError):
-            return float("nan")
-
-    def close(self):
-        subprocess.run([os.path.join(ROOT, "scripts/pg.sh"), "stop", self.dir], capture_output=True, timeout=120)
-
-
 def s3_curl(args, expect_status, expect_up=None, expect_down=None):
     """curl for the direct side: no `-H Expect:` (libcurl 7.88 signs even a header it does not send,
     so suppressing 100-continue breaks the signature); returns time_total."""
@@ -1187,8 +1159,10 @@ def scenario_s3(files, commands):
         try:
             swift = SwiftS3()
             engines.append(swift)
-            pg = PostgresFsync()
+            pg = Postgres()
             engines.append(pg)
+            if pg.missing:
+                return {"missing": pg.missing}
         except FileNotFoundError as e:
             return {"missing": str(e)}
         commands += [swift.command, pg.command]
