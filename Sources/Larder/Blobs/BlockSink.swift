@@ -88,8 +88,26 @@ final class BlockSink {
 
   /// Writes what is buffered (not fsync'ed) and waits until the digests cover it.
   func flush() throws {
-    if filled > 0 { try consumeBuffered() }
+    if filled > 0 {
+      if filled <= Self.inlineHashLimit { try consumeInline() } else { try consumeBuffered() }
+    }
     waitForHashing()
+  }
+
+  /// A last block up to this size is hashed on this thread: flush waits for its digests anyway,
+  /// and handing a few KiB to another thread cost more (wake-ups, context switches) than hashing it.
+  static let inlineHashLimit = 64 << 10
+
+  /// Writes and hashes the buffered bytes on this thread (after any hashing in flight, so the
+  /// digests stay in order).
+  private func consumeInline() throws {
+    let block = UnsafeRawBufferPointer(rebasing: buffers[current][..<filled])
+    try reserve?.admitContent(adding: block.count)
+    waitForHashing()
+    for digest in [sha256, extra, md5] { digest?.update(block) }
+    try put(block)
+    current = 1 - current
+    filled = 0
   }
 
   private func consumeBuffered() throws {
