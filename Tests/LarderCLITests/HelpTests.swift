@@ -56,8 +56,8 @@ import Testing
         "  --content-type TYPE    kept as the declared type (the stored type is sniffed from the content)"
       ),
       ("gc", "  --grace DURATION       release unreferenced files only once older than this (default 24h)"),
-      ("token", "  --uid U         the token's subject (request.auth.uid) (required)"),
-      ("token", "  --ttl DURATION  how long the token is valid (default 1h)"),
+      ("token", "  --uid U                the token's subject (request.auth.uid) (required)"),
+      ("token", "  --ttl DURATION         how long the token is valid (default 1h)"),
       ("serve", "  --host HOST                     the address to bind (env LARDER_HOST; default 127.0.0.1)"),
       (
         "serve",
