@@ -163,9 +163,10 @@ final class BlockSink {
 @available(*, unavailable)
 extension BlockSink: Sendable {}
 
-/// Digest updates handed to another thread; the sink waits for them before it touches the
-/// digests or the block again (or frees it), which is what makes the unchecked sendability sound.
-private final class BlockHashing: @unchecked Sendable {
+/// Digest updates handed to another thread; the caller (the sink, the verifier) waits for them
+/// before it touches the digests or the block again (or frees it), which is what makes the
+/// unchecked sendability sound.
+final class BlockHashing: @unchecked Sendable {
   let digests: [Digest]
   let block: UnsafeRawBufferPointer
   init(digests: [Digest], block: UnsafeRawBufferPointer) {
