@@ -123,26 +123,17 @@ public struct HTTPResponse: Sendable {
 public final class HTTPFileBody: Sendable {
   public let offset: Int64
   public let length: Int64
-  private let descriptor: Mutex<Int32?>
+  private let descriptor: HandedOverDescriptor
 
   /// Takes ownership of `fd` (opened read-only, blocking).
   public init(takingOwnershipOf fd: Int32, offset: Int64 = 0, length: Int64) {
     precondition(offset >= 0 && length >= 0, "negative file region")
     self.offset = offset
     self.length = length
-    descriptor = Mutex(fd)
+    descriptor = HandedOverDescriptor(fd)
   }
 
   /// Hands the descriptor over (to libmicrohttpd, or a test driver that reads it); afterwards
   /// this object no longer closes it. Nil when it was taken already.
-  public func take() -> Int32? {
-    descriptor.withLock { d in
-      defer { d = nil }
-      return d
-    }
-  }
-
-  deinit {
-    if let fd = descriptor.withLock({ $0 }) { close(fd) }
-  }
+  public func take() -> Int32? { descriptor.take() }
 }

@@ -20,7 +20,7 @@ import Synchronization
 /// remote store that stalls holds that thread (for at most the store client's stall timeout).
 public final class HTTPStreamBody: Sendable {
   public let length: Int64
-  private let descriptor: Mutex<Int32?>
+  private let descriptor: HandedOverDescriptor
 
   /// Starts `producer` and returns once it has written its first bytes (or finished).
   /// - Throws: what the producer threw before writing anything, or a pipe error.
@@ -37,7 +37,7 @@ public final class HTTPStreamBody: Sendable {
     // (pipe2 is not visible to Swift here; a child spawned in between would inherit the ends.)
     for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
     let (readEnd, writeEnd) = (fds[0], fds[1])
-    descriptor = Mutex(readEnd)
+    descriptor = HandedOverDescriptor(readEnd)
     // Until the first byte or the end: what happened (nil: still waiting).
     let start = Start()
     let thread = Thread {
@@ -75,16 +75,7 @@ public final class HTTPStreamBody: Sendable {
 
   /// Hands the pipe's read end over (to libmicrohttpd, or a test driver that reads it);
   /// afterwards this object no longer closes it. Nil when it was taken already.
-  public func take() -> Int32? {
-    descriptor.withLock { d in
-      defer { d = nil }
-      return d
-    }
-  }
-
-  deinit {
-    if let fd = descriptor.withLock({ $0 }) { close(fd) }
-  }
+  public func take() -> Int32? { descriptor.take() }
 
   /// The producer's first outcome, waited for once.
   private final class Start: Sendable {

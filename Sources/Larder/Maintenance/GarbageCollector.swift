@@ -180,20 +180,26 @@ public struct GarbageCollector: Sendable {
 
   // MARK: 3. blobs without files
 
+  /// Up to `limit` blobs after `cursor` (in digest order) that no file references, read on a
+  /// reader: candidates only, which the deleting transaction checks again under the write lock.
+  private func orphanBlobCandidates(after cursor: [UInt8], limit: Int) throws -> [[UInt8]] {
+    try catalog.read { db in
+      try db.rows(
+        """
+        SELECT sha256 FROM blobs b WHERE sha256 > ?
+        AND NOT EXISTS (SELECT 1 FROM files f WHERE f.blob_sha256 = b.sha256)
+        ORDER BY sha256 LIMIT ?
+        """, [cursor, limit]
+      ).compactMap { $0.bytes("sha256") }
+    }
+  }
+
   /// Finds candidates on a reader (no write lock held while scanning), then rechecks and deletes
   /// each inside a short write transaction.
   private func removeOrphanBlobs(options: Options, report: inout GCReport) throws {
     var cursor: [UInt8] = []
     while true {
-      let candidates: [[UInt8]] = try catalog.read { db in
-        try db.rows(
-          """
-          SELECT sha256 FROM blobs b WHERE sha256 > ?
-          AND NOT EXISTS (SELECT 1 FROM files f WHERE f.blob_sha256 = b.sha256)
-          ORDER BY sha256 LIMIT ?
-          """, [cursor, options.batchSize]
-        ).compactMap { $0.bytes("sha256") }
-      }
+      let candidates = try orphanBlobCandidates(after: cursor, limit: options.batchSize)
       guard let last = candidates.last else { break }
       cursor = last
       let moved: [TrashEntry]
@@ -277,15 +283,7 @@ public struct GarbageCollector: Sendable {
     var cursor: [UInt8] = []
     let batchSize = min(options.batchSize, Self.remoteBatchSize)
     while true {
-      let candidates: [[UInt8]] = try catalog.read { db in
-        try db.rows(
-          """
-          SELECT sha256 FROM blobs b WHERE sha256 > ?
-          AND NOT EXISTS (SELECT 1 FROM files f WHERE f.blob_sha256 = b.sha256)
-          ORDER BY sha256 LIMIT ?
-          """, [cursor, batchSize]
-        ).compactMap { $0.bytes("sha256") }
-      }
+      let candidates = try orphanBlobCandidates(after: cursor, limit: batchSize)
       guard let first = candidates.first, let last = candidates.last else { break }
       cursor = last
       try catalog.write { db in try BlobDeletionEpoch.advance(db, deleting: true) }
