@@ -52,6 +52,9 @@ public final class Larder: Sendable {
   public let blobBackend: any BlobBackend
   /// Where this store's blobs are, as configured.
   public let blobLocation: BlobLocation
+  /// Where resumable uploads keep their bytes so that any node can continue them (S3); nil
+  /// keeps them in this node's data directory (the filesystem backend: one node).
+  var sharedUploads: (any SharedUploadStorage)? { blobBackend as? any SharedUploadStorage }
   public let files: FileStore
   public let objects: ObjectStore
   /// Application models and the files attached to them.

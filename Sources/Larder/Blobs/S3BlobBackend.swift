@@ -55,10 +55,16 @@ public struct S3BlobBackend: BlobBackend {
   /// An upload: it runs before the write transaction, never under the write lock.
   public var publishesInsideTransaction: Bool { false }
 
+  /// A staged file is uploaded; content a resumable upload assembled in the bucket
+  /// (`uploads/<id>/data`) is copied to its address server-side, never through this node.
   public func publish(_ staged: StagedBlob) throws {
     try Self.translating {
-      _ = try client.putFile(
-        atPath: staged.path, key: key(staged.sha256Hex), sha256Hex: staged.sha256Hex)
+      if let upload = staged.assembledUpload {
+        _ = try client.copyObject(from: uploadKey(upload, "data"), to: key(staged.sha256Hex))
+      } else {
+        _ = try client.putFile(
+          atPath: staged.path, key: key(staged.sha256Hex), sha256Hex: staged.sha256Hex)
+      }
     }
   }
 
@@ -106,6 +112,100 @@ public struct S3BlobBackend: BlobBackend {
           try body(hex, object.size, object.lastModified ?? Date())
         }
       }
+    }
+  }
+}
+
+/// Resumable uploads' bytes under `uploads/<id>/`: the multipart upload's key and data object
+/// `uploads/<id>/data`, pieces `uploads/<id>/piece-<start>-<end>`.
+extension S3BlobBackend: SharedUploadStorage {
+  private func uploadKey(_ id: String, _ name: String) -> String { "\(keyPrefix)uploads/\(id)/\(name)" }
+
+  var minimumPartSize: Int64 { 5 << 20 }
+
+  func startParts(upload id: String) throws -> String {
+    try Self.translating { try client.createMultipartUpload(key: uploadKey(id, "data")) }
+  }
+
+  func sendPart(
+    upload id: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
+  ) throws -> SharedUploadState.Part {
+    try Self.translating {
+      let part = try client.uploadPart(
+        key: uploadKey(id, "data"), uploadID: multipart, number: number,
+        body: .file(path: file, offset: offset, length: length))
+      return SharedUploadState.Part(number: part.number, etag: part.etag, size: part.size)
+    }
+  }
+
+  func copyPart(upload id: String, multipart: String, number: Int, range: Range<Int64>) throws
+    -> SharedUploadState.Part
+  {
+    try Self.translating {
+      let part = try client.uploadPartCopy(
+        key: uploadKey(id, "data"), uploadID: multipart, number: number, sourceKey: uploadKey(id, "data"),
+        range: range)
+      return SharedUploadState.Part(number: part.number, etag: part.etag, size: part.size)
+    }
+  }
+
+  func putPiece(upload id: String, name: String, file: String, offset: Int64, length: Int64) throws {
+    try Self.translating {
+      _ = try client.put(.file(path: file, offset: offset, length: length), key: uploadKey(id, name))
+    }
+  }
+
+  func removePiece(upload id: String, name: String) throws {
+    try Self.translating { try client.delete(uploadKey(id, name)) }
+  }
+
+  func readPiece(upload id: String, name: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    try Self.translating { _ = try client.get(uploadKey(id, name), body: body) }
+  }
+
+  func assemble(upload id: String, multipart: String, parts: [SharedUploadState.Part]) throws {
+    try Self.translating {
+      _ = try client.completeMultipartUpload(
+        key: uploadKey(id, "data"), uploadID: multipart,
+        parts: parts.map { S3Part(number: $0.number, etag: $0.etag, size: $0.size) })
+    }
+  }
+
+  func readData(upload id: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    if let range, range.isEmpty { return }
+    try Self.translating {
+      _ = try client.get(
+        uploadKey(id, "data"), range: range.map { $0.lowerBound...($0.upperBound - 1) }, body: body)
+    }
+  }
+
+  func removeUpload(_ id: String, multipart: String?) throws {
+    try Self.translating {
+      if let multipart { try client.abortMultipartUpload(key: uploadKey(id, "data"), uploadID: multipart) }
+      var keys: [String] = []
+      try client.list(prefix: "\(keyPrefix)uploads/\(id)/") { keys.append($0.key) }
+      for key in keys { try client.delete(key) }
+    }
+  }
+
+  func forEachStoredUpload(_ body: (_ id: String, _ newest: Date) throws -> Void) throws {
+    let prefix = "\(keyPrefix)uploads/"
+    var current: (id: String, newest: Date)?
+    try Self.translating {
+      // Keys come sorted, so one upload's keys are consecutive.
+      try client.list(prefix: prefix) { object in
+        let rest = object.key.dropFirst(prefix.count)
+        guard let slash = rest.firstIndex(of: "/") else { return }
+        let id = String(rest[..<slash])
+        let date = object.lastModified ?? Date()
+        if let seen = current, seen.id == id {
+          current = (id, max(seen.newest, date))
+        } else {
+          if let seen = current { try body(seen.id, seen.newest) }
+          current = (id, date)
+        }
+      }
+      if let seen = current { try body(seen.id, seen.newest) }
     }
   }
 }

@@ -14,9 +14,15 @@ public final class StagedBlob: Sendable {
   public let size: Int64
   /// What libmagic found in the first bytes.
   public let contentType: String
+  /// The resumable upload whose content this is, assembled in the shared store
+  /// (`uploads/<id>/data`) rather than in a local file; nil for a local file (`path`).
+  public let assembledUpload: String?
+  /// Reads an assembled upload's content (its MD5, when asked).
+  private let readAssembled: (@Sendable ((UnsafeRawBufferPointer) throws -> Void) throws -> Void)?
   private let descriptor: OwnedDescriptor
   private let removeOnDiscard: Bool
   private let knownMD5: Mutex<[UInt8]?>
+  private let assembledDiscarded = Mutex(false)
 
   init(
     path: String, descriptor: OwnedDescriptor, sha256: [UInt8], md5: [UInt8]?, size: Int64, contentType: String,
@@ -29,6 +35,27 @@ public final class StagedBlob: Sendable {
     self.size = size
     self.contentType = contentType
     self.removeOnDiscard = removeOnDiscard
+    assembledUpload = nil
+    readAssembled = nil
+  }
+
+  /// Content that a resumable upload assembled in the shared store: its SHA-256 is the running
+  /// hash the upload kept, its type what libmagic found in its first bytes. `path` is empty and
+  /// nothing is local; a backend publishes it by a server-side copy.
+  init(
+    assembledUpload id: String, sha256: [UInt8], size: Int64, contentType: String,
+    read: @escaping @Sendable ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+  ) {
+    path = ""
+    // Nothing to close: -1 is a descriptor closed from the start.
+    descriptor = OwnedDescriptor(-1)
+    self.sha256 = sha256
+    knownMD5 = Mutex(nil)
+    self.size = size
+    self.contentType = contentType
+    removeOnDiscard = false
+    assembledUpload = id
+    readAssembled = read
   }
 
   deinit { discard() }
@@ -43,17 +70,27 @@ public final class StagedBlob: Sendable {
   /// - Throws: an I/O error.
   public func computeMD5() throws -> [UInt8] {
     if let md5 { return md5 }
-    let digest = try MD5Backfill.md5(ofFile: path)
+    let digest: [UInt8]
+    if let readAssembled {
+      let md5 = Digest(.md5)
+      try readAssembled { md5.update($0) }
+      digest = md5.finalize()
+    } else {
+      digest = try MD5Backfill.md5(ofFile: path)
+    }
     knownMD5.withLock { $0 = digest }
     return digest
   }
 
   /// True until ``discard()``.
-  public var isStaged: Bool { descriptor.isOpen }
+  public var isStaged: Bool {
+    assembledUpload == nil ? descriptor.isOpen : !assembledDiscarded.withLock { $0 }
+  }
 
   /// Removes the temporary name (the content lives on under its address if it was committed).
   /// Only the first call does anything.
   public func discard() {
+    assembledDiscarded.withLock { $0 = true }
     let path = path
     let remove = removeOnDiscard
     descriptor.close { _ in if remove { POSIX.unlink(path) } }

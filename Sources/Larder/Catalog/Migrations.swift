@@ -108,6 +108,14 @@ enum Migrations {
         SELECT f.md5 FROM files f WHERE f.blob_sha256 = blobs.sha256 AND length(f.md5) = 16 LIMIT 1);
     CREATE INDEX blobs_without_md5 ON blobs(sha256) WHERE md5 IS NULL;
     """,
+    // 6: resumable uploads any node can continue (ARCHITECTURE §11): where their bytes are in the
+    // shared store (JSON: multipart upload, parts, pieces, SHA-256 state) and a lease with an end,
+    // so a node that died holding one blocks the upload only until then.
+    """
+    ALTER TABLE uploads ADD COLUMN shared_state TEXT;
+    ALTER TABLE uploads ADD COLUMN lease_holder TEXT;
+    ALTER TABLE uploads ADD COLUMN lease_until INTEGER;
+    """,
   ]
 
   static func run(on db: Database) throws {

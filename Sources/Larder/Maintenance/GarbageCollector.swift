@@ -117,20 +117,26 @@ public struct GarbageCollector: Sendable {
 
   private func expireUploads(now: Date, options: Options, report: inout GCReport) throws {
     options.progress?(.init(phase: .uploads, processed: 0))
-    let ids: [String]
+    let rows: [Row]
     if options.dryRun {
-      ids = try catalog.read { db in
-        try db.rows("SELECT id FROM uploads WHERE expires_at < ?", [now]).compactMap { $0.string("id") }
-      }
+      rows = try catalog.read { db in try db.rows("SELECT id, shared_state FROM uploads WHERE expires_at < ?", [now]) }
     } else {
-      ids = try catalog.write { db in
-        try db.rows("DELETE FROM uploads WHERE expires_at < ? RETURNING id", [now]).compactMap {
-          $0.string("id")
-        }
+      rows = try catalog.write { db in
+        try db.rows("DELETE FROM uploads WHERE expires_at < ? RETURNING id, shared_state", [now])
       }
     }
+    let ids = rows.compactMap { $0.string("id") }
     report.uploadsExpired = ids.count
     guard !ids.isEmpty else { return }
+    // In shared mode their bytes are in the bucket too (a store error leaves them to the
+    // leftover pass of the next run).
+    if !options.dryRun, let storage = larder.sharedUploads {
+      for row in rows {
+        guard let id = row.string("id"), UploadStore.isUploadID(id) else { continue }
+        let state = SharedUploadState(json: row.string("shared_state"))
+        try? storage.removeUpload(id, multipart: state?.assembled == true ? nil : state?.multipart)
+      }
+    }
     // An upload's bytes are `uploads/<id>`. An id is never trusted as a path: one that is not
     // a plain name removes nothing.
     let directory = blobs.uploadsDirectory.path
@@ -409,11 +415,24 @@ public struct GarbageCollector: Sendable {
     // ids are read once, after the listing: a row committed meanwhile is seen.
     let uploads = blobs.uploadsDirectory.path
     let names = POSIX.listDirectory(uploads)
-    guard !names.isEmpty else { return }
+    let storage = larder.sharedUploads
+    guard !names.isEmpty || storage != nil else { return }
+    // In shared mode, what the bucket holds under `uploads/` is listed first, for the same check.
+    var stored: [(id: String, newest: Date)] = []
+    try storage?.forEachStoredUpload { id, newest in stored.append((id, newest)) }
     let known = try catalog.read { db in
       var ids: Set<String> = []
       try db.forEachRow("SELECT id FROM uploads") { if let id = $0.string("id") { ids.insert(id) } }
       return ids
+    }
+    if let storage {
+      // Keys of uploads whose row is gone: a node that died between storing and committing, or
+      // a removal that failed. Past the grace period only: an upload being created has its
+      // row before its first key, but the listing above may predate both.
+      for (id, newest) in stored where !known.contains(id) && newest < oldest && UploadStore.isUploadID(id) {
+        if !options.dryRun { try storage.removeUpload(id, multipart: nil) }
+        report.tempFilesRemoved += 1
+      }
     }
     for name in names where Self.isPlainName(name) && !known.contains(name) {
       let path = "\(uploads)/\(name)"

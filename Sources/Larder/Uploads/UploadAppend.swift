@@ -63,8 +63,11 @@ public final class UploadAppend {
     self.checksumDigest = checksumDigest
     sink = BlockSink(
       fd: session.fd, path: session.path, sha256: session.sha256?.copy(), md5: nil,
-      extra: checksumDigest, at: upload.offset, reserve: store.larder.catalog.reserve)
+      extra: checksumDigest, at: upload.offset - session.origin, reserve: store.larder.catalog.reserve)
   }
+
+  /// Shared mode: when the catalog lease was last extended (a long append keeps it).
+  private var leaseRenewed = ContinuousClock.now
 
   deinit { abort(keepReceived: false) }
 
@@ -90,6 +93,31 @@ public final class UploadAppend {
     }
     received += Int64(bytes.count)
     if let checkpoints { try checkpointIfDue(checkpoints) }
+    if store.shared != nil, ContinuousClock.now - leaseRenewed > store.lease / 3 {
+      do {
+        try store.renewLease(upload.id)
+      } catch {
+        abort(keepReceived: false)
+        throw error
+      }
+      leaseRenewed = .now
+    }
+  }
+
+  /// Makes the bytes [committed offset, `end`) durable and commits `end`: fsync'ed in the
+  /// staging file on one node; in shared mode stored as a part or a piece (the file is then a
+  /// cache), committed with the state that names them. `finishing`: a partial upload's last byte.
+  private func commit(to end: Int64, finishing: Bool = false) throws -> Upload {
+    guard let storage = store.shared else {
+      if end > committed.offset { guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) } }
+      return try store.commitOffset(committed, offset: end, length: length)
+    }
+    let state = try store.ship(
+      session, id: upload.id, to: end, sha256: sink.sha256!, finishing: finishing, storage: storage)
+    let updated = try store.commitOffset(committed, offset: end, length: length, shared: state)
+    store.adopt(state, in: session, id: upload.id, storage: storage)
+    leaseRenewed = .now
+    return updated
   }
 
   /// The offset committed so far: the upload's before this append, or its last checkpoint.
@@ -107,8 +135,7 @@ public final class UploadAppend {
     guard pending >= policy.bytes || now - lastCheckpoint >= policy.interval else { return }
     do {
       try sink.flush()
-      guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) }
-      committed = try store.commitOffset(committed, offset: end, length: length)
+      committed = try commit(to: end)
       session.offset = end
       session.sha256 = sink.sha256?.copy()
       lastCheckpoint = now
@@ -160,8 +187,11 @@ public final class UploadAppend {
       try sink.flush()
       if let length, newOffset == length, !upload.isPartial {
         // Staging fsyncs the file (and hashes it if the session was cold).
-        let staged = try StagedBlob.adopting(
-          path: session.path, sha256: sink.sha256?.finalize(), removeOnDiscard: false)
+        let staged =
+          try store.shared.map {
+            try store.stageShared(session, upload: upload, length: length, sha256: sink.sha256!, storage: $0)
+          }
+          ?? StagedBlob.adopting(path: session.path, sha256: sink.sha256?.finalize(), removeOnDiscard: false)
         guard staged.size == length else { throw UploadError.dataLost(id: upload.id) }
         let done = Upload(
           id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,
@@ -169,10 +199,10 @@ public final class UploadAppend {
           createdAt: upload.createdAt, completedAt: Date())
         return .complete(CompletedUpload(upload: done, staged: staged, store: store, session: session))
       }
-      if received > 0 { guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) } }
-      let updated = try store.commitOffset(committed, offset: newOffset, length: length)
+      let updated = try commit(to: newOffset, finishing: upload.isPartial && newOffset == length)
       session.offset = newOffset
       session.sha256 = sink.sha256
+      try session.compact()
       // A finished partial takes no more bytes: close its file.
       store.release(upload.id, keeping: updated.isComplete ? nil : session)
       return .progress(updated)

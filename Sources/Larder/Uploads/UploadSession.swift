@@ -17,12 +17,38 @@ final class UploadSession: @unchecked Sendable {
   /// SHA-256 of the committed prefix; nil for a session loaded with bytes already in the file.
   /// (No MD5: it is computed after the upload is committed, see ``MD5Backfill``.)
   var sha256: Digest?
+  /// Shared mode (several nodes, ``SharedUploadStorage``): what the row records, as last
+  /// committed; the file then holds the bytes from `shared.base` on (what the pieces hold), not
+  /// the whole upload. nil: the file is the whole upload (one node).
+  var shared: SharedUploadState?
 
-  private init(path: String, fd: Int32, offset: Int64, sha256: Digest?) {
+  private init(path: String, fd: Int32, offset: Int64, sha256: Digest?, shared: SharedUploadState? = nil) {
     self.path = path
     self.fd = fd
     self.offset = offset
     self.sha256 = sha256
+    self.shared = shared
+  }
+
+  /// The upload offset of the file's first byte: 0 on one node; in shared mode what the parts
+  /// held when the session was loaded or last compacted (``compact()``).
+  private(set) var origin: Int64 = 0
+  /// The committed bytes the file holds.
+  var committedInFile: Int64 { offset - origin }
+
+  /// Shared mode, between appends: drops from the file what the parts now hold, so it keeps
+  /// only the pieces' bytes (under 5 MiB) rather than growing with the upload.
+  func compact() throws {
+    guard let shared, shared.base > origin else { return }
+    let keep = offset - shared.base
+    if keep > 0 {
+      var buffer = [UInt8](repeating: 0, count: Int(keep))
+      let n = try buffer.withUnsafeMutableBytes { try POSIX.readFully(fd, into: $0, at: shared.base - origin, path: path) }
+      guard n == Int(keep) else { throw LarderError.posix("read", path) }
+      try buffer.withUnsafeBytes { try POSIX.writeAll(fd, $0, at: 0, path: path) }
+    }
+    guard ftruncate(fd, off_t(keep)) == 0 else { throw LarderError.posix("truncate", path) }
+    origin = shared.base
   }
 
   deinit { close(fd) }
@@ -59,13 +85,50 @@ final class UploadSession: @unchecked Sendable {
     }
   }
 
+  /// Loads an upload in shared mode on any node: the file is rebuilt from the pieces the row
+  /// names (under 5 MiB and the last commit's bytes: never the whole upload) and the SHA-256
+  /// resumes from the state the row saved. The file is a cache of the shared store: it is
+  /// not fsync'ed, the pieces are the durable copy.
+  /// - Throws: ``UploadError/dataLost(id:)`` when the row's state is unreadable, the store's errors.
+  static func loadShared(
+    id: String, path: String, offset: Int64, state: SharedUploadState, storage: any SharedUploadStorage
+  ) throws -> UploadSession {
+    guard state.base + state.piecesSize == offset, !state.assembled else { throw UploadError.dataLost(id: id) }
+    let sha: Digest
+    if let saved = state.sha256 {
+      guard let bytes = Data(base64Encoded: saved), let restored = try? Digest(restoringSHA256: [UInt8](bytes)) else {
+        throw UploadError.dataLost(id: id)
+      }
+      sha = restored
+    } else {
+      guard offset == 0 else { throw UploadError.dataLost(id: id) }
+      sha = Digest(.sha256)
+    }
+    // A new file: the old one may be a read-only staged copy of a publish that failed.
+    unlink(path)
+    let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+    guard fd >= 0 else { throw LarderError.posix("open", path) }
+    let session = UploadSession(path: path, fd: fd, offset: offset, sha256: sha, shared: state)
+    session.origin = state.base
+    var at: Int64 = 0
+    for piece in state.pieces {
+      let start = at
+      try storage.readPiece(upload: id, name: piece.name) { chunk in
+        try POSIX.writeAll(fd, chunk, at: at, path: path)
+        at += Int64(chunk.count)
+      }
+      guard at - start == piece.size else { throw UploadError.dataLost(id: id) }
+    }
+    return session
+  }
+
   /// Drops bytes past the committed offset (a discarded or failed append). False when that
   /// failed, or the file is linked elsewhere and must not be touched: drop the session then
   /// (the next load truncates, or refuses).
   func truncateToCommitted() -> Bool {
     var st = stat()
     guard fstat(fd, &st) == 0, st.st_nlink <= 1 else { return false }
-    if Int64(st.st_size) == offset { return true }
-    return ftruncate(fd, off_t(offset)) == 0
+    if Int64(st.st_size) == committedInFile { return true }
+    return ftruncate(fd, off_t(committedInFile)) == 0
   }
 }

@@ -32,8 +32,13 @@ public final class UploadStore: Sendable {
   public let expiry: Duration
   /// How often a long append commits what it has received (nil: only at its end).
   public let checkpoints: UploadCheckpoints?
+  /// Shared mode (several nodes): how long an append's catalog lease lasts without renewal, so
+  /// how long a node that died mid-append keeps others from continuing its upload.
+  public let lease: Duration
   private let maxIdleSessions: Int
   private let slots = Mutex<[String: Slot]>([:])
+  /// Shared mode: the catalog leases this process holds, upload id → token.
+  let heldLeases = Mutex<[String: String]>([:])
   /// Why recent background concatenations failed (their rows are gone), for the client's next
   /// look; bounded, oldest forgotten first.
   private let failures = Mutex<[(id: String, owner: String?, error: any Error)]>([])
@@ -51,9 +56,10 @@ public final class UploadStore: Sendable {
 
   public init(
     larder: Larder, expiry: Duration = .seconds(24 * 3600), maxIdleSessions: Int = 64,
-    checkpoints: UploadCheckpoints? = .default
+    checkpoints: UploadCheckpoints? = .default, lease: Duration = .seconds(10)
   ) {
     self.larder = larder
+    self.lease = lease
     self.expiry = expiry
     self.checkpoints = checkpoints
     self.maxIdleSessions = maxIdleSessions
@@ -147,6 +153,7 @@ public final class UploadStore: Sendable {
     if case .final = try upload(id: id, owner: owner).concat { throw UploadError.finalNotAppendable(id: id) }
     let cached = try acquire(id)
     do {
+      if shared != nil { try claimLease(id) }
       // Read under the lease: only its holder moves the offset, so this one is current.
       let upload = try self.upload(id: id, owner: owner)
       if case .final = upload.concat { throw UploadError.finalNotAppendable(id: id) }
@@ -166,7 +173,9 @@ public final class UploadStore: Sendable {
         length = declared
       }
       let session: UploadSession
-      if let cached, cached.offset == upload.offset {
+      if let storage = shared {
+        session = try sharedSession(upload, cached: cached, storage: storage)
+      } else if let cached, cached.offset == upload.offset {
         session = cached
       } else {
         try detachFromBlobs(id)
@@ -207,9 +216,26 @@ public final class UploadStore: Sendable {
   }
 
   /// Records a new acknowledged offset (and a just-declared length); extends the expiry.
-  func commitOffset(_ upload: Upload, offset: Int64, length: Int64?) throws -> Upload {
+  /// In shared mode, also records `shared` and renews the lease, if this append still holds it.
+  func commitOffset(_ upload: Upload, offset: Int64, length: Int64?, shared: SharedUploadState? = nil) throws
+    -> Upload
+  {
     let expires = Date() + expiry.timeInterval
     try larder.catalog.write { db in
+      if let shared {
+        try db.execute(
+          """
+          UPDATE uploads SET "offset" = ?, length = ?, expires_at = ?, shared_state = ?, lease_until = ?
+          WHERE id = ? AND "offset" = ? AND completed_at IS NULL AND lease_holder = ?
+          """,
+          [offset, length, expires, shared.json, Date() + lease.timeInterval, upload.id, upload.offset,
+           leaseToken(upload.id)])
+        guard db.changes == 1 else {
+          let exists = try db.row("SELECT 1 FROM uploads WHERE id = ?", [upload.id]) != nil
+          throw exists ? UploadError.locked(id: upload.id) : UploadError.notFound(id: upload.id)
+        }
+        return
+      }
       try db.execute(
         """
         UPDATE uploads SET "offset" = ?, length = ?, expires_at = ?
@@ -267,7 +293,10 @@ public final class UploadStore: Sendable {
           guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
         }
       }
-      if completed.session != nil { unlink(path(of: upload.id)) }
+      if let session = completed.session {
+        unlink(path(of: upload.id))
+        if shared != nil { removeShared(upload.id, state: session.shared) }
+      }
       for lease in completed.leases { release(lease, keeping: nil) }
       return object
     } catch {
@@ -305,11 +334,12 @@ public final class UploadStore: Sendable {
     guard !completed.settled else { return }
     completed.settled = true
     completed.staged.discard()
-    guard completed.session != nil else { return abandon(completed.upload.id, leases: completed.leases) }
+    guard let session = completed.session else { return abandon(completed.upload.id, leases: completed.leases) }
     _ = try? larder.catalog.write { db in
       try db.execute("DELETE FROM uploads WHERE id = ?", [completed.upload.id])
     }
     unlink(path(of: completed.upload.id))
+    removeShared(completed.upload.id, state: session.shared)
     release(completed.upload.id, keeping: nil)
   }
 
@@ -333,11 +363,14 @@ public final class UploadStore: Sendable {
     _ = try upload(id: id, owner: owner)
     _ = try acquire(id)
     defer { release(id, keeping: nil) }
-    try larder.catalog.write { db in
-      try db.execute("DELETE FROM uploads WHERE id = ? AND owner IS NOT DISTINCT FROM ?", [id, owner])
-      guard db.changes == 1 else { throw UploadError.notFound(id: id) }
+    let state = try larder.catalog.write { db in
+      let rows = try db.rows(
+        "DELETE FROM uploads WHERE id = ? AND owner IS NOT DISTINCT FROM ? RETURNING shared_state", [id, owner])
+      guard rows.count == 1 else { throw UploadError.notFound(id: id) }
+      return SharedUploadState(json: rows[0].string("shared_state"))
     }
     unlink(path(of: id))
+    removeShared(id, state: state)
   }
 
   // MARK: - concatenation
@@ -416,7 +449,7 @@ public final class UploadStore: Sendable {
         held.append(id)
       }
       let parts = try parts()
-      for part in Set(parts.map(\.id)) {
+      for part in Set(parts.map(\.id)) where shared == nil {
         guard let st = POSIX.lstat(path(of: part)), Int64(st.st_size) >= parts.first(where: { $0.id == part })!.offset
         else { throw UploadError.dataLost(id: part) }
       }
@@ -456,6 +489,15 @@ public final class UploadStore: Sendable {
     do {
       let writer = try larder.files.makeWriter()
       for part in concatenation.parts {
+        if let storage = shared {
+          var copied: Int64 = 0
+          try readShared(part, storage: storage) { chunk in
+            try writer.write(chunk)
+            copied += Int64(chunk.count)
+          }
+          guard copied == part.offset else { throw UploadError.dataLost(id: part.id) }
+          continue
+        }
         let reader: BlobReader
         do {
           reader = try BlobReader(path: path(of: part.id))
@@ -562,6 +604,7 @@ public final class UploadStore: Sendable {
 
   /// Gives the lease back, caching `session` for the next append.
   func release(_ id: String, keeping session: UploadSession?) {
+    if shared != nil { releaseLease(id) }
     var evicted: [UploadSession] = []
     slots.withLock { slots in
       guard let session else {

@@ -32,6 +32,9 @@ public final class LarderService: Sendable {
     public var publicURL: String?
     public var corsOrigins: [String] = ["*"]
     public var uploadExpiry: Duration = .seconds(24 * 3600)
+    /// With blobs in S3: how long an append's lease on its upload lasts unrenewed (a node that
+    /// dies mid-append keeps others from continuing the upload this long).
+    public var uploadLease: Duration = .seconds(10)
     /// PEM, JWKS or Google x509 JSON (`kid` → certificate, for Firebase Auth ID tokens) files with
     /// RS256/ES256 public keys, besides the catalog's HS256 token secret; ``reload()`` re-reads them.
     public var publicKeyFiles: [URL] = []
@@ -86,7 +89,7 @@ public final class LarderService: Sendable {
     context = ServiceContext(
       larder: larder, policy: policy, authenticator: authenticator,
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
-      uploadExpiry: options.uploadExpiry, logger: options.logger)
+      uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger)
     let metrics = Metrics()
     // One store snapshot per scrape for both figures.
     metrics.registerGauges([("larder_objects", "Objects stored."), ("larder_blob_bytes", "Bytes of distinct content stored.")]) {

@@ -25,7 +25,7 @@ public struct ServiceContext: Sendable {
   public init(
     larder: Larder, policy: any AccessPolicy, authenticator: any Authenticator, maxUploadSize: Int64 = 5 << 30,
     publicURL: String? = nil, corsOrigins: [String] = ["*"], uploadExpiry: Duration = .seconds(24 * 3600),
-    logger: Logger = Logger(label: "larder.server")
+    uploadLease: Duration = .seconds(10), logger: Logger = Logger(label: "larder.server")
   ) {
     self.larder = larder
     self.policy = policy
@@ -34,7 +34,7 @@ public struct ServiceContext: Sendable {
     self.publicURL = publicURL
     self.corsOrigins = corsOrigins
     self.uploadExpiry = uploadExpiry
-    uploads = UploadStore(larder: larder, expiry: uploadExpiry)
+    uploads = UploadStore(larder: larder, expiry: uploadExpiry, lease: uploadLease)
     self.logger = logger
   }
 

@@ -17,6 +17,9 @@ struct ServeCommand: Command {
   static let maxUploadSize = Option.value(
     "--max-upload-size", "SIZE", default: "5GiB", environment: "LARDER_MAX_UPLOAD_SIZE",
     help: "the largest object an upload may create")
+  static let uploadLease = Option.value(
+    "--upload-lease", "DURATION", default: "10s", environment: "LARDER_UPLOAD_LEASE",
+    help: "with --blobs s3://…: how long a node that died mid-upload\nblocks other nodes from continuing it")
   static let threads = Option.value(
     "--threads", "N", environment: "LARDER_THREADS",
     help: "request threads, 1…256; default: the number of cores")
@@ -48,7 +51,7 @@ struct ServeCommand: Command {
       SIGTERM or SIGINT: stop accepting, finish in-flight requests (up to 30 s), close the catalog.
       """,
     options: [
-      host, port, rules, allowAll, maxUploadSize, threads, publicURL, corsOrigin, publicKey, jwtIssuer,
+      host, port, rules, allowAll, maxUploadSize, uploadLease, threads, publicURL, corsOrigin, publicKey, jwtIssuer,
       jwtAudience, connectionMemoryLimit, connectionTimeout, accessLog, connectionLimit, perIPConnectionLimit,
     ],
     exclusive: [
@@ -79,6 +82,8 @@ struct ServeCommand: Command {
     options.http.host = arguments.value(Self.host)!
     options.http.port = port
     options.maxUploadSize = try parseSize(arguments.value(Self.maxUploadSize)!)
+    options.uploadLease = try parseDuration(arguments.value(Self.uploadLease)!)
+    guard options.uploadLease >= .seconds(1) else { throw UsageError("--upload-lease must be at least 1s") }
     if let text = arguments.value(Self.threads) {
       guard let n = Int(text), (1...256).contains(n) else { throw UsageError("--threads must be 1…256") }
       options.http.threadPoolSize = n

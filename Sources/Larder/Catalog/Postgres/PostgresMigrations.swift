@@ -109,6 +109,15 @@ enum PostgresMigrations {
         CREATE INDEX blobs_without_md5 ON blobs(sha256) WHERE md5 IS NULL;
         """)
     },
+    // 6: resumable uploads any node can continue (see the SQLite migration 6).
+    { db in
+      try db.executeScript(
+        """
+        ALTER TABLE uploads ADD COLUMN shared_state TEXT;
+        ALTER TABLE uploads ADD COLUMN lease_holder TEXT;
+        ALTER TABLE uploads ADD COLUMN lease_until BIGINT;
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

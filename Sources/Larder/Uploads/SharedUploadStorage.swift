@@ -1,0 +1,83 @@
+import Foundation
+
+/// Where the bytes of resumable uploads live when several nodes share one store: the S3
+/// backend's bucket, under `uploads/<id>/` (ARCHITECTURE §11, "Resumable uploads across nodes").
+///
+/// An upload's bytes are an S3 multipart upload (parts of at least 5 MiB) followed by *pieces*:
+/// small objects holding what arrived since the last part, one per commit, so that no commit
+/// re-sends bytes already stored. A node that takes the upload over reads only the pieces (under
+/// 5 MiB, plus the commit in flight) and restores the SHA-256 state from the catalog row: it
+/// never re-reads the upload. Every call is idempotent or writes a key no one reads until the
+/// catalog says so, so a failure in the middle leaves garbage, never a wrong answer.
+protocol SharedUploadStorage: Sendable {
+  /// S3's minimum part size: a part below it may only be the last.
+  var minimumPartSize: Int64 { get }
+  /// Starts the multipart upload that will hold upload `id`'s parts.
+  func startParts(upload id: String) throws -> String
+  /// Sends `length` bytes of `file` from `offset` as part `number`.
+  func sendPart(
+    upload id: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
+  ) throws -> SharedUploadState.Part
+  /// Copies `range` of the upload's assembled data object into part `number`, server-side
+  /// (reopening an assembled upload whose publish failed, so it can take a resent last chunk).
+  func copyPart(upload id: String, multipart: String, number: Int, range: Range<Int64>) throws
+    -> SharedUploadState.Part
+  /// Stores `length` bytes of `file` from `offset` as the piece `name`.
+  func putPiece(upload id: String, name: String, file: String, offset: Int64, length: Int64) throws
+  /// Removes a piece (absent is fine).
+  func removePiece(upload id: String, name: String) throws
+  /// Streams a piece.
+  func readPiece(upload id: String, name: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
+  /// Assembles the parts into the upload's data object (`uploads/<id>/data`).
+  func assemble(upload id: String, multipart: String, parts: [SharedUploadState.Part]) throws
+  /// Streams `range` of the assembled data object (all of it when nil).
+  func readData(upload id: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
+  /// Removes everything stored for the upload: its multipart upload (when given), its pieces and data.
+  func removeUpload(_ id: String, multipart: String?) throws
+  /// The ids of uploads with something stored, and the newest date among their keys (gc's
+  /// leftover pass: keys of uploads whose rows are gone).
+  func forEachStoredUpload(_ body: (_ id: String, _ newest: Date) throws -> Void) throws
+}
+
+/// What the catalog row of an upload in shared mode records besides its offset (the
+/// `shared_state` column, JSON): enough for any node to continue or finish it.
+struct SharedUploadState: Codable, Equatable, Sendable {
+  struct Part: Codable, Equatable, Sendable {
+    var number: Int
+    var etag: String
+    var size: Int64
+  }
+
+  struct Piece: Codable, Equatable, Sendable {
+    var name: String
+    var size: Int64
+  }
+
+  /// The S3 multipart upload, once the first part is sent.
+  var multipart: String?
+  var parts: [Part] = []
+  /// What arrived after the parts, in order: the staging file's content.
+  var pieces: [Piece] = []
+  /// The SHA-256 state after `offset` bytes (`Digest.savedState()`, base64); nil at 0.
+  var sha256: String?
+  /// The parts were assembled into `uploads/<id>/data` (a finished partial upload, or a publish
+  /// that has begun).
+  var assembled = false
+
+  /// Where the staging file starts in the upload: the bytes the parts hold.
+  var base: Int64 { parts.reduce(0) { $0 + $1.size } }
+  /// The bytes the pieces hold.
+  var piecesSize: Int64 { pieces.reduce(0) { $0 + $1.size } }
+
+  init() {}
+
+  init?(json: String?) {
+    guard let json, let state = try? JSONDecoder().decode(Self.self, from: Data(json.utf8)) else { return nil }
+    self = state
+  }
+
+  var json: String {
+    // Encoding plain strings and integers cannot fail.
+    String(decoding: (try? JSONEncoder().encode(self)) ?? Data("{}".utf8), as: UTF8.self)
+  }
+}
