@@ -24,31 +24,58 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
   }
 }
 
-/// An incremental message digest over OpenSSL's EVP interface.
+/// An incremental message digest over OpenSSL.
 ///
 /// ```swift
 /// var d = Digest(.sha256)
 /// d.update(chunk)
 /// let hash = d.finalize()   // 32 bytes
 /// ```
-/// A `Digest` owns its EVP context and is not shared between threads.
+/// SHA-256 runs on OpenSSL's low-level `SHA256_CTX`, whose fields can be saved and restored
+/// (`savedState()`, `init(restoringSHA256:)`) so an upload continued on another node resumes its
+/// hash without re-reading the bytes; an EVP context cannot be exported. The other algorithms use
+/// EVP. Both reach the same assembly block function, so throughput is the same.
+/// A `Digest` owns its context and is not shared between threads.
 public final class Digest {
   public let algorithm: DigestAlgorithm
-  private let context: OpaquePointer
+  /// Internal for `Digest+SavedState.swift`, which reads and writes the SHA-256 fields.
+  let context: Context
+
+  enum Context {
+    case evp(OpaquePointer)
+    case sha256(UnsafeMutablePointer<SHA256_CTX>)
+  }
 
   public init(_ algorithm: DigestAlgorithm) {
     self.algorithm = algorithm
-    guard let ctx = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new: out of memory") }
-    context = ctx
-    precondition(EVP_DigestInit_ex(context, algorithm.evp, nil) == 1, "EVP_DigestInit_ex failed")
+    switch algorithm {
+    case .sha256:
+      let ctx = UnsafeMutablePointer<SHA256_CTX>.allocate(capacity: 1)
+      precondition(larder_sha256_init(ctx) == 1, "SHA256_Init failed")
+      context = .sha256(ctx)
+    case .sha1, .md5:
+      guard let ctx = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new: out of memory") }
+      precondition(EVP_DigestInit_ex(ctx, algorithm.evp, nil) == 1, "EVP_DigestInit_ex failed")
+      context = .evp(ctx)
+    }
   }
 
-  deinit { EVP_MD_CTX_free(context) }
+  deinit {
+    switch context {
+    case .evp(let ctx): EVP_MD_CTX_free(ctx)
+    case .sha256(let ctx): ctx.deallocate()
+    }
+  }
 
   /// Feeds bytes into the digest.
   public func update(_ bytes: UnsafeRawBufferPointer) {
     guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-    precondition(EVP_DigestUpdate(context, base, bytes.count) == 1, "EVP_DigestUpdate failed")
+    switch context {
+    case .sha256(let ctx):
+      precondition(larder_sha256_update(ctx, base, bytes.count) == 1, "SHA256_Update failed")
+    case .evp(let ctx):
+      precondition(EVP_DigestUpdate(ctx, base, bytes.count) == 1, "EVP_DigestUpdate failed")
+    }
   }
 
   public func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
@@ -59,16 +86,30 @@ public final class Digest {
   /// A copy of the running state, so a prefix digest can be kept while more bytes arrive.
   public func copy() -> Digest {
     let other = Digest(algorithm)
-    precondition(EVP_MD_CTX_copy_ex(other.context, context) == 1, "EVP_MD_CTX_copy_ex failed")
+    switch (context, other.context) {
+    case (.sha256(let from), .sha256(let to)):
+      to.pointee = from.pointee
+    case (.evp(let from), .evp(let to)):
+      precondition(EVP_MD_CTX_copy_ex(to, from) == 1, "EVP_MD_CTX_copy_ex failed")
+    default:
+      preconditionFailure("Digest.copy: contexts of one algorithm differ in kind")
+    }
     return other
   }
 
   /// Finishes the digest and returns it; the object must not be updated afterwards.
   public func finalize() -> [UInt8] {
-    var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-    var length: UInt32 = 0
-    precondition(EVP_DigestFinal_ex(context, &out, &length) == 1, "EVP_DigestFinal_ex failed")
-    return Array(out.prefix(Int(length)))
+    switch context {
+    case .sha256(let ctx):
+      var out = [UInt8](repeating: 0, count: DigestAlgorithm.sha256.byteCount)
+      precondition(larder_sha256_final(&out, ctx) == 1, "SHA256_Final failed")
+      return out
+    case .evp(let ctx):
+      var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+      var length: UInt32 = 0
+      precondition(EVP_DigestFinal_ex(ctx, &out, &length) == 1, "EVP_DigestFinal_ex failed")
+      return Array(out.prefix(Int(length)))
+    }
   }
 
   /// One-shot digest of a buffer.
