@@ -59,8 +59,8 @@ public struct S3BlobBackend: BlobBackend {
   /// (`uploads/<id>/data`) is copied to its address server-side, never through this node.
   public func publish(_ staged: StagedBlob) throws {
     try Self.translating {
-      if let upload = staged.assembledUpload {
-        _ = try client.copyObject(from: uploadKey(upload, "data"), to: key(staged.sha256Hex))
+      if let assembled = staged.assembledUpload {
+        _ = try client.copyObject(from: "\(keyPrefix)uploads/\(assembled)", to: key(staged.sha256Hex))
       } else {
         _ = try client.putFile(
           atPath: staged.path, key: key(staged.sha256Hex), sha256Hex: staged.sha256Hex)
@@ -123,27 +123,27 @@ extension S3BlobBackend: SharedUploadStorage {
 
   var minimumPartSize: Int64 { 5 << 20 }
 
-  func startParts(upload id: String) throws -> String {
-    try Self.translating { try client.createMultipartUpload(key: uploadKey(id, "data")) }
+  func startParts(upload id: String, data: String) throws -> String {
+    try Self.translating { try client.createMultipartUpload(key: uploadKey(id, data)) }
   }
 
   func sendPart(
-    upload id: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
+    upload id: String, data: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
   ) throws -> SharedUploadState.Part {
     try Self.translating {
       let part = try client.uploadPart(
-        key: uploadKey(id, "data"), uploadID: multipart, number: number,
+        key: uploadKey(id, data), uploadID: multipart, number: number,
         body: .file(path: file, offset: offset, length: length))
       return SharedUploadState.Part(number: part.number, etag: part.etag, size: part.size)
     }
   }
 
-  func copyPart(upload id: String, multipart: String, number: Int, range: Range<Int64>) throws
-    -> SharedUploadState.Part
-  {
+  func copyPart(
+    upload id: String, data: String, multipart: String, number: Int, from source: String, range: Range<Int64>
+  ) throws -> SharedUploadState.Part {
     try Self.translating {
       let part = try client.uploadPartCopy(
-        key: uploadKey(id, "data"), uploadID: multipart, number: number, sourceKey: uploadKey(id, "data"),
+        key: uploadKey(id, data), uploadID: multipart, number: number, sourceKey: uploadKey(id, source),
         range: range)
       return SharedUploadState.Part(number: part.number, etag: part.etag, size: part.size)
     }
@@ -163,28 +163,36 @@ extension S3BlobBackend: SharedUploadStorage {
     try Self.translating { _ = try client.get(uploadKey(id, name), body: body) }
   }
 
-  func assemble(upload id: String, multipart: String, parts: [SharedUploadState.Part]) throws {
+  func assemble(upload id: String, data: String, multipart: String, parts: [SharedUploadState.Part]) throws {
     try Self.translating {
       _ = try client.completeMultipartUpload(
-        key: uploadKey(id, "data"), uploadID: multipart,
+        key: uploadKey(id, data), uploadID: multipart,
         parts: parts.map { S3Part(number: $0.number, etag: $0.etag, size: $0.size) })
     }
   }
 
-  func readData(upload id: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+  func assembledSize(upload id: String, data: String) throws -> Int64? {
+    try Self.translating { try client.head(uploadKey(id, data))?.size }
+  }
+
+  func readData(upload id: String, data: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
+    throws
+  {
     if let range, range.isEmpty { return }
     try Self.translating {
       _ = try client.get(
-        uploadKey(id, "data"), range: range.map { $0.lowerBound...($0.upperBound - 1) }, body: body)
+        uploadKey(id, data), range: range.map { $0.lowerBound...($0.upperBound - 1) }, body: body)
     }
   }
 
-  func removeUpload(_ id: String, multipart: String?) throws {
+  func removeUpload(_ id: String, data: String, multipart: String?) throws {
     try Self.translating {
-      if let multipart { try client.abortMultipartUpload(key: uploadKey(id, "data"), uploadID: multipart) }
       var keys: [String] = []
       try client.list(prefix: "\(keyPrefix)uploads/\(id)/") { keys.append($0.key) }
       for key in keys { try client.delete(key) }
+      // Last: only an upload that was never completed (aborting a completed one is an error on
+      // some stores, and nothing on others).
+      if let multipart { try client.abortMultipartUpload(key: uploadKey(id, data), uploadID: multipart) }
     }
   }
 

@@ -14,8 +14,8 @@ public final class StagedBlob: Sendable {
   public let size: Int64
   /// What libmagic found in the first bytes.
   public let contentType: String
-  /// The resumable upload whose content this is, assembled in the shared store
-  /// (`uploads/<id>/data`) rather than in a local file; nil for a local file (`path`).
+  /// `<id>/<data>` of the resumable upload whose content this is, assembled in the shared store
+  /// (`uploads/<id>/<data>`) rather than in a local file; nil for a local file (`path`).
   public let assembledUpload: String?
   /// Reads an assembled upload's content (its MD5, when asked).
   private let readAssembled: (@Sendable ((UnsafeRawBufferPointer) throws -> Void) throws -> Void)?
@@ -43,7 +43,7 @@ public final class StagedBlob: Sendable {
   /// hash the upload kept, its type what libmagic found in its first bytes. `path` is empty and
   /// nothing is local; a backend publishes it by a server-side copy.
   init(
-    assembledUpload id: String, sha256: [UInt8], size: Int64, contentType: String,
+    assembledUpload key: String, sha256: [UInt8], size: Int64, contentType: String,
     read: @escaping @Sendable ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
   ) {
     path = ""
@@ -54,7 +54,7 @@ public final class StagedBlob: Sendable {
     self.size = size
     self.contentType = contentType
     removeOnDiscard = false
-    assembledUpload = id
+    assembledUpload = key
     readAssembled = read
   }
 

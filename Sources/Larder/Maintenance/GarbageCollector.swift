@@ -134,7 +134,8 @@ public struct GarbageCollector: Sendable {
       for row in rows {
         guard let id = row.string("id"), UploadStore.isUploadID(id) else { continue }
         let state = SharedUploadState(json: row.string("shared_state"))
-        try? storage.removeUpload(id, multipart: state?.assembled == true ? nil : state?.multipart)
+        try? storage.removeUpload(
+          id, data: state?.data ?? "data", multipart: state?.assembled == true ? nil : state?.multipart)
       }
     }
     // An upload's bytes are `uploads/<id>`. An id is never trusted as a path: one that is not
@@ -430,7 +431,7 @@ public struct GarbageCollector: Sendable {
       // a removal that failed. Past the grace period only: an upload being created has its
       // row before its first key, but the listing above may predate both.
       for (id, newest) in stored where !known.contains(id) && newest < oldest && UploadStore.isUploadID(id) {
-        if !options.dryRun { try storage.removeUpload(id, multipart: nil) }
+        if !options.dryRun { try storage.removeUpload(id, data: "data", multipart: nil) }
         report.tempFilesRemoved += 1
       }
     }

@@ -12,15 +12,15 @@ import Foundation
 protocol SharedUploadStorage: Sendable {
   /// S3's minimum part size: a part below it may only be the last.
   var minimumPartSize: Int64 { get }
-  /// Starts the multipart upload that will hold upload `id`'s parts.
-  func startParts(upload id: String) throws -> String
+  /// Starts the multipart upload that will hold upload `id`'s parts, to be assembled as `data`.
+  func startParts(upload id: String, data: String) throws -> String
   /// Sends `length` bytes of `file` from `offset` as part `number`.
   func sendPart(
-    upload id: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
+    upload id: String, data: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
   ) throws -> SharedUploadState.Part
-  /// Copies `range` of the upload's assembled data object into part `number`, server-side
+  /// Copies `range` of the upload's assembled data object `source` into part `number`, server-side
   /// (reopening an assembled upload whose publish failed, so it can take a resent last chunk).
-  func copyPart(upload id: String, multipart: String, number: Int, range: Range<Int64>) throws
+  func copyPart(upload id: String, data: String, multipart: String, number: Int, from source: String, range: Range<Int64>) throws
     -> SharedUploadState.Part
   /// Stores `length` bytes of `file` from `offset` as the piece `name`.
   func putPiece(upload id: String, name: String, file: String, offset: Int64, length: Int64) throws
@@ -28,12 +28,14 @@ protocol SharedUploadStorage: Sendable {
   func removePiece(upload id: String, name: String) throws
   /// Streams a piece.
   func readPiece(upload id: String, name: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
-  /// Assembles the parts into the upload's data object (`uploads/<id>/data`).
-  func assemble(upload id: String, multipart: String, parts: [SharedUploadState.Part]) throws
+  /// Assembles the parts into the upload's data object `data` (`uploads/<id>/<data>`).
+  func assemble(upload id: String, data: String, multipart: String, parts: [SharedUploadState.Part]) throws
+  /// The assembled data object's size, nil when there is none (the assembly never happened).
+  func assembledSize(upload id: String, data: String) throws -> Int64?
   /// Streams `range` of the assembled data object (all of it when nil).
-  func readData(upload id: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
+  func readData(upload id: String, data: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
   /// Removes everything stored for the upload: its multipart upload (when given), its pieces and data.
-  func removeUpload(_ id: String, multipart: String?) throws
+  func removeUpload(_ id: String, data: String, multipart: String?) throws
   /// The ids of uploads with something stored, and the newest date among their keys (gc's
   /// leftover pass: keys of uploads whose rows are gone).
   func forEachStoredUpload(_ body: (_ id: String, _ newest: Date) throws -> Void) throws
@@ -55,6 +57,10 @@ struct SharedUploadState: Codable, Equatable, Sendable {
 
   /// The S3 multipart upload, once the first part is sent.
   var multipart: String?
+  /// The name of the object the parts are assembled into, `uploads/<id>/<data>`: `data`, then
+  /// `data-2`… after each reopening (a new multipart upload copying from the old object, which
+  /// some stores refuse to do onto the same key).
+  var data = "data"
   var parts: [Part] = []
   /// What arrived after the parts, in order: the staging file's content.
   var pieces: [Piece] = []

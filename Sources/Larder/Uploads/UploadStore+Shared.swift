@@ -117,11 +117,17 @@ extension UploadStore {
   {
     var fresh = state
     fresh.assembled = false
+    guard try storage.assembledSize(upload: id, data: state.data) != nil else {
+      // The publish failed before the assembly: the multipart upload is as the row says.
+      try recordSharedState(id, fresh)
+      return fresh
+    }
     fresh.parts = []
     fresh.multipart = nil
+    fresh.data = "data-\(SecureRandom.hexIdentifier(byteCount: 4))"
     let base = state.base
     if base > 0 {
-      let multipart = try storage.startParts(upload: id)
+      let multipart = try storage.startParts(upload: id, data: fresh.data)
       // Parts of at most 5 GiB, all but the last at least 5 MiB: equal shares.
       let count = (base + Self.maximumCopyPart - 1) / Self.maximumCopyPart
       let share = (base + count - 1) / count
@@ -129,7 +135,9 @@ extension UploadStore {
       while at < base {
         let end = min(base, at + share)
         fresh.parts.append(
-          try storage.copyPart(upload: id, multipart: multipart, number: fresh.parts.count + 1, range: at..<end))
+          try storage.copyPart(
+            upload: id, data: fresh.data, multipart: multipart, number: fresh.parts.count + 1, from: state.data,
+            range: at..<end))
         at = end
       }
       fresh.multipart = multipart
@@ -156,10 +164,10 @@ extension UploadStore {
     precondition(stored == session.offset, "the pieces hold the committed bytes")
     if end > stored {
       if end - base >= storage.minimumPartSize || (finishing && !state.parts.isEmpty) {
-        if state.multipart == nil { state.multipart = try storage.startParts(upload: id) }
+        if state.multipart == nil { state.multipart = try storage.startParts(upload: id, data: state.data) }
         state.parts.append(
           try storage.sendPart(
-            upload: id, multipart: state.multipart!, number: state.parts.count + 1, file: session.path,
+            upload: id, data: state.data, multipart: state.multipart!, number: state.parts.count + 1, file: session.path,
             offset: base - session.origin, length: end - base))
         state.pieces = []
       } else {
@@ -170,7 +178,7 @@ extension UploadStore {
       }
     }
     if finishing, !state.parts.isEmpty, !state.assembled {
-      try storage.assemble(upload: id, multipart: state.multipart!, parts: state.parts)
+      try storage.assemble(upload: id, data: state.data, multipart: state.multipart!, parts: state.parts)
       state.assembled = true
     }
     state.sha256 = Data(sha256.savedState()).base64EncodedString()
@@ -202,23 +210,25 @@ extension UploadStore {
     // Recorded first: if the publish fails, the next append finds the multipart upload used up
     // and reopens from the data object (`reopen`), instead of sending parts to nowhere.
     try recordSharedState(upload.id, assembling)
+    session.shared = assembling
     var parts = state
-    parts.multipart = try parts.multipart ?? storage.startParts(upload: upload.id)
+    parts.multipart = try parts.multipart ?? storage.startParts(upload: upload.id, data: state.data)
     if length > state.base {
       parts.parts.append(
         try storage.sendPart(
-          upload: upload.id, multipart: parts.multipart!, number: parts.parts.count + 1, file: session.path,
+          upload: upload.id, data: state.data, multipart: parts.multipart!, number: parts.parts.count + 1, file: session.path,
           offset: state.base - session.origin, length: length - state.base))
     }
-    try storage.assemble(upload: upload.id, multipart: parts.multipart!, parts: parts.parts)
+    try storage.assemble(upload: upload.id, data: state.data, multipart: parts.multipart!, parts: parts.parts)
     var head: [UInt8] = []
     let id = upload.id
-    try storage.readData(upload: id, range: 0..<min(Int64(ContentSniffer.headLength), length)) {
+    let data = state.data
+    try storage.readData(upload: id, data: data, range: 0..<min(Int64(ContentSniffer.headLength), length)) {
       head.append(contentsOf: $0)
     }
     return StagedBlob(
-      assembledUpload: id, sha256: digest, size: length, contentType: ContentSniffer.shared.mimeType(of: head),
-      read: { body in try storage.readData(upload: id, range: nil, body) })
+      assembledUpload: "\(id)/\(data)", sha256: digest, size: length, contentType: ContentSniffer.shared.mimeType(of: head),
+      read: { body in try storage.readData(upload: id, data: data, range: nil, body) })
   }
 
   /// Streams a finished partial upload's content from the shared store (a concatenation).
@@ -227,7 +237,7 @@ extension UploadStore {
   {
     let state = try sharedState(of: part.id)
     if state.assembled {
-      try storage.readData(upload: part.id, range: nil, body)
+      try storage.readData(upload: part.id, data: state.data, range: nil, body)
     } else {
       guard state.parts.isEmpty, state.piecesSize == part.offset else { throw UploadError.dataLost(id: part.id) }
       for piece in state.pieces { try storage.readPiece(upload: part.id, name: piece.name, body) }
@@ -238,6 +248,7 @@ extension UploadStore {
   /// removes leftovers).
   func removeShared(_ id: String, state: SharedUploadState?) {
     guard let storage = shared else { return }
-    try? storage.removeUpload(id, multipart: state?.assembled == true ? nil : state?.multipart)
+    try? storage.removeUpload(
+      id, data: state?.data ?? "data", multipart: state?.assembled == true ? nil : state?.multipart)
   }
 }
