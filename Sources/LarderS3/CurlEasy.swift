@@ -62,6 +62,16 @@ final class CurlEasy: @unchecked Sendable {
 
   private static let globalInit: Void = { _ = curl_global_init(Int(CURL_GLOBAL_ALL)) }()
 
+  /// Whether this libcurl orders the headers it signs by name, as SigV4 wants: from 8.10.0 on
+  /// (curl commit cf3e3d9, "aws_sigv4: fix canon order for headers with same prefix"). Earlier
+  /// ones sort whole `name:value` lines, so `x-amz-copy-source-range` comes before
+  /// `x-amz-copy-source` ('-' sorts before ':') and the store refuses the signature: a ranged
+  /// UploadPartCopy cannot be signed with them (Debian 12 ships 7.88.1).
+  static let sortsSignedHeadersByName: Bool = {
+    guard let info = curl_version_info(CURLVERSION_FIRST) else { return false }
+    return info.pointee.version_num >= 0x08_0a_00
+  }()
+
   init() {
     _ = CurlEasy.globalInit
     guard let h = curl_easy_init() else { fatalError("curl_easy_init: out of memory") }

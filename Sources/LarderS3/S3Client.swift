@@ -31,6 +31,9 @@ public final class S3Client: Sendable {
     public var stallTimeoutSeconds = 30
     /// Easy handles kept open between calls (each holds its connections).
     public var idleHandles = 8
+    /// Objects larger than this are copied in parts (UploadPartCopy, ``partSize`` each) rather
+    /// than by one CopyObject, which S3 allows up to 5 GiB; tests lower it to reach that path.
+    public var copyMultipartThreshold: Int64 = 5 << 30
 
     public init() {}
   }
@@ -223,13 +226,21 @@ public final class S3Client: Sendable {
       signature: "aws:amz:\(configuration.region):s3", accessKey: credentials.accessKeyID,
       secretKey: credentials.secretAccessKey, connectTimeoutMilliseconds: tuning.connectTimeoutMilliseconds,
       stallTimeoutSeconds: tuning.stallTimeoutSeconds)
-    var attempt = 1
+    return try retrying(retried) {
+      try once(exchange, operation: operation, key: key, onResponse: onResponse, stream: stream)
+    }
+  }
+
+  /// Runs `attempt` up to ``Tuning/attempts`` times while it throws a transient ``S3Error``
+  /// (once when not `retried`), waiting 100 ms, 200 ms… in between.
+  func retrying<T>(_ retried: Bool, _ attempt: () throws -> T) throws -> T {
+    var number = 1
     while true {
       do {
-        return try once(exchange, operation: operation, key: key, onResponse: onResponse, stream: stream)
-      } catch let error as S3Error where retried && error.isTransient && attempt < tuning.attempts {
-        usleep(useconds_t(100_000 << (attempt - 1)))
-        attempt += 1
+        return try attempt()
+      } catch let error as S3Error where retried && error.isTransient && number < tuning.attempts {
+        usleep(useconds_t(100_000 << (number - 1)))
+        number += 1
       }
     }
   }

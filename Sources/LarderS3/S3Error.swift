@@ -48,12 +48,13 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
   }
 
   /// Whether trying again later may succeed: the store was unreachable, slow, overloaded or
-  /// failing (5xx, 429, S3's `RequestTimeout`/`SlowDown`); never for a refusal (4xx) of the request.
+  /// failing (5xx, 429, S3's `RequestTimeout`/`SlowDown`/`InternalError`, the last also when it
+  /// comes inside a 200, as a copy may answer); never for a refusal (4xx) of the request.
   public var isTransient: Bool {
     switch kind {
     case .unreachable, .timeout, .transport: true
     case .http(let status, let code, _):
-      status >= 500 || status == 429 || code == "RequestTimeout" || code == "SlowDown"
+      status >= 500 || status == 429 || code == "RequestTimeout" || code == "SlowDown" || code == "InternalError"
     case .invalidResponse, .local: false
     }
   }
