@@ -11,18 +11,28 @@ import requests
 class LarderServer:
     """`$LARDER_BIN serve --data DIR --port PORT --allow-all`, parsed from its 'listening on' line.
 
-    `allow_all=False` leaves the policy to `extra` (e.g. `--rules FILE`)."""
+    `allow_all=False` leaves the policy to `extra` (e.g. `--rules FILE`). `env` adds to (or
+    overrides) this process's environment, e.g. the S3 credentials of `--blobs s3://…`, which are
+    never on the command line; `stderr_path` keeps the server's stderr in that file (appended)
+    instead of discarding it, and `access_log` (a file) its access log, so a test can show what a
+    node answered and why it refused or failed."""
 
-    def __init__(self, data_dir, port=0, extra=(), allow_all=True):
+    def __init__(self, data_dir, port=0, extra=(), allow_all=True, env=None, stderr_path=None, access_log="off"):
         binary = os.environ.get("LARDER_BIN")
         assert binary and os.path.exists(binary), "set LARDER_BIN to the built larder binary"
         self.data_dir = str(data_dir)
         args = [binary, "serve", "--data", self.data_dir, "--port", str(port),
-                *(["--allow-all"] if allow_all else []), "--access-log", "off", *extra]
+                *(["--allow-all"] if allow_all else []), "--access-log", str(access_log), *extra]
+        environment = dict(os.environ, **env) if env else None
+        self.stderr_path = stderr_path
         self.proc = None
         # The port of a SIGKILLed server is free at once (SO_REUSEADDR); retry a bind race anyway.
         for attempt in range(20):
-            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            if stderr_path is None:
+                self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environment)
+            else:
+                with open(stderr_path, "ab") as err:
+                    self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, env=environment)
             self.port = self._read_port()
             if self.port:
                 break

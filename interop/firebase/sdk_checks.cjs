@@ -354,7 +354,11 @@ const scenarios = {
   if (!scenarios[name]) throw new Error(`unknown scenario ${name}`);
   await scenarios[name]();
 })()
-  .catch((e) => failures.push({ label: "uncaught", actual: `${e.code || ""} ${e.stack || e}`.slice(0, 2000), expected: "no exception" }))
+  .catch((e) => {
+    // A StorageError carries the HTTP status and the server's answer: the first thing to read.
+    const server = e.customData && e.customData.serverResponse ? ` status=${e.status} server=${e.customData.serverResponse}` : "";
+    failures.push({ label: "uncaught", actual: `${e.code || ""}${server} ${e.stack || e}`.slice(0, 2000), expected: "no exception" });
+  })
   .finally(() => {
     process.stdout.write(JSON.stringify({ scenario: process.argv[2], checks, failures }) + "\n");
     process.exit(0);

@@ -1,0 +1,124 @@
+"""A TCP forwarder on 127.0.0.1:0 whose target can be switched while it runs: the load balancer of
+the multi-node interop tests (interop/test_multinode_resumable.py).
+
+Clients only ever talk to the proxy's URL, and the proxy passes the bytes through unchanged (so the
+Host header, from which the server builds tus `Location` and Firebase `X-Goog-Upload-URL`, names the
+proxy): an upload URL handed out by one node stays valid after the switch to another. A connection
+keeps the target it was opened to; when that target dies it just breaks (both sides are closed),
+and new connections go to the current target. No HTTP parsing, no buffering beyond one read.
+"""
+import socket
+import threading
+
+
+class SwitchProxy:
+    """`SwitchProxy(port)` forwards 127.0.0.1:`proxy.port` to 127.0.0.1:`port`; `switch(other)`."""
+
+    def __init__(self, target_port):
+        self._target = target_port
+        self._lock = threading.Lock()
+        self._connections = set()
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(128)
+        self.port = self._listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._closed = False
+        threading.Thread(target=self._accept, name="switch-proxy-accept", daemon=True).start()
+
+    @property
+    def target(self):
+        with self._lock:
+            return self._target
+
+    def switch(self, target_port, drop_open=False):
+        """New connections go to `target_port`; open ones stay where they are, unless `drop_open`
+        breaks them (for a client that keeps its connection alive between requests, so that its
+        next request surely goes to the new target: only when it has none in flight)."""
+        with self._lock:
+            self._target = target_port
+            pairs = list(self._connections) if drop_open else []
+        for pair in pairs:
+            _shutdown_pair(pair)
+
+    def close(self):
+        """Stops listening and breaks every open connection."""
+        self._closed = True
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+        with self._lock:
+            pairs = list(self._connections)
+        for pair in pairs:
+            _shutdown_pair(pair)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _accept(self):
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connect, args=(client,), name="switch-proxy-conn", daemon=True).start()
+
+    def _connect(self, client):
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            upstream.settimeout(None)
+        except OSError:
+            # The target is down (refused): the client sees its connection closed, as behind a
+            # load balancer whose backend died, and retries.
+            _close(client)
+            return
+        for s in (client, upstream):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        pair = (client, upstream)
+        with self._lock:
+            self._connections.add(pair)
+        back = threading.Thread(target=self._pump, args=(upstream, client, pair), daemon=True)
+        back.start()
+        self._pump(client, upstream, pair)
+        back.join()
+        with self._lock:
+            self._connections.discard(pair)
+        for s in pair:
+            s.close()
+
+    @staticmethod
+    def _pump(source, sink, pair):
+        """Copies until either side ends or fails, then shuts both down (which also ends the other
+        direction's pump): an HTTP connection is useless half-open, and a dead target must break
+        the client's connection at once. The sockets are closed once both pumps are done."""
+        try:
+            while True:
+                data = source.recv(1 << 16)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _shutdown_pair(pair)
+
+
+def _shutdown_pair(pair):
+    for s in pair:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _close(s):
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()
