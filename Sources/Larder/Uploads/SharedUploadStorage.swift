@@ -18,10 +18,6 @@ protocol SharedUploadStorage: Sendable {
   func sendPart(
     upload id: String, data: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
   ) throws -> SharedUploadState.Part
-  /// Copies `range` of the upload's assembled data object `source` into part `number`, server-side
-  /// (reopening an assembled upload whose publish failed, so it can take a resent last chunk).
-  func copyPart(upload id: String, data: String, multipart: String, number: Int, from source: String, range: Range<Int64>) throws
-    -> SharedUploadState.Part
   /// Stores `length` bytes of `file` from `offset` as the piece `name`.
   func putPiece(upload id: String, name: String, file: String, offset: Int64, length: Int64) throws
   /// Removes a piece (absent is fine).

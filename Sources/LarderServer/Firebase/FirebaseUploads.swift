@@ -265,10 +265,18 @@ struct FirebaseUploads {
     if command == .finalize && bodyLength != 0 {
       throw Self.badRequest("finalize takes no bytes; send them with 'upload, finalize'")
     }
-    let append = try store.beginAppend(
-      id: upload.id, owner: identity?.uid, offset: offset, length: declare, sizeLimit: context.maxUploadSize,
-      // The SDK resends a broken chunk whole: nothing of it is kept, so nothing is checkpointed.
-      checkpoints: false)
+    let append: UploadAppend
+    do {
+      append = try store.beginAppend(
+        id: upload.id, owner: identity?.uid, offset: offset, length: declare, sizeLimit: context.maxUploadSize,
+        // The SDK resends a broken chunk whole: nothing of it is kept, so nothing is checkpointed.
+        checkpoints: false)
+    } catch UploadError.locked {
+      // Another request holds the session: a chunk still running, or one on a node that died,
+      // whose lease runs out (`--upload-lease`). The SDKs retry a 503 with backoff; a 423 would
+      // fail the upload for good.
+      throw HTTPResponseError(APIError.retryLater("the upload session is busy with another request; retry"))
+    }
     // The SDK resends a broken chunk whole at the same offset: keep none of it.
     return .receiveBody(
       UploadAppendSink(append, keepReceivedOnBreak: false) { try self.complete($0, identity: identity) })
