@@ -213,4 +213,27 @@ struct SharedUploadTests {
     #expect(!left.contains(upload.id))
     #expect(!left.contains(orphan))
   }
+
+  @Test func piecesThatVanishedFromTheBucketAreDataLostNotAWrongAnswer() throws {
+    let cluster = try Cluster()
+    let bytes = Self.content(3 * Self.mib, seed: 17)
+    let upload = try cluster.uploadsA.create(bucket: "app", name: "v.bin", owner: "u", length: Int64(bytes.count))
+    try Self.append(cluster.uploadsA, upload.id, bytes, 0..<Self.mib)
+    let partial = try cluster.uploadsA.create(bucket: "app", name: nil, owner: "u", length: 10, partial: true)
+    try Self.append(cluster.uploadsA, partial.id, bytes, 0..<10)
+    for id in [upload.id, partial.id] {
+      for piece in try cluster.uploadsB.sharedState(of: id).pieces {
+        try cluster.a.sharedUploads!.removePiece(upload: id, name: piece.name)
+      }
+    }
+    // B must rebuild from the pieces: they are gone.
+    #expect(throws: UploadError.dataLost(id: upload.id)) {
+      _ = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: Int64(Self.mib))
+    }
+    #expect(throws: UploadError.dataLost(id: partial.id)) {
+      _ = try cluster.uploadsB.concatenate(
+        bucket: "app", name: "j.bin", owner: "u", metadata: ["name": "j.bin"], partials: [partial.id])
+    }
+    #expect(try cluster.a.objects.find(bucket: "app", name: "j.bin") == nil)
+  }
 }

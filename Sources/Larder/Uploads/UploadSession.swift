@@ -113,9 +113,13 @@ final class UploadSession: @unchecked Sendable {
     var at: Int64 = 0
     for piece in state.pieces {
       let start = at
-      try storage.readPiece(upload: id, name: piece.name) { chunk in
-        try POSIX.writeAll(fd, chunk, at: at, path: path)
-        at += Int64(chunk.count)
+      do {
+        try storage.readPiece(upload: id, name: piece.name) { chunk in
+          try POSIX.writeAll(fd, chunk, at: at, path: path)
+          at += Int64(chunk.count)
+        }
+      } catch LarderError.io(_, _, ENOENT) {
+        throw UploadError.dataLost(id: id)
       }
       guard at - start == piece.size else { throw UploadError.dataLost(id: id) }
     }

@@ -250,11 +250,15 @@ extension UploadStore {
     throws
   {
     let state = try sharedState(of: part.id)
-    if state.assembled {
-      try storage.readData(upload: part.id, data: state.data, range: nil, body)
-    } else {
-      guard state.parts.isEmpty, state.piecesSize == part.offset else { throw UploadError.dataLost(id: part.id) }
-      for piece in state.pieces { try storage.readPiece(upload: part.id, name: piece.name, body) }
+    do {
+      if state.assembled {
+        try storage.readData(upload: part.id, data: state.data, range: nil, body)
+      } else {
+        guard state.parts.isEmpty, state.piecesSize == part.offset else { throw UploadError.dataLost(id: part.id) }
+        for piece in state.pieces { try storage.readPiece(upload: part.id, name: piece.name, body) }
+      }
+    } catch LarderError.io(_, _, ENOENT) {
+      throw UploadError.dataLost(id: part.id)
     }
   }
 
