@@ -32,6 +32,9 @@ import Testing
         ALTER TABLE objects DROP COLUMN content_language;
         DROP INDEX blobs_without_md5;
         ALTER TABLE blobs DROP COLUMN md5;
+        ALTER TABLE uploads DROP COLUMN shared_state;
+        ALTER TABLE uploads DROP COLUMN lease_holder;
+        ALTER TABLE uploads DROP COLUMN lease_until;
         PRAGMA user_version = 3;
         """)
       #expect(try db.row("SELECT content_type FROM objects WHERE name = 'declared'")?.string("content_type") == "text/plain")
@@ -58,7 +61,7 @@ import Testing
     #expect(updated.firebaseMetadata.contentLanguage == "en")
     #expect(try larder.objects.get(bucket: "b", name: "declared").contentLanguage == "en")
     let version = try larder.catalog.read { try $0.row("PRAGMA user_version")?.int("user_version") }
-    #expect(version == 5)  // and migration 5 ran after 4
+    #expect(version == Int64(Larder.catalogSchemaVersion))  // and migration 5 ran after 4
   }
 
   @Test func writeOptionsAreValidatedLikeAPatch() throws {
