@@ -18,7 +18,9 @@ final class TemporaryDirectory {
   func writeSecret(_ bytes: [UInt8], mode: Int = 0o600, at url: URL? = nil) {
     let target = url ?? secret
     try? FileManager.default.removeItem(at: target)
-    #expect(FileManager.default.createFile(atPath: target.path, contents: Data(bytes), attributes: [.posixPermissions: mode]))
+    #expect(
+      FileManager.default.createFile(
+        atPath: target.path, contents: Data(bytes), attributes: [.posixPermissions: mode]))
   }
 }
 
