@@ -310,11 +310,19 @@ def _check_expect_pipelined(t):
 
 def _check_obs_fold(t):
     # Measured: heads of 353–539 bytes with a fold and a 100 000-byte body get no answer; the same
-    # request unfolded gets its 403.
+    # request unfolded gets its 403. It depends on what libmicrohttpd's first read holds: with the
+    # head and the body already in the socket (the usual case) its read buffer takes most of the
+    # connection's 64 KiB pool (presumably leaving too little to join the folded line) and the
+    # connection closes with no answer; with the head and at most
+    # ~30 KB of body (sent 50 ms apart) it answers 403 every time. On a busy machine its first read
+    # sometimes comes before the client's sendall is done: 41 of 500 single attempts answered 403
+    # beside two CPU hogs (0 of 100 on an idle one), which made this xfail xpass now and then. So
+    # the case counts as fixed only when five attempts in a row are answered.
     data = (b"POST /v0/b/app/o?name=denied%2Ffold HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 380
             + b"\r\nX-Folded: a\r\n b\r\nContent-Length: 100000\r\n\r\n" + b"h" * 100000)
-    got = exchange(t.port, data, timeout=5)
-    return got.status is not None and got.status < 500, f"status {got.status}, closed {got.closed}"
+    answers = [exchange(t.port, data, timeout=5) for _ in range(5)]
+    ok = all(got.status is not None and got.status < 500 for got in answers)
+    return ok, f"statuses {[got.status for got in answers]}, closed {[got.closed for got in answers]}"
 
 
 def _check_length_and_chunked(t):

@@ -37,7 +37,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     __package__ = "stress"  # noqa: A001  (run as a script: import siblings as the package)
 
-from .harness import (final_status, fuzzer_main, BUCKET, _complete, _skip_interim, metrics, pid_status, quote, start_server,  # noqa: E402
+from .harness import (final_status, fuzzer_main, BUCKET, drain, _skip_interim, metrics, pid_status, quote, start_server,  # noqa: E402
                       verify)
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "multipart")
@@ -429,7 +429,7 @@ def send(port, case, timeout=10.0, linger=3.0):
     """Sends the case (in pieces at its split points, a few ms apart, with TCP_NODELAY so each is its
     own segment), then reads until the server closes or one whole answer is in. When nothing came
     within `timeout` (1.5 s when Content-Length promises more than is sent: the server must wait),
-    half-closes and waits `linger` more: still nothing and no close is a hang."""
+    half-closes and waits `linger` more: still nothing and no close is a hang (the harness's `drain`)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     raw, closed, hung = b"", False, False
@@ -454,29 +454,7 @@ def send(port, case, timeout=10.0, linger=3.0):
                 sock.sendall(piece)
         except OSError:
             pass  # refused and closed before the whole body: the answer is still there to read
-        deadline = time.monotonic() + timeout
-        half_closed = False
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                if half_closed:
-                    hung = not raw
-                    break
-                sock.shutdown(socket.SHUT_WR)
-                half_closed = True
-                deadline = time.monotonic() + linger
-                continue
-            sock.settimeout(left)
-            try:
-                chunk = sock.recv(65536)
-            except socket.timeout:
-                continue
-            if not chunk:
-                closed = True
-                break
-            raw += chunk
-            if _complete(raw):
-                break
+        raw, closed, hung = drain(sock, timeout, linger, settle=0)
     except OSError:
         closed = True
     finally:

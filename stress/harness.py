@@ -204,58 +204,66 @@ class Exchange:
 
 
 def exchange(port, data, timeout=3.0, linger=2.0, host="127.0.0.1", source=None, settle=0.05):
-    """Sends raw bytes and reads until the server closes or the deadline. When nothing came back
-    within `timeout`, half-closes (so a server waiting for a declared body sees the end) and waits
-    `linger` more: a server that still neither answers nor closes has hung. After a whole answer it
-    reads `settle` seconds more, for pipelined answers or the server's close."""
+    """Sends raw bytes, then reads the answer with `drain` (half-closing when the server is silent
+    for `timeout`, `linger` more before calling it hung, `settle` more after a whole answer)."""
     started = time.monotonic()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     if source:
         sock.bind((source, 0))
     sock.settimeout(timeout)
-    raw = b""
-    closed = hung = False
     try:
         sock.connect((host, port))
         try:
             sock.sendall(data)
         except OSError:
             pass  # the server may refuse and close before reading everything: the answer is still there
-        deadline = time.monotonic() + timeout
-        half_closed = False
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                if raw and _complete(raw):
-                    break
-                if half_closed:
-                    hung = not raw
-                    break
-                try:
-                    sock.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
-                half_closed = True
-                deadline = time.monotonic() + linger
-                continue
-            sock.settimeout(left)
-            try:
-                chunk = sock.recv(65536)
-            except socket.timeout:
-                continue
-            except ConnectionResetError:
-                closed = True
-                break
-            if not chunk:
-                closed = True
-                break
-            raw += chunk
-            if _complete(raw):
-                # Pipelined requests may have more answers coming: read a little longer.
-                deadline = min(deadline, time.monotonic() + settle)
+        raw, closed, hung = drain(sock, timeout, linger, settle)
     finally:
         sock.close()
     return Exchange(final_status(raw), raw, closed, hung, time.monotonic() - started)
+
+
+def drain(sock, timeout, linger, settle=0.05):
+    """Reads from a socket the request went out on until the server closes or the deadline; returns
+    (raw, closed, hung). When nothing came back within `timeout`, half-closes (so a server waiting
+    for a declared body sees the end) and waits `linger` more: a server that still neither answers
+    nor closes has hung. After a whole answer it reads `settle` seconds more, for pipelined answers
+    or the server's close (0: stop at the first whole answer)."""
+    raw = b""
+    closed = hung = False
+    deadline = time.monotonic() + timeout
+    half_closed = False
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            if raw and _complete(raw):
+                break
+            if half_closed:
+                hung = not raw
+                break
+            try:
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            half_closed = True
+            deadline = time.monotonic() + linger
+            continue
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            closed = True
+            break
+        if not chunk:
+            closed = True
+            break
+        raw += chunk
+        if _complete(raw):
+            # Pipelined requests may have more answers coming: read a little longer.
+            deadline = min(deadline, time.monotonic() + settle)
+    return raw, closed, hung
 
 
 def _skip_interim(raw):

@@ -44,8 +44,10 @@ extension Digest {
     out.reserveCapacity(Self.savedStateHeaderCount + num)
     out.append(Self.savedStateVersion)
     func appendBigEndian(_ word: UInt32) {
-      out.append(contentsOf: [UInt8(word >> 24), UInt8(truncatingIfNeeded: word >> 16),
-                              UInt8(truncatingIfNeeded: word >> 8), UInt8(truncatingIfNeeded: word)])
+      out.append(contentsOf: [
+        UInt8(word >> 24), UInt8(truncatingIfNeeded: word >> 16),
+        UInt8(truncatingIfNeeded: word >> 8), UInt8(truncatingIfNeeded: word),
+      ])
     }
     withUnsafeBytes(of: ctx.pointee.h) { h in
       for word in h.bindMemory(to: UInt32.self) { appendBigEndian(word) }
@@ -76,7 +78,8 @@ extension Digest {
       throw CryptoError.invalidDigestState("\(num) pending bytes, a block holds fewer than \(Self.blockSize)")
     }
     guard state.count == header + num else {
-      throw CryptoError.invalidDigestState("\(state.count) bytes for \(num) pending bytes, expected \(header + num)")
+      throw CryptoError.invalidDigestState(
+        "\(state.count) bytes for \(num) pending bytes, expected \(header + num)")
     }
     func bigEndian(at offset: Int) -> UInt32 {
       state[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }

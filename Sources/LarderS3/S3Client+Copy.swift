@@ -67,7 +67,8 @@ extension S3Client {
         let number = parts.count + 1
         switch how {
         case .serverSide:
-          parts.append(try uploadPartCopy(key: key, uploadID: uploadID, number: number, from: sourceKey, range: range))
+          parts.append(
+            try uploadPartCopy(key: key, uploadID: uploadID, number: number, from: sourceKey, range: range))
         case .throughClient:
           let bytes = try read(sourceKey, range: range)
           parts.append(try uploadPart(key: key, uploadID: uploadID, number: number, body: .bytes(bytes)))
@@ -82,7 +83,9 @@ extension S3Client {
   }
 
   /// UploadPartCopy: part `number` of an upload is `range` (inclusive offsets) of the source.
-  func uploadPartCopy(key: String, uploadID: String, number: Int, from sourceKey: String, range: ClosedRange<Int64>)
+  func uploadPartCopy(
+    key: String, uploadID: String, number: Int, from sourceKey: String, range: ClosedRange<Int64>
+  )
     throws -> S3Part
   {
     let root = try retrying(true) {
@@ -91,12 +94,14 @@ extension S3Client {
           "PUT", operation: "UploadPartCopy", key: key,
           query: [("partNumber", String(number)), ("uploadId", uploadID)],
           headers: [
-            copySourceHeader(sourceKey), "x-amz-copy-source-range: bytes=\(range.lowerBound)-\(range.upperBound)",
+            copySourceHeader(sourceKey),
+            "x-amz-copy-source-range: bytes=\(range.lowerBound)-\(range.upperBound)",
           ]),
         operation: "UploadPartCopy", key: key, expecting: "CopyPartResult")
     }
     guard let etag = root["ETag"]?.unquoted, !etag.isEmpty else {
-      throw S3Error(.invalidResponse, operation: "UploadPartCopy", key: key, detail: "no ETag for part \(number)")
+      throw S3Error(
+        .invalidResponse, operation: "UploadPartCopy", key: key, detail: "no ETag for part \(number)")
     }
     return S3Part(number: number, etag: etag, size: Int64(range.count))
   }

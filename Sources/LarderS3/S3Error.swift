@@ -54,7 +54,8 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
     switch kind {
     case .unreachable, .timeout, .transport: true
     case .http(let status, let code, _):
-      status >= 500 || status == 429 || code == "RequestTimeout" || code == "SlowDown" || code == "InternalError"
+      status >= 500 || status == 429 || code == "RequestTimeout" || code == "SlowDown"
+        || code == "InternalError"
     case .invalidResponse, .local: false
     }
   }

@@ -28,12 +28,14 @@ struct DigestSavedStateTests {
     let d = Digest(.sha256)
     d.update(Self.message[..<((1 << 20) + 7)])
     let resumed = try Digest(restoringSHA256: d.savedState())
-    #expect(Hex.encode(resumed.finalize()) == "a8255b6a44c6903a9dd33385bc7b51f0d4915934e4064a5995317d487097eec2")
+    #expect(
+      Hex.encode(resumed.finalize()) == "a8255b6a44c6903a9dd33385bc7b51f0d4915934e4064a5995317d487097eec2")
   }
 
   @Test func knownAnswersThroughASavedState() throws {
     let empty = try Digest(restoringSHA256: Digest(.sha256).savedState())
-    #expect(Hex.encode(empty.finalize()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    #expect(
+      Hex.encode(empty.finalize()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
 
     let abc = Digest(.sha256)
     abc.update(Array("abc".utf8))
@@ -43,7 +45,8 @@ struct DigestSavedStateTests {
         == "01" + "6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd19"
         + "00000018" + "00000000" + "03" + "616263")
     let resumed = try Digest(restoringSHA256: abc.savedState())
-    #expect(Hex.encode(resumed.finalize()) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    #expect(
+      Hex.encode(resumed.finalize()) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
   }
 
   @Test func savedStateSplitByteByByteEqualsOneShot() throws {

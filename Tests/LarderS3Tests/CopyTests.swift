@@ -34,7 +34,8 @@ struct CopyTests {
     let etag = try s3.client.copyObject(from: s3.key("source"), to: s3.key("copy"))
     #expect(etag == md5Hex(bytes))
     #expect(try s3.download(s3.key("copy")).bytes == bytes)
-    #expect(try s3.client.head(s3.key("copy")) == S3ObjectHead(size: 1000, etag: md5Hex(bytes), contentRange: nil))
+    #expect(
+      try s3.client.head(s3.key("copy")) == S3ObjectHead(size: 1000, etag: md5Hex(bytes), contentRange: nil))
     #expect(try s3.download(s3.key("source")).bytes == bytes)  // the source stays
   }
 
@@ -47,15 +48,17 @@ struct CopyTests {
   }
 
   @Test func objectMadeByAMultipartUploadIsCopiedExactly() throws {
-    let s3 = try S3Fixture(tuning: {
-      var tuning = Self.smallCopyThreshold
-      tuning.copyMultipartThreshold = 5 << 30  // one CopyObject of a two-part source
-      return tuning
-    }())
+    let s3 = try S3Fixture(
+      tuning: {
+        var tuning = Self.smallCopyThreshold
+        tuning.copyMultipartThreshold = 5 << 30  // one CopyObject of a two-part source
+        return tuning
+      }())
     defer { s3.cleanUp() }
     let content = try s3.file(size: 6 << 20, seed: 21)
     try s3.client.putFile(atPath: content.path, key: s3.key("two-parts"), sha256Hex: content.sha256)
-    #expect(try s3.client.head(s3.key("two-parts"))?.etag == Self.multipartETag(content.bytes, partSize: 5 << 20))
+    #expect(
+      try s3.client.head(s3.key("two-parts"))?.etag == Self.multipartETag(content.bytes, partSize: 5 << 20))
 
     let etag = try s3.client.copyObject(from: s3.key("two-parts"), to: s3.key("two-parts-copy"))
     #expect(!etag.isEmpty)
@@ -149,7 +152,11 @@ struct CopyFailureTests {
     let server = try CannedHTTPServer([
       Self.head(size: 3),
       .init(status: 200, body: "<Error><Code>InternalError</Code><Message>try again</Message></Error>"),
-      .init(status: 200, body: "<CopyObjectResult><LastModified>2026-11-30T22:00:00.000Z</LastModified><ETag>\"abc\"</ETag></CopyObjectResult>"),
+      .init(
+        status: 200,
+        body:
+          "<CopyObjectResult><LastModified>2026-11-30T22:00:00.000Z</LastModified><ETag>\"abc\"</ETag></CopyObjectResult>"
+      ),
     ])
     defer { server.stop() }
     #expect(try Self.client(server).copyObject(from: "s p", to: "t") == "abc")

@@ -27,7 +27,11 @@ import Testing
   @Test func aTokenIssuedBeforeTheUpgradeVerifiesAfterIt() throws {
     try withDirectory { directory in
       // What an older server left: DATA/secret, and a token signed with it.
-      let legacy = try SecretFile.loadOrCreate(at: directory.appendingPathComponent("secret"))
+      let legacy = (0..<32).map { UInt8($0 * 3 + 11) }
+      #expect(
+        FileManager.default.createFile(
+          atPath: directory.appendingPathComponent("secret").path, contents: Data(legacy),
+          attributes: [.posixPermissions: 0o600]))
       let before = TokenIssuer(secret: legacy).issue(uid: "alice", ttl: 3600)
       let service = try LarderService(options: .init(dataDirectory: directory, policy: .rulesFile(exampleRulesURL)))
       defer { service.stop(timeout: .seconds(1)) }
