@@ -28,7 +28,8 @@ public final class Larder: Sendable {
     public var catalog: CatalogLocation?
     /// Where committed bytes live; nil: `blobs/` in the data directory (or, as a test hook, a
     /// prefix of `LARDER_TEST_BLOBS`'s bucket: see ``BlobLocation``). Temp files and the
-    /// partial bytes of resumable uploads stay in the data directory either way.
+    /// staging files of resumable uploads stay in the data directory either way (with S3, the
+    /// bucket holds their bytes too: see ``UploadStore``).
     public var blobs: BlobLocation?
     public init(
       faults: FaultInjector = .fromEnvironment, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,

@@ -17,10 +17,13 @@ import Synchronization
 /// non-partial upload is never committed as an offset: publishing the object and marking the
 /// row completed happen in one transaction, so a crash before it makes the client resend the
 /// last chunk, and one after it leaves a completed row (the file is unlinked, or collected
-/// with the row when it expires).
+/// with the row when it expires). With blobs in S3 (shared mode, `UploadStore+Shared.swift`)
+/// the bytes also go to the bucket before each commit and the file is a cache, so any node
+/// continues the upload.
 ///
 /// One writer per upload: ``beginAppend(id:owner:offset:length:checksum:)`` takes the upload's
-/// lease and throws ``UploadError/locked(id:)`` while another append holds it. Hot uploads keep
+/// lease (in shared mode also a catalog lease that runs out, ``lease``) and throws
+/// ``UploadError/locked(id:)`` while another append holds it. Hot uploads keep
 /// their file open and their running digests in memory.
 ///
 /// Ownership: every call takes the caller's uid (nil for anonymous); an upload created by one
