@@ -236,4 +236,22 @@ struct SharedUploadTests {
     }
     #expect(try cluster.a.objects.find(bucket: "app", name: "j.bin") == nil)
   }
+
+  @Test func anotherNodesConcatenationIsSeenRunningUntilItsLeaseRunsOut() throws {
+    let cluster = try Cluster(lease: .seconds(1))
+    let bytes = Self.content(10, seed: 19)
+    let partial = try cluster.uploadsA.create(bucket: "app", name: nil, owner: "u", length: 10, partial: true)
+    try Self.append(cluster.uploadsA, partial.id, bytes, 0..<10)
+    let prepared = try cluster.uploadsA.prepareConcatenation(
+      bucket: "app", name: "c.bin", owner: "u", metadata: ["name": "c.bin"], partials: [partial.id])
+    // Running on A: B's tus HEAD must not call it interrupted.
+    #expect(cluster.uploadsB.isConcatenating(prepared.upload.id))
+    #expect(cluster.uploadsA.isConcatenating(prepared.upload.id))
+    Thread.sleep(forTimeInterval: 1.2)
+    // As if A had died: its lease ran out, B now sees an interrupted concatenation.
+    #expect(!cluster.uploadsB.isConcatenating(prepared.upload.id))
+    let object = try cluster.uploadsA.publish(try cluster.uploadsA.copy(prepared))
+    #expect([UInt8](try cluster.b.files.data(of: object.file)) == bytes)
+    #expect(!cluster.uploadsB.isConcatenating(prepared.upload.id))
+  }
 }

@@ -202,9 +202,10 @@ public final class UploadAppend {
       let updated = try commit(to: newOffset, finishing: upload.isPartial && newOffset == length)
       session.offset = newOffset
       session.sha256 = sink.sha256
-      try session.compact()
-      // A finished partial takes no more bytes: close its file.
-      store.release(upload.id, keeping: updated.isComplete ? nil : session)
+      // A finished partial takes no more bytes: close its file. (Shared mode: a staging file
+      // that cannot be compacted is dropped; the next append rebuilds it from the pieces.)
+      let keep = !updated.isComplete && (try? session.compact()) != nil
+      store.release(upload.id, keeping: keep ? session : nil)
       return .progress(updated)
     } catch {
       _ = session.truncateToCommitted()

@@ -20,8 +20,6 @@ import LarderCrypto
 ///   copies it to `sha256/…` server-side. Content that never reached 5 MiB was never a part: it
 ///   is in the staging file and goes up with an ordinary PUT.
 extension UploadStore {
-  var shared: (any SharedUploadStorage)? { larder.sharedUploads }
-
   // MARK: - the catalog lease
 
   /// Takes the upload's catalog lease for this process's append.
@@ -175,7 +173,8 @@ extension UploadStore {
     var state = session.shared ?? SharedUploadState()
     let base = state.base
     let stored = base + state.piecesSize
-    precondition(stored == session.offset, "the pieces hold the committed bytes")
+    // The pieces hold the committed bytes; anything else is a state this node must not build on.
+    guard stored == session.offset else { throw UploadError.dataLost(id: id) }
     if end > stored {
       if end - base >= storage.minimumPartSize || (finishing && !state.parts.isEmpty) {
         if state.multipart == nil { state.multipart = try storage.startParts(upload: id, data: state.data) }

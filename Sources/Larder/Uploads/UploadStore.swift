@@ -42,6 +42,8 @@ public final class UploadStore: Sendable {
   private let slots = Mutex<[String: Slot]>([:])
   /// Shared mode: the catalog leases this process holds, upload id → token.
   let heldLeases = Mutex<[String: String]>([:])
+  /// Where uploads' bytes are shared between nodes (S3); nil: this node's data directory.
+  let shared: (any SharedUploadStorage)?
   /// Why recent background concatenations failed (their rows are gone), for the client's next
   /// look; bounded, oldest forgotten first.
   private let failures = Mutex<[(id: String, owner: String?, error: any Error)]>([])
@@ -63,6 +65,7 @@ public final class UploadStore: Sendable {
   ) {
     self.larder = larder
     self.lease = lease
+    shared = larder.sharedUploads
     self.expiry = expiry
     self.checkpoints = checkpoints
     self.maxIdleSessions = maxIdleSessions
@@ -466,15 +469,20 @@ public final class UploadStore: Sendable {
         completedAt: nil, receivedConcat: received)
       _ = try acquire(final.id)
       held.append(final.id)
+      // Shared mode: the final is born leased, so other nodes see its concatenation running
+      // (``isConcatenating(_:)``) while this one copies it, and see it interrupted once it ran out.
+      let lease = shared.map { _ in (token: SecureRandom.hexIdentifier(byteCount: 8), until: now + self.lease.timeInterval) }
+      if let lease { heldLeases.withLock { $0[final.id] = lease.token } }
       try larder.catalog.write { db in
         try db.execute(
           """
-          INSERT INTO uploads(id, bucket, name, owner, length, "offset", metadata, concat, expires_at, created_at)
-          VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+          INSERT INTO uploads(
+            id, bucket, name, owner, length, "offset", metadata, concat, expires_at, created_at, lease_holder, lease_until)
+          VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
           """,
           [
             final.id, bucket, name, owner, total, try ObjectStore.json(metadata),
-            received ?? UploadConcat.final(ids).stored, final.expiresAt, now,
+            received ?? UploadConcat.final(ids).stored, final.expiresAt, now, lease?.token, lease?.until,
           ])
       }
       return Concatenation(upload: final, parts: parts, leases: held)
@@ -491,12 +499,17 @@ public final class UploadStore: Sendable {
     let final = concatenation.upload
     do {
       let writer = try larder.files.makeWriter()
+      var renewed = ContinuousClock.now
       for part in concatenation.parts {
         if let storage = shared {
           var copied: Int64 = 0
           try readShared(part, storage: storage) { chunk in
             try writer.write(chunk)
             copied += Int64(chunk.count)
+            if ContinuousClock.now - renewed > lease / 3 {
+              try renewLease(final.id)
+              renewed = .now
+            }
           }
           guard copied == part.offset else { throw UploadError.dataLost(id: part.id) }
           continue
@@ -574,7 +587,13 @@ public final class UploadStore: Sendable {
   /// Whether this final upload's concatenation is running in this process. A final upload not
   /// completed and not running was interrupted (the process stopped): its bytes were never made.
   public func isConcatenating(_ id: String) -> Bool {
-    concatenating.withLock { $0.contains(id) } || slots.withLock { $0[id]?.busy == true }
+    if concatenating.withLock({ $0.contains(id) }) || slots.withLock({ $0[id]?.busy == true }) { return true }
+    // Shared mode: another node's, while its lease runs.
+    guard shared != nil, Self.isUploadID(id) else { return false }
+    let until = try? larder.catalog.read(snapshot: false) { db in
+      try db.row("SELECT lease_until FROM uploads WHERE id = ?", [id])?.date("lease_until")
+    }
+    return (until ?? nil).map { $0 > Date() } ?? false
   }
 
   private func remember(_ upload: Upload, _ error: any Error) {
