@@ -140,35 +140,54 @@ def test_names_with_spaces_unicode_reserved_characters_and_slashes(server):
     assert report["failures"] == [], report
 
 
-def test_resumable_upload_survives_a_server_restart(tmp_path):
-    """SIGKILL the server while the SDK streams 20 MiB, start it again on the same port: the
-    task completes (the SDK resends the broken chunk) and the bytes are exact."""
-    _require_node_sdk()
-    data = tmp_path / "data"
-    server = LarderServer(data)
-    port = server.port
+def run_restart_check(port, at_bytes, interrupt, timeout=600):
+    """Runs sdk_checks.cjs `restart` (20 MiB with uploadBytesResumable, a PROGRESS line per
+    event) against PORT and calls `interrupt()` once, when progress first passes `at_bytes`.
+    Returns (the progress it was called at or None, stdout lines, stderr)."""
     env = dict(os.environ, LARDER_PORT=str(port),
                LARDER_SDK=str(CLIENTS / "firebase-js-sdk" / "firebase-storage.node.cjs"))
     proc = subprocess.Popen([NODE, str(HERE / "sdk_checks.cjs"), "restart"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
-    restarted = False
+    # A hung client never hangs the suite: the watchdog ends it and the loop below with it.
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.start()
+    interrupted_at = None
     out = []
     try:
         for line in proc.stdout:
             out.append(line)
             m = re.match(r"PROGRESS (\d+)", line)
-            if m and not restarted and int(m.group(1)) >= 2 * MiB:
-                server.kill()
-                time.sleep(1.0)
-                server = LarderServer(data, port=port)
-                restarted = True
-        proc.wait(timeout=600)
+            if m and interrupted_at is None and int(m.group(1)) >= at_bytes:
+                interrupted_at = int(m.group(1))
+                interrupt()
+        proc.wait(timeout=timeout)
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
-        server.stop()
-    assert restarted, "the upload finished before the server could be restarted"
-    report = _report("".join(out), proc.stderr.read())
+            proc.wait()
+    return interrupted_at, out, proc.stderr.read()
+
+
+def test_resumable_upload_survives_a_server_restart(tmp_path):
+    """SIGKILL the server while the SDK streams 20 MiB, start it again on the same port: the
+    task completes (the SDK resends the broken chunk) and the bytes are exact."""
+    _require_node_sdk()
+    data = tmp_path / "data"
+    servers = [LarderServer(data)]
+    port = servers[0].port
+
+    def restart():
+        servers[-1].kill()
+        time.sleep(1.0)
+        servers.append(LarderServer(data, port=port))
+
+    try:
+        restarted, out, err = run_restart_check(port, 2 * MiB, restart)
+    finally:
+        servers[-1].stop()
+    assert restarted is not None, "the upload finished before the server could be restarted"
+    report = _report("".join(out), err)
     assert report["failures"] == [], report
     assert os.listdir(data / "uploads") == []
 

@@ -18,12 +18,10 @@ import hashlib
 import json
 import os
 import random
-import re
 import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -464,31 +462,12 @@ def test_firebase_sdk_resumable_upload_finishes_on_b(cluster):
     import test_firebase_sdk as fbsdk
     if fbsdk.CLIENTS is None or fbsdk.NODE is None:
         _skip_loudly("Firebase SDK on several nodes: needs node and the bundle (set LARDER_CLIENTS)")
-    env = dict(os.environ, LARDER_PORT=str(cluster.proxy.port),
-               LARDER_SDK=str(fbsdk.CLIENTS / "firebase-js-sdk" / "firebase-storage.node.cjs"))
-    proc = subprocess.Popen([fbsdk.NODE, str(fbsdk.HERE / "sdk_checks.cjs"), "restart"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    watchdog = threading.Timer(60, proc.kill)
-    watchdog.start()
-    killed_at = None
-    out = []
-    try:
-        for line in proc.stdout:
-            out.append(line)
-            m = re.match(r"PROGRESS (\d+)", line)
-            if m and killed_at is None and int(m.group(1)) >= 4 * MiB:
-                killed_at = int(m.group(1))
-                cluster.fail_over("A", "B")
-        proc.wait(timeout=60)
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    killed_at, out, err = fbsdk.run_restart_check(
+        cluster.proxy.port, 4 * MiB, lambda: cluster.fail_over("A", "B"), timeout=60)
     size = 20 * MiB
     assert killed_at is not None and killed_at < size, "".join(out)
     reports = [line for line in out if line.startswith("{")]
-    assert reports, f"no report from node: {''.join(out)[-2000:]} {proc.stderr.read()[-2000:]}"
+    assert reports, f"no report from node: {''.join(out)[-2000:]} {err[-2000:]}"
     report = json.loads(reports[-1])
     # The whole report: an SDK error's message holds the server's answer.
     assert report["failures"] == [] and report["checks"] > 0, f"{json.dumps(report, indent=1)}\n{cluster.logs()}"
