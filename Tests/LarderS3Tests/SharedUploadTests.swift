@@ -19,7 +19,7 @@ struct SharedUploadTests {
     let root: URL
     let a: Larder
     let b: Larder
-    let uploadsA: UploadStore
+    var uploadsA: UploadStore
     let uploadsB: UploadStore
 
     init(lease: Duration = .seconds(10), expiry: Duration = .seconds(3600), faultsB: FaultInjector = .none) throws {
@@ -253,5 +253,22 @@ struct SharedUploadTests {
     let object = try cluster.uploadsA.publish(try cluster.uploadsA.copy(prepared))
     #expect([UInt8](try cluster.b.files.data(of: object.file)) == bytes)
     #expect(!cluster.uploadsB.isConcatenating(prepared.upload.id))
+  }
+
+  @Test func stagingFilesAreSweptOnceNoSessionHoldsThem() throws {
+    let cluster = try Cluster()
+    let bytes = Self.content(2 * Self.mib, seed: 23)
+    let upload = try cluster.uploadsA.create(bucket: "app", name: "w.bin", owner: "u", length: Int64(bytes.count))
+    try Self.append(cluster.uploadsA, upload.id, bytes, 0..<Self.mib)
+    _ = try Self.finish(cluster.uploadsB, upload.id, bytes, from: Self.mib)
+    // A still caches its session of an upload B finished: its staging file stays meanwhile.
+    #expect(cluster.stagingFileSize(cluster.a, upload.id) == Int64(Self.mib))
+    // Another store on A's directory (another process) sweeps at start: the session's lock keeps it.
+    _ = UploadStore(larder: cluster.a)
+    #expect(cluster.stagingFileSize(cluster.a, upload.id) == Int64(Self.mib))
+    // The session is gone (A restarted, or it was evicted): the next sweep removes the file.
+    cluster.uploadsA = UploadStore(larder: cluster.a)
+    cluster.uploadsA.sweepStagingFiles()
+    #expect(cluster.stagingFileSize(cluster.a, upload.id) == nil)
   }
 }

@@ -104,10 +104,18 @@ final class UploadSession: @unchecked Sendable {
       guard offset == 0 else { throw UploadError.dataLost(id: id) }
       sha = Digest(.sha256)
     }
-    // A new file: the old one may be a read-only staged copy of a publish that failed.
-    unlink(path)
-    let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-    guard fd >= 0 else { throw LarderError.posix("open", path) }
+    // A new file (the old one may be a read-only staged copy of a publish that failed), locked
+    // for the session's life before it takes the name, so `UploadStore.sweepStagingFiles` in
+    // another process never removes it.
+    let fresh = "\(path).\(SecureRandom.hexIdentifier(byteCount: 8))"
+    let fd = open(fresh, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+    guard fd >= 0 else { throw LarderError.posix("open", fresh) }
+    POSIX.lock(fd)
+    guard rename(fresh, path) == 0 else {
+      unlink(fresh)
+      close(fd)
+      throw LarderError.posix("rename", path)
+    }
     let session = UploadSession(path: path, fd: fd, offset: offset, sha256: sha, shared: state)
     session.origin = state.base
     var at: Int64 = 0

@@ -42,6 +42,7 @@ public final class UploadStore: Sendable {
   private let slots = Mutex<[String: Slot]>([:])
   /// Shared mode: the catalog leases this process holds, upload id → token.
   let heldLeases = Mutex<[String: String]>([:])
+  private let lastStagingSweep = Mutex(ContinuousClock.now)
   /// Where uploads' bytes are shared between nodes (S3); nil: this node's data directory.
   let shared: (any SharedUploadStorage)?
   /// Why recent background concatenations failed (their rows are gone), for the client's next
@@ -69,6 +70,7 @@ public final class UploadStore: Sendable {
     self.expiry = expiry
     self.checkpoints = checkpoints
     self.maxIdleSessions = maxIdleSessions
+    if shared != nil { sweepStagingFiles() }
   }
 
   var directory: String { larder.blobs.uploadsDirectory.path }
@@ -83,6 +85,7 @@ public final class UploadStore: Sendable {
     bucket: String, name: String?, owner: String?, length: Int64?, metadata: [String: String] = [:],
     partial: Bool = false
   ) throws -> Upload {
+    if shared != nil { sweepStagingFilesIfDue() }
     try ObjectName.validateBucket(bucket)
     if let length, length < 0 { throw LarderError.invalidArgument("Upload-Length must not be negative") }
     if !partial {
@@ -646,6 +649,37 @@ public final class UploadStore: Sendable {
     }
     evicted.removeAll()  // close their files outside the lock
   }
+
+  /// Shared mode: removes staging files no session of this store uses and no other process
+  /// holds (each live one is `flock`ed by its session). They are caches: the bucket holds the
+  /// bytes and the next append here rebuilds its file from the pieces. Without this, every node
+  /// would keep a file for each upload that another node finished. Checked under the slots'
+  /// lock, so a session being loaded here meanwhile is never touched.
+  func sweepStagingFiles() {
+    for name in POSIX.listDirectory(directory) where Self.isUploadID(name) {
+      let file = path(of: name)
+      slots.withLock { slots in
+        guard slots[name] == nil else { return }
+        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        if POSIX.tryLock(fd) { unlink(file) }
+      }
+    }
+  }
+
+  /// At most every ``stagingSweepInterval``, from uploads being created.
+  func sweepStagingFilesIfDue() {
+    let now = ContinuousClock.now
+    let due = lastStagingSweep.withLock { last in
+      guard now - last >= Self.stagingSweepInterval else { return false }
+      last = now
+      return true
+    }
+    if due { sweepStagingFiles() }
+  }
+
+  static let stagingSweepInterval: Duration = .seconds(600)
 
   /// How many uploads have a hot session cached (for tests).
   public var hotSessionCount: Int { slots.withLock { $0.values.filter { $0.session != nil }.count } }
