@@ -1139,7 +1139,7 @@ class SwiftLog:
             self.records.append({"op": s3_operation(f[3], path, number(f[10])), "status": f[6], "in": number(f[10]),
                                  "out": number(f[11]), "start": float(f[18]), "end": float(f[19]), "path": path})
             if os.environ.get("BENCH_S3_LOG_DEBUG"):
-                log(f"swift: {f[3]} {path[:90]} {f[6]} in {f[10]} out {f[11]} {f[18]}")
+                log(f"swift: {f[3]} {path[:90]} {f[6]} in {f[10]} out {f[11]} start {f[18]} end {f[19]}")
 
     def mark(self):
         return len(self.records)
