@@ -11,6 +11,7 @@
 # kernel's ephemeral range, /proc/sys/net/ipv4/ip_local_port_range). Everything lives under DIR (wiped at start); PIDs go to DIR/run/*.pid and
 # `stop` ends exactly those processes. Each BUCKET is created after start.
 #
+# SWIFT_S3_ACCESS_LOG_UDP=PORT sends the proxy's access log to 127.0.0.1:PORT (UDP syslog).
 # When SWIFT_S3_OWNER_PID is set, a watchdog stops the engine once that process is gone, so a
 # test run that crashes does not leave servers behind.
 #
@@ -79,6 +80,12 @@ user_test_tester = testing .admin
 [filter:proxy-logging]
 use = egg:swift#proxy_logging
 EOF
+  # Opt-in: the proxy's access log (one line per request, the client's and its middleware's) as
+  # syslog datagrams to 127.0.0.1:PORT, where a benchmark counts the requests Larder made.
+  if [ -n "${SWIFT_S3_ACCESS_LOG_UDP:-}" ]; then
+    printf 'access_log_level = INFO\naccess_log_udp_host = 127.0.0.1\naccess_log_udp_port = %s\n' \
+      "$SWIFT_S3_ACCESS_LOG_UDP" >> "$dir/etc/proxy-server.conf"
+  fi
   for f in catch_errors gatekeeper healthcheck listing_formats copy slo dlo; do
     printf '[filter:%s]\nuse = egg:swift#%s\n' "$f" "$f"
   done >> "$dir/etc/proxy-server.conf"

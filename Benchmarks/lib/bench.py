@@ -19,7 +19,9 @@ interleaved within each of BENCH_REPS (>= 3) rounds, and prints them in one tabl
               a throw-away PostgreSQL (scripts/pg.sh, fsync on) started and stopped here;
   cml         (opt-in: BENCH_LIMITS) the connection-memory-limit trade-off;
   gc          (opt-in: BENCH_GC_SCALE=1) gc of a million blobs.
-  s3          (opt-in: BENCH_S3=1) Larder on PostgreSQL + Swift's S3 API vs curl straight to that Swift.
+  s3          (opt-in: BENCH_S3=1) Larder on PostgreSQL + Swift's S3 API vs curl straight to that Swift:
+              transfers, 4 KiB GETs, and resumable uploads (tus in 8 and 1 MiB PATCHes, BENCH_S3_TUS_MIB);
+  s3-tus      the S3 scenario's resumable uploads alone.
 BENCH_ONLY=gets,tus,... runs a subset; BENCH_QUICK=1 shrinks sizes and durations (a few minutes).
 Everything listens on 127.0.0.1 only. Every server is started here and stopped at exit; every
 byte written lives in one temp dir that is removed at exit, whatever happens (a watchdog alarm
@@ -796,14 +798,16 @@ def scenario_postgres(files, commands):
         pg.close()
 
 
-def tus_upload(endpoint, path, size, chunk):
+def tus_upload(endpoint, path, size, chunk, name="bench.bin"):
     """POST then PATCH every chunk over one keep-alive connection (stdlib client); returns seconds
     from the POST to the last answer, and the upload's URL."""
+    import base64
     u = urlsplit(endpoint)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     tus = {"Tus-Resumable": "1.0.0"}
+    metadata = "name " + base64.b64encode(name.encode()).decode()
     started = time.perf_counter()
-    conn.request("POST", u.path, headers={**tus, "Upload-Length": str(size), "Upload-Metadata": "name YmVuY2guYmlu",
+    conn.request("POST", u.path, headers={**tus, "Upload-Length": str(size), "Upload-Metadata": metadata,
                                           "Content-Length": "0"})
     r = conn.getresponse()
     r.read()
@@ -1042,6 +1046,7 @@ def scenario_gc():
 S3_MIB = env_int("BENCH_S3_MIB", 128 if QUICK else 1024)
 S3_GETS = env_int("BENCH_S3_GETS", 400 if QUICK else 1200)  # 4 KiB GETs per curl-loop run
 S3_GET_CLIENTS = env_int("BENCH_S3_GET_CLIENTS", 4)  # concurrent keep-alive curl loops
+S3_TUS_MIB = env_int("BENCH_S3_TUS_MIB", 32 if QUICK else 256)  # the resumable rows' upload size
 S3_KEY, S3_SECRET, S3_REGION, S3_BUCKET = "test:tester", "testing", "us-east-1", "bench"
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -1050,10 +1055,12 @@ class SwiftS3:
     """OpenStack Swift with s3api on loopback (scripts/swift-s3.sh), one bucket; stopped by `close`
     and, should this process die first, by the script's own watchdog (SWIFT_S3_OWNER_PID)."""
 
-    def __init__(self):
+    def __init__(self, access_log_port=None):
         self.dir = os.path.join(TMP, "swift")
         script = os.path.join(ROOT, "scripts/swift-s3.sh")
         env = dict(os.environ, SWIFT_S3_OWNER_PID=str(os.getpid()))
+        if access_log_port:
+            env["SWIFT_S3_ACCESS_LOG_UDP"] = str(access_log_port)
         for attempt in range(6):  # a port range below the ephemeral range; exit 4: taken, try another
             port = 20000 + (os.getpid() * 7 + attempt * 997) % 8000 // 5 * 5
             r = subprocess.run([script, "start", self.dir, str(port), S3_BUCKET], capture_output=True, text=True,
@@ -1079,6 +1086,17 @@ class SwiftS3:
         """CPU seconds of the proxy, account, container and object servers and memcached."""
         return sum(server_cpu(p) for p in self.pids())
 
+    def disk_writes(self):
+        """Bytes Swift's processes have written to the filesystem so far (/proc/PID/io write_bytes:
+        the pages they dirtied; one replica, so about what the object server stored)."""
+        total = 0
+        for p in self.pids():
+            try:
+                total += int(re.search(r"^write_bytes: (\d+)", open(f"/proc/{p}/io").read(), re.M).group(1))
+            except (OSError, AttributeError):
+                pass
+        return total
+
     def curl_args(self, sha256):
         """curl signs with SigV4 itself; s3api demands x-amz-content-sha256 and checks it."""
         return ["--netrc-file", self.netrc, "--aws-sigv4", f"aws:amz:{S3_REGION}:s3",
@@ -1086,6 +1104,121 @@ class SwiftS3:
 
     def close(self):
         subprocess.run([os.path.join(ROOT, "scripts/swift-s3.sh"), "stop", self.dir], capture_output=True, timeout=60)
+
+
+class SwiftLog:
+    """The requests Swift's proxy served, from its access log (scripts/swift-s3.sh sends it as syslog
+    datagrams to SWIFT_S3_ACCESS_LOG_UDP): a thread reads them; `mark` and `since` cut out one
+    transfer's. Only clients' requests are kept: the proxy also logs its middleware's subrequests
+    (s3api's translations, SLO's segment reads, the copy's GET), which have no client address."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.records, self.last, self.seen = [], time.monotonic(), 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        from urllib.parse import unquote
+        while True:
+            try:
+                line = self.sock.recv(65536).decode(errors="replace")
+            except OSError:
+                return
+            self.last = time.monotonic()
+            self.seen += 1
+            m = re.search(r"proxy-server: (.*)", line)
+            f = m.group(1).split() if m else []
+            if len(f) < 20 or f[0] == "-":
+                continue
+            path = unquote(f[4])
+            if path.startswith(("/v1/", "/auth", "/healthcheck")):
+                continue
+            number = lambda x: int(x) if x.isdigit() else 0
+            self.records.append({"op": s3_operation(f[3], path, number(f[10])), "status": f[6], "in": number(f[10]),
+                                 "out": number(f[11]), "start": float(f[18]), "end": float(f[19]), "path": path})
+            if os.environ.get("BENCH_S3_LOG_DEBUG"):
+                log(f"swift: {f[3]} {path[:90]} {f[6]} in {f[10]} out {f[11]} start {f[18]} end {f[19]}")
+
+    def mark(self):
+        return len(self.records)
+
+    def since(self, mark):
+        return self.records[mark:]
+
+    def close(self):
+        self.sock.close()
+
+
+def s3_operation(method, path, body_bytes):
+    """The S3 operation of a request line (s3api logs the S3 path with its query)."""
+    query = "&" + path.partition("?")[2] + "&"
+    if method == "PUT":
+        return "UploadPart" if "&partNumber=" in query else "PUT" if body_bytes else "PUT (no body: copy)"
+    if method == "POST":
+        return "CreateMultipartUpload" if re.search(r"&uploads[=&]", query) else \
+            "CompleteMultipartUpload" if "&uploadId=" in query else "POST"
+    if method == "DELETE":
+        return "AbortMultipartUpload" if "&uploadId=" in query else "DELETE"
+    if method == "GET" and "&list-type=" in query:
+        return "ListObjectsV2"
+    return method
+
+
+def s3_requests(records):
+    """Counts, times and bytes of some requests: {"n", "ops": {op: count}, "seconds": {op: seconds
+    Swift spent answering them (its log's start to end)}, "in": bytes sent to Swift, "out": bytes
+    Swift answered with, "errors": non-2xx}."""
+    ops, seconds = {}, {}
+    for r in records:
+        ops[r["op"]] = ops.get(r["op"], 0) + 1
+        seconds[r["op"]] = seconds.get(r["op"], 0) + r["end"] - r["start"]
+    return {"n": len(records), "ops": ops, "seconds": seconds, "in": sum(r["in"] for r in records),
+            "out": sum(r["out"] for r in records), "errors": sum(not r["status"].startswith("2") for r in records)}
+
+
+def s3_settle(larder, swift, swift_log, quiet=1.0, limit=180):
+    """Waits until Larder and Swift are idle: no CPU used by either (under 30 ms) and no request
+    logged for `quiet` seconds. After an upload's answer Larder still works: its MD5 backfill
+    reads the new blob back from S3 (MD5 is computed after commit), and it removes the pieces a
+    part made redundant; without this wait that work would be charged to the next transfer."""
+    deadline = time.monotonic() + limit
+    pids = [larder.proc.pid] + swift.pids()
+    last = sum(server_cpu(p) for p in pids)
+    calm_since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now, cpu = time.monotonic(), sum(server_cpu(p) for p in pids)
+        if cpu - last > 0.03:
+            last, calm_since = cpu, now
+        if now - calm_since >= quiet and (not swift_log or now - swift_log.last >= quiet):
+            return
+    log(f"s3: Larder and Swift still busy after {limit}s; measuring anyway")
+
+
+def s3_transfer(larder, swift, pg, swift_log, body):
+    """Runs `body` (returns its seconds) from a quiet start, and what it cost: CPU seconds of
+    (Larder, Swift, PostgreSQL) until the answer ("cpu") and after it until all is quiet again
+    ("cpu_after"); Swift's disk writes ("disk", "disk_after"); the requests Swift served before
+    the answer ("s3") and after it ("s3_after"), split by the time each request ended. (Not by its
+    start: Larder wakes its MD5 backfill at the commit, so the backfill's GET may start a moment
+    before the client has its answer; it ends well after, and nothing waited for it.)"""
+    os.sync()
+    s3_settle(larder, swift, swift_log)
+    cpus = lambda: (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+    c0, w0, mark = cpus(), swift.disk_writes(), swift_log.mark() if swift_log else 0
+    seconds = body()
+    answered, c1, w1 = time.time(), cpus(), swift.disk_writes()
+    s3_settle(larder, swift, swift_log)
+    c2, w2 = cpus(), swift.disk_writes()
+    result = {"seconds": seconds, "cpu": tuple(b - a for a, b in zip(c0, c1)),
+              "cpu_after": tuple(b - a for a, b in zip(c1, c2)), "disk": w1 - w0, "disk_after": w2 - w1}
+    if swift_log:
+        records = swift_log.since(mark)
+        result["s3"] = s3_requests([r for r in records if r["end"] <= answered])
+        result["s3_after"] = s3_requests([r for r in records if r["end"] > answered])
+    return result
 
 
 def s3_curl(args, expect_status, expect_up=None, expect_down=None):
@@ -1146,18 +1279,24 @@ def wait_connections_closed(base, seconds=60):
         time.sleep(0.2)
 
 
-def scenario_s3(files, commands):
-    """Larder on PostgreSQL (fsync on) + Swift's S3 API vs curl straight to that Swift: S3_MIB upload,
-    S3_MIB download, 4 KiB GETs; interleaved rounds, the order alternating."""
+def scenario_s3(files, commands, transfers=True, resumable=True):
+    """Larder on PostgreSQL (fsync on) + Swift's S3 API vs curl straight to that Swift, interleaved
+    rounds, the order alternating. `transfers`: S3_MIB upload, S3_MIB download, 4 KiB GETs.
+    `resumable`: S3_TUS_MIB through tus in each PATCH size of TUS_CHUNKS, the same bytes as one
+    simple upload through Larder, and as one PUT straight to Swift. Each upload starts from a quiet
+    Larder and Swift and is measured until its answer, then until both are quiet again."""
     if not shutil.which("curl"):
         return {"missing": "curl is not installed"}
-    need = (S3_MIB * (2 * REPS + 4)) << 20
+    need = ((S3_MIB * (2 * REPS + 4) if transfers else 0)
+            + (S3_TUS_MIB * (REPS * (len(TUS_CHUNKS) + 2) * 2 + 2) if resumable else 0)) << 20
     if shutil.disk_usage(TMP).free < need:
         raise BenchError(f"{TMP} has too little space for the s3 scenario (about {need >> 30} GiB)")
     engines = []
     try:
+        swift_log = SwiftLog()
+        engines.append(swift_log)
         try:
-            swift = SwiftS3()
+            swift = SwiftS3(access_log_port=swift_log.port)
             engines.append(swift)
             pg = Postgres()
             engines.append(pg)
@@ -1165,7 +1304,7 @@ def scenario_s3(files, commands):
                 return {"missing": pg.missing}
         except FileNotFoundError as e:
             return {"missing": str(e)}
-        commands += [swift.command, pg.command]
+        commands += [swift.command.replace("scripts/", "SWIFT_S3_ACCESS_LOG_UDP=PORT scripts/", 1), pg.command]
         saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
         os.environ.update(AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET)
         try:
@@ -1179,65 +1318,115 @@ def scenario_s3(files, commands):
         commands.append(f"curl --netrc-file NETRC --aws-sigv4 aws:amz:{S3_REGION}:s3 -H 'x-amz-content-sha256: "
                         f"<hex SHA-256 | e3b0…(empty) for GET>' [-T FILE] {swift.base}/{S3_BUCKET}/direct/KEY"
                         f"   # NETRC: machine 127.0.0.1 login {S3_KEY} password {S3_SECRET}")
-        big = make_file(os.path.join(TMP, "s3.bin"), S3_MIB)
-        up = {"larder": [], "direct": []}
-        up_cpu = {"larder": [], "direct": []}  # (Larder, Swift, PostgreSQL) CPU seconds
-        for rep in range(REPS):
-            stamp(big, 200 + rep)
-            digest = sha256_file(big)  # the direct PUT's x-amz-content-sha256, hashed before its clock starts
-            for side in (("larder", "direct") if rep % 2 == 0 else ("direct", "larder")):
-                os.sync()
-                c0 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
-                if side == "larder":
-                    t = upload(larder, big, f"s3up{rep}.bin")
-                else:
-                    t = s3_curl(swift.curl_args(digest) + ["-T", big, direct % f"up{rep}.bin"], (200,),
-                                expect_up=S3_MIB * MiB)
-                c1 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
-                up[side].append(t)
-                up_cpu[side].append(tuple(b - a for a, b in zip(c0, c1)))
-                log(f"s3 upload {side} round {rep + 1}: {t:.2f}s")
-        last = f"up{REPS - 1}.bin"
-        down = {"larder": [], "direct": []}
-        down_cpu = {"larder": [], "direct": []}
-        for rep in range(REPS):
-            for side in (("larder", "direct") if rep % 2 == 0 else ("direct", "larder")):
-                c0 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
-                if side == "larder":
-                    t = download(larder, "s3" + last, S3_MIB * MiB)
-                else:
-                    t = s3_curl(swift.curl_args(EMPTY_SHA256) + [direct % last], (200,), expect_down=S3_MIB * MiB)
-                c1 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
-                down[side].append(t)
-                down_cpu[side].append(tuple(b - a for a, b in zip(c0, c1)))
-                log(f"s3 download {side} round {rep + 1}: {t:.2f}s")
-        small = files["small"]
-        upload(larder, small, "small.bin")
-        s3_curl(swift.curl_args(sha256_file(small)) + ["-T", small, direct % "small.bin"], (200,), expect_up=SMALL_BYTES)
-        gets = {"larder": [], "direct": [], "larder wrk": []}
-        for rep in range(REPS):
-            for side in (("larder", "direct") if rep % 2 == 0 else ("direct", "larder")):
-                c0 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
-                if side == "larder":
-                    g = curl_get_loops(larder.download_url % "small.bin", [])
-                else:
-                    g = curl_get_loops(direct % "small.bin", swift.curl_args(EMPTY_SHA256))
-                c1 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
-                g["cpu_us"] = tuple((b - a) / max(1, g["requests"]) * 1e6 for a, b in zip(c0, c1))
-                gets[side].append(g)
-                log(f"s3 gets {side} round {rep + 1}: {g['rps']:,.0f}/s, {g['errors']} errors {g['codes']}")
-            s0 = swift.cpu()
-            g = wrk(larder, "small.bin")
-            g["swift_cpu_us"] = (swift.cpu() - s0) / max(1, g["requests"]) * 1e6
-            gets["larder wrk"].append(g)
-            log(f"s3 gets larder wrk round {rep + 1}: {g['rps']:,.0f}/s p99 {g['p99']} {g['problems']}")
-            wait_connections_closed(larder.base)
-        rss = larder.peak_rss_mib()
-        return {"size": S3_MIB * MiB, "up": up, "up_cpu": up_cpu, "down": down, "down_cpu": down_cpu,
-                "gets": gets, "rss": rss}
+        measure = lambda body: s3_transfer(larder, swift, pg, swift_log, body)
+        result = {}
+        if transfers:
+            result.update(s3_transfers(files, larder, swift, pg, direct, measure))
+        if resumable:
+            result["resumable"] = s3_resumable(larder, swift, direct, measure)
+        result["rss"] = larder.peak_rss_mib()
+        return result
     finally:
         for e in reversed(engines):
             e.close()
+
+
+def check_larder_object(larder, name, digest):
+    """The object `name` in Larder's bench bucket holds the content whose SHA-256 is `digest`."""
+    meta = json.loads(urlopen_text(f"{larder.base}/v0/b/bench/o/{name}"))
+    if meta.get("sha256") != digest:
+        raise BenchError(f"larder stored different bytes for {name}: {meta}")
+
+
+def s3_transfers(files, larder, swift, pg, direct, measure):
+    """The S3_MIB upload and download and the 4 KiB GETs, Larder vs curl straight to Swift."""
+    big = make_file(os.path.join(TMP, "s3.bin"), S3_MIB)
+    up = {"larder": [], "direct": []}
+    up_cpu = {"larder": [], "direct": []}  # (Larder, Swift, PostgreSQL) CPU seconds
+    up_cost = {"larder": [], "direct": []}  # s3_transfer's whole result
+    for rep in range(REPS):
+        stamp(big, 200 + rep)
+        digest = sha256_file(big)  # the direct PUT's x-amz-content-sha256, hashed before its clock starts
+        for side in (("larder", "direct") if rep % 2 == 0 else ("direct", "larder")):
+            if side == "larder":
+                m = measure(lambda: upload(larder, big, f"s3up{rep}.bin"))
+            else:
+                m = measure(lambda: s3_curl(swift.curl_args(digest) + ["-T", big, direct % f"up{rep}.bin"], (200,),
+                                            expect_up=S3_MIB * MiB))
+            up[side].append(m["seconds"])
+            up_cpu[side].append(m["cpu"])
+            up_cost[side].append(m)
+            log(f"s3 upload {side} round {rep + 1}: {m['seconds']:.2f}s")
+    os.unlink(big)
+    last = f"up{REPS - 1}.bin"
+    down = {"larder": [], "direct": []}
+    down_cpu = {"larder": [], "direct": []}
+    for rep in range(REPS):
+        for side in (("larder", "direct") if rep % 2 == 0 else ("direct", "larder")):
+            c0 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+            if side == "larder":
+                t = download(larder, "s3" + last, S3_MIB * MiB)
+            else:
+                t = s3_curl(swift.curl_args(EMPTY_SHA256) + [direct % last], (200,), expect_down=S3_MIB * MiB)
+            c1 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+            down[side].append(t)
+            down_cpu[side].append(tuple(b - a for a, b in zip(c0, c1)))
+            log(f"s3 download {side} round {rep + 1}: {t:.2f}s")
+    small = files["small"]
+    upload(larder, small, "small.bin")
+    s3_curl(swift.curl_args(sha256_file(small)) + ["-T", small, direct % "small.bin"], (200,), expect_up=SMALL_BYTES)
+    gets = {"larder": [], "direct": [], "larder wrk": []}
+    for rep in range(REPS):
+        for side in (("larder", "direct") if rep % 2 == 0 else ("direct", "larder")):
+            c0 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+            if side == "larder":
+                g = curl_get_loops(larder.download_url % "small.bin", [])
+            else:
+                g = curl_get_loops(direct % "small.bin", swift.curl_args(EMPTY_SHA256))
+            c1 = (server_cpu(larder.proc.pid), swift.cpu(), pg.cpu())
+            g["cpu_us"] = tuple((b - a) / max(1, g["requests"]) * 1e6 for a, b in zip(c0, c1))
+            gets[side].append(g)
+            log(f"s3 gets {side} round {rep + 1}: {g['rps']:,.0f}/s, {g['errors']} errors {g['codes']}")
+        s0 = swift.cpu()
+        g = wrk(larder, "small.bin")
+        g["swift_cpu_us"] = (swift.cpu() - s0) / max(1, g["requests"]) * 1e6
+        gets["larder wrk"].append(g)
+        log(f"s3 gets larder wrk round {rep + 1}: {g['rps']:,.0f}/s p99 {g['p99']} {g['problems']}")
+        wait_connections_closed(larder.base)
+    return {"size": S3_MIB * MiB, "up": up, "up_cpu": up_cpu, "up_cost": up_cost, "down": down,
+            "down_cpu": down_cpu, "gets": gets}
+
+
+def s3_resumable(larder, swift, direct, measure):
+    """S3_TUS_MIB through tus in each PATCH size (the tus scenario's client), the same bytes as a
+    simple upload through Larder, and as one PUT straight to Swift; every upload new content (no
+    dedupe), the order rotating per round, Larder's stored bytes checked after each."""
+    path = make_file(os.path.join(TMP, "s3-tus.bin"), S3_TUS_MIB)
+    size = S3_TUS_MIB * MiB
+    kinds = [f"tus {c} MiB" for c in TUS_CHUNKS] + ["simple", "direct"]
+    runs = {k: [] for k in kinds}
+    for rep in range(REPS):
+        k = rep % len(kinds)
+        for i, kind in enumerate(kinds[k:] + kinds[:k]):
+            stamp(path, 300 + rep * len(kinds) + i)
+            digest = sha256_file(path)  # before the clock: the direct PUT's header, and the check afterwards
+            name = f"s3res-{rep}-{kind.replace(' ', '')}.bin"
+            if kind.startswith("tus"):
+                chunk = int(kind.split()[1])
+                m = measure(lambda: tus_upload(larder.tus_endpoint, path, size, chunk * MiB, name=name)[0])
+            elif kind == "simple":
+                m = measure(lambda: upload(larder, path, name))
+            else:
+                m = measure(lambda: s3_curl(swift.curl_args(digest) + ["-T", path, direct % name], (200,),
+                                            expect_up=size))
+            if kind != "direct":
+                check_larder_object(larder, name, digest)
+            runs[kind].append(m)
+            s3 = m.get("s3") or {}
+            log(f"s3 resumable {kind} round {rep + 1}: {m['seconds']:.2f}s, {s3.get('n', '?')} S3 requests "
+                f"{s3.get('ops', '')}, {s3.get('in', 0) / MB:,.0f} MB sent to Swift")
+    os.unlink(path)
+    return {"size": size, "runs": runs}
 
 
 def s3_summary_rows(s3):
@@ -1247,6 +1436,16 @@ def s3_summary_rows(s3):
     if "missing" in s3:
         return [("S3 mode (`--catalog postgres://` + `--blobs s3://`) vs Swift's S3 API", "missing", "missing", "—",
                  "reported", "—", "", s3["missing"])]
+    rows = []
+    if "up" in s3:
+        rows += s3_transfer_rows(s3)
+    if "resumable" in s3:
+        rows += s3_resumable_rows(s3["resumable"])
+    return rows
+
+
+def s3_transfer_rows(s3):
+    """The table-of-ratios rows of the S3_MIB transfers and the 4 KiB GETs."""
     mib, size = s3["size"] >> 20, s3["size"]
     larder_does = "Larder: stages locally, SHA-256, fsync, multipart PUT to Swift, PostgreSQL commit (fsync on)"
     rows = []
@@ -1274,6 +1473,85 @@ def s3_summary_rows(s3):
     return rows
 
 
+S3_OP_SHORT = {"UploadPart": "part", "PUT": "PUT", "PUT (no body: copy)": "copy", "CreateMultipartUpload": "create",
+               "CompleteMultipartUpload": "complete", "AbortMultipartUpload": "abort", "ListObjectsV2": "list"}
+
+
+def s3_ops_text(requests, timed=False):
+    """`41 = 32 part + 4 PUT + …` for one upload's requests to Swift; `timed`: each kind with the
+    seconds Swift spent answering them (`32 part 3.1 s + …`)."""
+    if not requests or not requests["n"]:
+        return "0"
+    ops = sorted(requests["ops"].items(), key=lambda kv: -kv[1])
+    text = f"{requests['n']} = " + " + ".join(
+        f"{n} {S3_OP_SHORT.get(op, op)}" + (f" {requests['seconds'][op]:.2f} s" if timed else "") for op, n in ops)
+    return text + (f" ({requests['errors']} not 2xx)" if requests["errors"] else "")
+
+
+def s3_cost_text(runs, size):
+    """The median upload's requests and bytes: what went to Swift until the answer, what Swift wrote,
+    and what came after the answer."""
+    m = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+    parts = []
+    if "s3" in m:
+        parts.append(f"{s3_ops_text(m['s3'])} requests, {m['s3']['in'] / size:.2f}× the bytes sent to Swift")
+    parts.append(f"Swift wrote {(m['disk'] + m['disk_after']) / size:.2f}× to disk")
+    if m.get("s3_after", {}).get("n"):
+        parts.append(f"after the answer {s3_ops_text(m['s3_after'])} ({m['s3_after']['out'] / MB:,.0f} MB read back)")
+    return "; ".join(parts)
+
+
+S3_NOT_DONE = {
+    "direct": "curl → Swift: one PUT; no hashing (its SHA-256 computed before the clock), no catalog, no "
+              "resumability (an interrupted PUT starts over), no local staging or fsync",
+    "simple": "the simple upload through Larder: not resumable (an interrupted upload starts over); one "
+              "request, its parts go straight under `sha256/…`: no pieces, no lease or commit per PATCH, "
+              "no server-side copy at the end",
+}
+
+
+def s3_resumable_rows(res):
+    """The table-of-ratios rows of the resumable uploads in S3 mode."""
+    size, mib, runs = res["size"], res["size"] >> 20, res["runs"]
+    secs = {k: [r["seconds"] for r in v] for k, v in runs.items()}
+    rows = []
+    for kind in [k for k in runs if k.startswith("tus")]:
+        l = med(secs[kind])
+        what = f"S3 mode: tus {mib} MiB in {kind.split()[1]} MiB PATCHes, MB/s"
+        for peer, label in (("simple", "simple upload through Larder"), ("direct", "curl → Swift")):
+            p = med(secs[peer])
+            rows.append((what, fmt_mb(size / l), f"{label} {fmt_mb(size / p)}", f"{p / l:.2f}", "reported", "—",
+                         S3_NOT_DONE[peer], f"s: tus {runs_text(secs[kind])}; {peer} {runs_text(secs[peer])}"
+                         + (f"; tus: {s3_cost_text(runs[kind], size)}" if peer == "simple" else "")))
+    l, d = med(secs["simple"]), med(secs["direct"])
+    rows.append((f"S3 mode: simple upload {mib} MiB, MB/s", fmt_mb(size / l), f"curl → Swift {fmt_mb(size / d)}",
+                 f"{d / l:.2f}", "reported", "—", S3_NOT_DONE["direct"],
+                 f"s: Larder {runs_text(secs['simple'])}; direct {runs_text(secs['direct'])}; Larder: "
+                 f"{s3_cost_text(runs['simple'], size)}; direct: {s3_cost_text(runs['direct'], size)}"))
+    return rows
+
+
+def s3_cost_table(title, groups, size):
+    """One row per upload: seconds, MB/s, CPU until the answer, the requests and bytes to Swift, and
+    what happened after the answer."""
+    L = [f"{title}\n",
+         "| upload | round | seconds | MB/s | CPU Larder / Swift / PostgreSQL, s | requests to Swift until the answer, "
+         "with the seconds Swift spent on them | MB sent to / read from Swift | MB Swift wrote | after the answer: "
+         "requests, MB read from Swift, CPU Larder / Swift, s |",
+         "|---|---:|---:|---:|---|---|---:|---:|---|"]
+    for label, runs in groups:
+        for i, m in enumerate(runs):
+            c, a = m["cpu"], m["cpu_after"]
+            s3, after = m.get("s3"), m.get("s3_after")
+            L.append(f"| {label} | {i + 1} | {m['seconds']:.2f} | {fmt_mb(size / m['seconds'])} | "
+                     f"{c[0]:.2f} / {c[1]:.2f} / {c[2]:.2f} | {s3_ops_text(s3, timed=True) if s3 else '?'} | "
+                     f"{fmt_mb(s3['in']) + ' / ' + fmt_mb(s3['out']) if s3 else '?'} | "
+                     f"{fmt_mb(m['disk'] + m['disk_after'])} | "
+                     f"{s3_ops_text(after) if after else '?'}, {fmt_mb(after['out']) if after else '?'}, "
+                     f"{a[0]:.2f} / {a[1]:.2f} |")
+    return L + [""]
+
+
 def s3_section(s3):
     """The s3 scenario's own section of the report."""
     if not s3:
@@ -1281,14 +1559,28 @@ def s3_section(s3):
     L = ["## S3 mode: Larder (`--catalog postgres://`, `--blobs s3://`) vs curl straight to Swift\n"]
     if "missing" in s3:
         return L + [f"**missing**: {s3['missing']}\n"]
-    mib, size = s3["size"] >> 20, s3["size"]
     L.append("One throw-away PostgreSQL (`scripts/pg.sh`, fsync on) and one OpenStack Swift with its S3 API "
              "(`scripts/swift-s3.sh`, one proxy process) serve Larder; the direct side is curl "
              f"(`--aws-sigv4 aws:amz:{S3_REGION}:s3`, key `{S3_KEY}` from a netrc file: `--user` would split it "
              "at its colon) to the same Swift. CPU columns: seconds (or µs per GET) of Larder / Swift's "
-             "processes / PostgreSQL during the transfer.\n")
-    L.append("| transfer | side | round | seconds | MB/s | CPU Larder | CPU Swift | CPU PostgreSQL |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|")
+             "processes / PostgreSQL during the transfer. Every upload starts when Larder and Swift are idle "
+             "and is timed to its answer; the work Larder does after the answer (its MD5 backfill reads the "
+             "new blob back from Swift; pieces a part made redundant are deleted) is waited out and reported "
+             "apart. Requests to Swift: the clients' requests in Swift's proxy access log (syslog over UDP to "
+             "the benchmark), split at the answer by the time each request ended; MB Swift wrote: its processes' "
+             "`write_bytes` (/proc/PID/io), one replica.\n")
+    if "up" in s3:
+        L += s3_transfer_section(s3)
+    if "resumable" in s3:
+        L += s3_resumable_section(s3["resumable"])
+    L.append(f"Larder's peak RSS over the scenario: {s3['rss']:.0f} MiB.\n")
+    return L
+
+
+def s3_transfer_section(s3):
+    mib, size = s3["size"] >> 20, s3["size"]
+    L = ["| transfer | side | round | seconds | MB/s | CPU Larder | CPU Swift | CPU PostgreSQL |",
+         "|---|---|---:|---:|---:|---:|---:|---:|"]
     for key, label in (("up", f"upload {mib} MiB"), ("down", f"download {mib} MiB")):
         for side in ("larder", "direct"):
             for i, (t, c) in enumerate(zip(s3[key][side], s3[key + "_cpu"][side])):
@@ -1308,7 +1600,30 @@ def s3_section(s3):
              f"before the clock starts), so Swift checks the same hash on both sides. Download: the last "
              f"upload's object ({REPS} times each; Larder's is a multipart object). GETs: {S3_GET_CLIENTS} curl "
              f"processes at once, each {max(1, S3_GETS // S3_GET_CLIENTS)} GETs over one keep-alive connection, "
-             f"every Swift request signed anew. Larder's peak RSS: {s3['rss']:.0f} MiB.\n")
+             f"every Swift request signed anew.\n")
+    L += s3_cost_table(f"What each {mib} MiB upload cost:",
+                       [(f"{mib} MiB, {side}", s3["up_cost"][side]) for side in ("larder", "direct")], size)
+    return L
+
+
+def s3_resumable_section(res):
+    size, mib = res["size"], res["size"] >> 20
+    L = [f"### Resumable uploads in S3 mode, {mib} MiB\n",
+         f"tus through Larder with the tus scenario's client (one keep-alive connection, POST then PATCHes of "
+         f"{' and '.join(str(c) for c in TUS_CHUNKS)} MiB), the same bytes as one simple upload through Larder "
+         f"(`curl -X POST -T`), and as one signed PUT straight to Swift; new content every time (no dedupe), "
+         f"the order rotating per round, Larder's stored SHA-256 checked after each. Each PATCH's bytes are in "
+         f"Swift before its offset commits: as a multipart part once Larder's staging file holds ≥ 5 MiB past "
+         f"the parts, as a small *piece* object below that (so with 1 MiB PATCHes every MiB goes up as a piece "
+         f"and again inside a part, and the pieces are deleted); the last PATCH completes the multipart upload "
+         f"into `uploads/<id>/data` and copies it server-side to `sha256/…`, which Swift does by reading and "
+         f"rewriting the whole object.\n"]
+    groups = [(f"{kind}" if kind.startswith("tus") else "simple (Larder)" if kind == "simple" else "curl → Swift", runs)
+              for kind, runs in res["runs"].items()]
+    L += s3_cost_table("Requests: *part* = UploadPart, *PUT* = an object with a body (a piece; the content "
+                       "itself when it never made a part), *copy* = a PUT without body (x-amz-copy-source), "
+                       "*create* / *complete* = a multipart upload's first and last request, *list* = ListObjectsV2. After the "
+                       "answer, a GET of the whole content is the MD5 backfill reading the new blob back.", groups, size)
     return L
 
 
@@ -1623,7 +1938,7 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
     L.append("```sh")
     L.append("make bench                     # = swift build -c release --product larder && Benchmarks/run.sh")
     L.append("BENCH_QUICK=1 Benchmarks/run.sh   # small sizes, short runs: a check in a few minutes")
-    L.append("BENCH_ONLY=gets Benchmarks/run.sh # one scenario (limits gets upload tus download concurrent verify postgres cml gc)")
+    L.append("BENCH_ONLY=gets Benchmarks/run.sh # one scenario (limits gets upload tus download concurrent verify postgres cml gc s3 s3-tus)")
     L.append("```\n")
     L.append("Servers as the script starts them ($TMP is the run's temp dir):\n")
     L.append("```sh")
@@ -1641,9 +1956,10 @@ def main():
     global TMP
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    unknown = [s for s in SCENARIOS if s not in ALL_SCENARIOS + ["cml", "gc", "s3"]]
+    known = ALL_SCENARIOS + ["cml", "gc", "s3", "s3-tus"]
+    unknown = [s for s in SCENARIOS if s not in known]
     if unknown:
-        sys.exit(f"bench: unknown scenario(s) {unknown}; known: {ALL_SCENARIOS + ['cml', 'gc', 's3']}")
+        sys.exit(f"bench: unknown scenario(s) {unknown}; known: {known}")
     signal.alarm(BUDGET + (GC_BUDGET if "gc" in SCENARIOS else 0))
     started = time.monotonic()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -1688,8 +2004,9 @@ def main():
             R["cml"] = scenario_cml(files)
         if "gc" in SCENARIOS:
             R["gc"] = scenario_gc()
-        if "s3" in SCENARIOS:
-            R["s3"] = scenario_s3(files, commands)
+        if {"s3", "s3-tus"} & set(SCENARIOS):
+            # s3: all of the S3 rows; s3-tus: the resumable uploads alone.
+            R["s3"] = scenario_s3(files, commands, transfers="s3" in SCENARIOS)
         load_end = loadavg()
         elapsed = time.monotonic() - started
         report = render(date, machine, load_start, load_end, elapsed, R, commands)
