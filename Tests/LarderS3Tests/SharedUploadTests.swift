@@ -47,8 +47,11 @@ struct SharedUploadTests {
 
     deinit { try? FileManager.default.removeItem(at: root) }
 
-    /// What the bucket holds under `uploads/<id>/`, by upload id.
+    /// What the bucket holds under `uploads/<id>/`, by upload id, once both nodes' background
+    /// removals are done.
     func storedUploads() throws -> Set<String> {
+      uploadsA.waitForCleanup()
+      uploadsB.waitForCleanup()
       var ids: Set<String> = []
       try a.sharedUploads!.forEachStoredUpload { id, _ in ids.insert(id) }
       return ids

@@ -203,7 +203,10 @@ extension UploadStore {
     let old = session.shared?.pieces ?? []
     session.shared = state
     let dropped = old.filter { piece in !state.pieces.contains(piece) }
-    for piece in dropped { try? storage.removePiece(upload: id, name: piece.name) }
+    guard !dropped.isEmpty else { return }
+    // Off the answer's path: no row names them any more (measured: four DELETEs of 34 ms each
+    // before every fifth 1 MiB PATCH's 204).
+    cleanup.async { for piece in dropped { try? storage.removePiece(upload: id, name: piece.name) } }
   }
 
   /// The last byte of a non-partial upload arrived: its content, staged for publishing.
@@ -261,11 +264,17 @@ extension UploadStore {
     }
   }
 
-  /// Removes what the shared store holds for an upload whose row is gone (best effort: gc
-  /// removes leftovers).
+  /// Removes what the shared store holds for an upload whose row is gone or completed: in the
+  /// background (deleting a 256 MiB data object took Swift 2.6 s), best effort (gc removes
+  /// leftovers of uploads without a row).
   func removeShared(_ id: String, state: SharedUploadState?) {
     guard let storage = shared else { return }
-    try? storage.removeUpload(
-      id, data: state?.data ?? "data", multipart: state?.assembled == true ? nil : state?.multipart)
+    cleanup.async {
+      try? storage.removeUpload(
+        id, data: state?.data ?? "data", multipart: state?.assembled == true ? nil : state?.multipart)
+    }
   }
+
+  /// Waits for the background removals queued so far (tests, and a store being closed).
+  func waitForCleanup() { cleanup.sync {} }
 }

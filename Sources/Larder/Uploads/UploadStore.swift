@@ -43,6 +43,8 @@ public final class UploadStore: Sendable {
   /// Shared mode: the catalog leases this process holds, upload id → token.
   let heldLeases = Mutex<[String: String]>([:])
   private let lastStagingSweep = Mutex(ContinuousClock.now)
+  /// Shared mode: deletions of keys no row names any more, one at a time off the requests' path.
+  let cleanup = DispatchQueue(label: "larder.uploads.cleanup")
   /// Where uploads' bytes are shared between nodes (S3); nil: this node's data directory.
   let shared: (any SharedUploadStorage)?
   /// Why recent background concatenations failed (their rows are gone), for the client's next
