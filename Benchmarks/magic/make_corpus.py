@@ -6,7 +6,7 @@ never downloaded. Deterministic where the encoders allow (seeded noise, fixed ti
     make_corpus.py OUTDIR          # Benchmarks/magic/run.sh sets up the tools and calls this
 
 A tool that is missing skips its files with a note on stderr (the benchmark then compares what
-exists). Total size: about 2 MB.
+exists). Total size: about 3 MB.
 """
 import gzip
 import io

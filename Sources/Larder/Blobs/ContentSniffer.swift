@@ -12,7 +12,7 @@ import LarderLogging
 /// What a call costs (Debian's libmagic 5.44, CPU per `magic_buffer` on the 65 generated files of
 /// `Benchmarks/magic/run.sh`; Benchmarks/magic/README.md has the tables): known binary formats
 /// 1–50 µs (PNG, JPEG, GIF, PDF, SQLite, tar, ELF, JSON, CSV), 100–300 µs (ZIP, Office, audio,
-/// video), content libmagic does not know 270–400 µs (random bytes, zeros, an app's records),
+/// video), content libmagic does not know 270–450 µs (random bytes, zeros, an app's records),
 /// and text 0.2–4 ms, growing with its length up to about 8 KiB (1 KiB ≈ 1.3 ms, 4 KiB 2–3.3 ms):
 /// the text pass runs about 70 regexes and 240 searches of the database over it (glibc `regexec`
 /// and libmagic's `file_strncmp` are two thirds of a text call). That cost is the database's, and
