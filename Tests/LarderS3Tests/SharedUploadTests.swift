@@ -274,4 +274,25 @@ struct SharedUploadTests {
     cluster.uploadsA.sweepStagingFiles()
     #expect(cluster.stagingFileSize(cluster.a, upload.id) == nil)
   }
+
+  @Test func aLongAppendKeepsItsLeaseBeyondTheLeaseTime() throws {
+    let cluster = try Cluster(lease: .seconds(1))
+    let bytes = Self.content(8 * 65_536, seed: 29)
+    let upload = try cluster.uploadsA.create(bucket: "app", name: "slow.bin", owner: "u", length: Int64(bytes.count))
+    let slow = try cluster.uploadsA.beginAppend(id: upload.id, owner: "u", offset: 0)
+    // A slow client: a chunk every 0.25 s for 2 s, twice the lease. Each write past a third of
+    // the lease renews it, so B never gets in.
+    for chunk in 0..<8 {
+      try bytes[(chunk * 65_536)..<((chunk + 1) * 65_536)].withUnsafeBytes { try slow.write($0) }
+      if chunk == 5 {
+        #expect(throws: UploadError.locked(id: upload.id)) {
+          _ = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 0)
+        }
+      }
+      Thread.sleep(forTimeInterval: 0.25)
+    }
+    guard case .complete(let done) = try slow.finish() else { throw HarnessFailure("not complete") }
+    let object = try cluster.uploadsA.publish(done)
+    #expect([UInt8](try cluster.b.files.data(of: object.file)) == bytes)
+  }
 }
