@@ -64,21 +64,37 @@ extension S3Client {
       var offset: Int64 = 0
       while offset < size {
         let range = offset...(offset + min(partSize, size - offset) - 1)
-        let number = parts.count + 1
-        switch how {
-        case .serverSide:
-          parts.append(
-            try uploadPartCopy(key: key, uploadID: uploadID, number: number, from: sourceKey, range: range))
-        case .throughClient:
-          let bytes = try read(sourceKey, range: range)
-          parts.append(try uploadPart(key: key, uploadID: uploadID, number: number, body: .bytes(bytes)))
-        }
+        parts.append(
+          try copyPart(key: key, uploadID: uploadID, number: parts.count + 1, from: sourceKey, range: range, how: how))
         offset = range.upperBound + 1
       }
       return try completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
     } catch {
       try? abortMultipartUpload(key: key, uploadID: uploadID)
       throw error
+    }
+  }
+
+  /// Makes part `number` of an upload from `range` (inclusive offsets) of another object of the
+  /// bucket: server-side when this libcurl can sign it, else through this process, the range in
+  /// memory (see ``PartCopy``). What a large copy and a reopened resumable upload are made of.
+  ///
+  /// - Throws: ``S3Error`` (404 when the source is missing).
+  public func copyPart(key: String, uploadID: String, number: Int, from sourceKey: String, range: ClosedRange<Int64>)
+    throws -> S3Part
+  {
+    try copyPart(key: key, uploadID: uploadID, number: number, from: sourceKey, range: range, how: .available)
+  }
+
+  func copyPart(
+    key: String, uploadID: String, number: Int, from sourceKey: String, range: ClosedRange<Int64>, how: PartCopy
+  ) throws -> S3Part {
+    switch how {
+    case .serverSide:
+      return try uploadPartCopy(key: key, uploadID: uploadID, number: number, from: sourceKey, range: range)
+    case .throughClient:
+      let bytes = try read(sourceKey, range: range)
+      return try uploadPart(key: key, uploadID: uploadID, number: number, body: .bytes(bytes))
     }
   }
 

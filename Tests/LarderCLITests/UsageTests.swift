@@ -82,6 +82,9 @@ import Testing
     (["rules", "check"], "missing argument FILE", "rules check"),
     (["rules", "eval", "f", "--path", "/b/x/o/y"], "--op is required", "rules eval"),
     (["serve", "--allow-all", "--port", "70000"], "--port must be 0…65535", "serve"),
+    (["serve", "--allow-all", "--upload-lease", "500ms"], "--upload-lease must be at least 1s", "serve"),
+    (["serve", "--allow-all", "--upload-lease", "0"], "--upload-lease must be at least 1s", "serve"),
+    (["serve", "--allow-all", "--upload-lease", "soon"], "'soon' is not a duration (e.g. 30s, 15m, 24h)", "serve"),
     (["ls", "--data", ""], "--data needs a directory", "ls"),
   ]
 

@@ -295,4 +295,27 @@ struct SharedUploadTests {
     let object = try cluster.uploadsA.publish(done)
     #expect([UInt8](try cluster.b.files.data(of: object.file)) == bytes)
   }
+
+  @Test(arguments: ["not json", #"{"parts":"many"}"#, 
+    // Consistent sizes, but a SHA-256 state that is not base64.
+    #"{"parts":[],"pieces":[{"name":"p","size":50000}],"sha256":"!!","assembled":false,"data":"data"}"#,
+    // Pieces that do not add up to the offset.
+    #"{"parts":[],"pieces":[],"sha256":null,"assembled":false,"data":"data"}"#,
+  ])
+  func anUnreadableRowStateIsDataLostNotAGuess(_ state: String) throws {
+    let cluster = try Cluster()
+    let bytes = Self.content(100_000, seed: 31)
+    let upload = try cluster.uploadsA.create(bucket: "app", name: "x.bin", owner: "u", length: Int64(bytes.count))
+    try Self.append(cluster.uploadsA, upload.id, bytes, 0..<50_000)
+    try cluster.a.catalog.write { db in
+      try db.execute("UPDATE uploads SET shared_state = ? WHERE id = ?", [state, upload.id])
+    }
+    // B has no session to trust: it must rebuild from the row, which it cannot read.
+    #expect(throws: UploadError.dataLost(id: upload.id)) {
+      _ = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 50_000)
+    }
+    // Nothing is left held: the lease went back with the refusal.
+    #expect(try cluster.a.catalog.read { try $0.row("SELECT lease_holder FROM uploads WHERE id = ?", [upload.id]) }?
+      .string("lease_holder") == nil)
+  }
 }

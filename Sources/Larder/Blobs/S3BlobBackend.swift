@@ -138,6 +138,17 @@ extension S3BlobBackend: SharedUploadStorage {
     }
   }
 
+  func copyPart(
+    upload id: String, data: String, multipart: String, number: Int, from source: String, range: Range<Int64>
+  ) throws -> SharedUploadState.Part {
+    try Self.translating {
+      let part = try client.copyPart(
+        key: uploadKey(id, data), uploadID: multipart, number: number, from: uploadKey(id, source),
+        range: range.lowerBound...(range.upperBound - 1))
+      return SharedUploadState.Part(number: part.number, etag: part.etag, size: part.size)
+    }
+  }
+
   func putPiece(upload id: String, name: String, file: String, offset: Int64, length: Int64) throws {
     try Self.translating {
       _ = try client.put(.file(path: file, offset: offset, length: length), key: uploadKey(id, name))

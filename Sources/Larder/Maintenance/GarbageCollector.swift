@@ -133,9 +133,7 @@ public struct GarbageCollector: Sendable {
     if !options.dryRun, let storage = larder.sharedUploads {
       for row in rows {
         guard let id = row.string("id"), UploadStore.isUploadID(id) else { continue }
-        let state = SharedUploadState(json: row.string("shared_state"))
-        try? storage.removeUpload(
-          id, data: state?.data ?? "data", multipart: state?.assembled == true ? nil : state?.multipart)
+        try? storage.removeUpload(id, state: SharedUploadState(json: row.string("shared_state")))
       }
     }
     // An upload's bytes are `uploads/<id>`. An id is never trusted as a path: one that is not
@@ -431,7 +429,7 @@ public struct GarbageCollector: Sendable {
       // a removal that failed. Past the grace period only: an upload being created has its
       // row before its first key, but the listing above may predate both.
       for (id, newest) in stored where !known.contains(id) && newest < oldest && UploadStore.isUploadID(id) {
-        if !options.dryRun { try storage.removeUpload(id, data: "data", multipart: nil) }
+        if !options.dryRun { try storage.removeUpload(id, state: nil) }
         report.tempFilesRemoved += 1
       }
     }

@@ -18,6 +18,11 @@ protocol SharedUploadStorage: Sendable {
   func sendPart(
     upload id: String, data: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
   ) throws -> SharedUploadState.Part
+  /// Makes part `number` of the multipart upload assembled as `data` from `range` of the
+  /// upload's assembled object `source` (reopening an upload whose publish failed).
+  func copyPart(
+    upload id: String, data: String, multipart: String, number: Int, from source: String, range: Range<Int64>
+  ) throws -> SharedUploadState.Part
   /// Stores `length` bytes of `file` from `offset` as the piece `name`.
   func putPiece(upload id: String, name: String, file: String, offset: Int64, length: Int64) throws
   /// Removes a piece (absent is fine).
@@ -35,6 +40,14 @@ protocol SharedUploadStorage: Sendable {
   /// The ids of uploads with something stored, and the newest date among their keys (gc's
   /// leftover pass: keys of uploads whose rows are gone).
   func forEachStoredUpload(_ body: (_ id: String, _ newest: Date) throws -> Void) throws
+}
+
+extension SharedUploadStorage {
+  /// Removes everything stored for an upload whose row said `state` (nil: no state recorded):
+  /// its keys, and its multipart upload unless the assembly used it up.
+  func removeUpload(_ id: String, state: SharedUploadState?) throws {
+    try removeUpload(id, data: state?.data ?? "data", multipart: state?.assembled == true ? nil : state?.multipart)
+  }
 }
 
 /// What the catalog row of an upload in shared mode records besides its offset (the

@@ -109,10 +109,10 @@ extension UploadStore {
   }
 
   /// An upload assembled for a publish that then failed (the client resends its last chunk):
-  /// a new multipart upload, under a new data name, whose first parts hold again what the old
-  /// parts held. S3's UploadPartCopy would do this server-side, but libcurl 7.88 (Debian 12)
-  /// signs its range header out of order, so the bytes come through this node, one part at a
-  /// time through a temp file: one re-read of the upload on a rare path (a failed publish).
+  /// a new multipart upload, under a new data name (some stores refuse a copy onto its own
+  /// key), whose first parts copy what the old parts held from the assembled object
+  /// (``SharedUploadStorage/copyPart``: server-side where libcurl can sign it, else through this
+  /// node one part at a time). A rare path: a publish that failed after the assembly.
   private func reopen(_ id: String, state: SharedUploadState, storage: any SharedUploadStorage) throws
     -> SharedUploadState
   {
@@ -129,27 +129,17 @@ extension UploadStore {
     let base = state.base
     if base > 0 {
       let multipart = try storage.startParts(upload: id, data: fresh.data)
-      // Equal shares of at most 64 MiB: all but the last well over S3's 5 MiB minimum.
+      // Equal shares of at most 16 MiB (one is in memory when copied through this node): all but
+      // the last well over S3's 5 MiB minimum.
       let count = (base + Self.reopenPartSize - 1) / Self.reopenPartSize
       let share = (base + count - 1) / count
-      let scratch = "\(larder.blobs.tmpDirectory.path)/reopen-\(SecureRandom.hexIdentifier(byteCount: 8))"
-      defer { unlink(scratch) }
       var at: Int64 = 0
       while at < base {
         let end = min(base, at + share)
-        let fd = open(scratch, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw LarderError.posix("open", scratch) }
-        defer { close(fd) }
-        var written: Int64 = 0
-        try storage.readData(upload: id, data: state.data, range: at..<end) { chunk in
-          try POSIX.writeAll(fd, chunk, at: written, path: scratch)
-          written += Int64(chunk.count)
-        }
-        guard written == end - at else { throw UploadError.dataLost(id: id) }
         fresh.parts.append(
-          try storage.sendPart(
-            upload: id, data: fresh.data, multipart: multipart, number: fresh.parts.count + 1, file: scratch,
-            offset: 0, length: written))
+          try storage.copyPart(
+            upload: id, data: fresh.data, multipart: multipart, number: fresh.parts.count + 1, from: state.data,
+            range: at..<end))
         at = end
       }
       fresh.multipart = multipart
@@ -158,7 +148,7 @@ extension UploadStore {
     return fresh
   }
 
-  static let reopenPartSize: Int64 = 64 << 20
+  static let reopenPartSize: Int64 = 16 << 20
 
   // MARK: - storing what arrived
 
@@ -269,10 +259,7 @@ extension UploadStore {
   /// leftovers of uploads without a row).
   func removeShared(_ id: String, state: SharedUploadState?) {
     guard let storage = shared else { return }
-    cleanup.async {
-      try? storage.removeUpload(
-        id, data: state?.data ?? "data", multipart: state?.assembled == true ? nil : state?.multipart)
-    }
+    cleanup.async { try? storage.removeUpload(id, state: state) }
   }
 
   /// Waits for the background removals queued so far (tests, and a store being closed).
