@@ -288,13 +288,18 @@ final class ServerCore: Sendable {
     }
     defer { MHD_destroy_response(mhd) }
     for field in response.headers where !HTTPHeaders.same(field.name, "Content-Length") {
-      if MHD_add_response_header(mhd, field.name, field.value) != .YES {
+      // `withCString` lends Swift's own NUL-terminated storage; passing the Strings directly
+      // made a C copy of each (an allocation per header per response, seen in profiles).
+      let added = field.name.withCString { name in
+        field.value.withCString { value in MHD_add_response_header(mhd, name, value) }
+      }
+      if added != .YES {
         configuration.logger.warning(
           "dropped invalid response header \(field.name.debugDescription)", metadata: requestMetadata(context)
         )
       }
     }
-    if let id = context.request?.id { MHD_add_response_header(mhd, "X-Request-Id", id) }
+    if let id = context.request?.id { id.withCString { _ = MHD_add_response_header(mhd, "X-Request-Id", $0) } }
     if draining.load(ordering: .relaxed) { MHD_add_response_header(mhd, "Connection", "close") }
     let result = MHD_queue_response(connection, UInt32(clamping: response.status), mhd)
     if result == .YES {

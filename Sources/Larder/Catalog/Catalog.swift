@@ -51,9 +51,16 @@ package final class Catalog: @unchecked Sendable {
       path = sqlitePath
       dialect = .sqlite
       readerSlots = nil
-      connect = { try SQLiteDatabase(path: sqlitePath) }
-      writer = try Self.openWriter(path: sqlitePath, reserve: reserve)
+      let writer = try Self.openWriter(path: sqlitePath, reserve: reserve)
       try Migrations.run(on: writer)
+      // The writer has put the file in WAL mode, so its `-shm` exists now.
+      let watch = WALIndexWatch(databasePath: sqlitePath)
+      connect = {
+        let db = try SQLiteDatabase(path: sqlitePath)
+        db.changeWatch = watch
+        return db
+      }
+      self.writer = writer
     case .postgres:
       let (conninfo, schema) = try location.postgresParts()
       path = ""
