@@ -66,4 +66,24 @@ import Testing
     let verify = try box.larder("verify")
     #expect(verify.status == 0, "\(verify)")
   }
+
+  /// A store that keeps serving one object from its cache (as `serve` does) sees another
+  /// process's `put` and `rm` of that name at its next lookup: the change is read from SQLite's
+  /// shared WAL-index header, which the other process's commit rewrote.
+  @Test(TestCatalog.sqliteOnly) func aCachingStoreSeesAnotherProcesssWritesAtItsNextLookup() throws {
+    let box = try Sandbox()
+    let larder = try Larder(at: box.data)
+    let first = try larder.objects.put(bucket: "b", name: "hot.txt", data: Data("first".utf8))
+    for _ in 0..<20 { #expect(try larder.objects.find(bucket: "b", name: "hot.txt") == first) }
+
+    let put = try box.larder("put", try box.write("second", Array("second!".utf8)), "b/hot.txt")
+    #expect(put.status == 0, "\(put)")
+    let replaced = try #require(try larder.objects.find(bucket: "b", name: "hot.txt"))
+    #expect(replaced.generation > first.generation)
+    #expect(try larder.files.data(of: replaced.file) == Data("second!".utf8))
+
+    let rm = try box.larder("rm", "b/hot.txt")
+    #expect(rm.status == 0, "\(rm)")
+    #expect(try larder.objects.find(bucket: "b", name: "hot.txt") == nil)
+  }
 }
