@@ -37,22 +37,26 @@ package final class WALIndexWatch: Sendable {
   package init?(databasePath: String) {
     let fd = open(databasePath + "-shm", O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }
-    descriptor = fd
-    guard stamp() != nil else {
-      close(fd)
+    // Checked before the object exists: a failed initialiser of a whole object would still run
+    // `deinit`, and closing here as well would close a number another thread may reuse.
+    guard Self.stamp(reading: fd) != nil else {
+      POSIX.close(fd)
       return nil
     }
+    descriptor = fd
   }
 
-  deinit { close(descriptor) }
+  deinit { POSIX.close(descriptor) }
 
   /// The header's commit counter, tagged; nil when the header cannot be read consistently.
-  package func stamp() -> Int64? {
-    withUnsafeTemporaryAllocation(byteCount: 2 * Self.headerSize, alignment: 8) { buffer in
+  package func stamp() -> Int64? { Self.stamp(reading: descriptor) }
+
+  private static func stamp(reading fd: Int32) -> Int64? {
+    withUnsafeTemporaryAllocation(byteCount: 2 * headerSize, alignment: 8) { buffer in
       for _ in 0..<4 {
-        let count = pread(descriptor, buffer.baseAddress, buffer.count, 0)
+        let count = pread(fd, buffer.baseAddress, buffer.count, 0)
         guard count == buffer.count else { return nil }
-        if let stamp = Self.stamp(header: UnsafeRawBufferPointer(buffer)) { return stamp }
+        if let stamp = stamp(header: UnsafeRawBufferPointer(buffer)) { return stamp }
       }
       return nil
     }
