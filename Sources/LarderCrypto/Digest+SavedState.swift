@@ -61,11 +61,13 @@ extension Digest {
     return out
   }
 
-  /// A SHA-256 digest continuing from savedState() bytes. Throws CryptoError (or a new case) on malformed bytes.
+  /// A SHA-256 digest continuing from savedState() bytes.
   ///
-  /// - Throws: `CryptoError.invalidDigestState` for another version, a wrong length, `num` ≥ 64
-  ///   or a `num` that disagrees with the bit count.
-  public convenience init(restoringSHA256 state: [UInt8]) throws {
+  /// - Parameter byteCount: when given, the number of bytes the state must have hashed: a
+  ///   well-formed state of another prefix (stale, or another upload's) is refused too.
+  /// - Throws: `CryptoError.invalidDigestState` for another version, a wrong length, `num` ≥ 64,
+  ///   a `num` that disagrees with the bit count, or a count other than `byteCount`.
+  public convenience init(restoringSHA256 state: [UInt8], byteCount: UInt64? = nil) throws {
     let header = Self.savedStateHeaderCount
     guard state.count >= header else {
       throw CryptoError.invalidDigestState("\(state.count) bytes, a state has at least \(header)")
@@ -89,6 +91,9 @@ extension Digest {
     let bits = UInt64(nh) << 32 | UInt64(nl)
     guard bits % 8 == 0, Int((bits / 8) % UInt64(Self.blockSize)) == num else {
       throw CryptoError.invalidDigestState("length of \(bits) bits disagrees with \(num) pending bytes")
+    }
+    if let byteCount, bits / 8 != byteCount {
+      throw CryptoError.invalidDigestState("a state of \(bits / 8) bytes, expected \(byteCount)")
     }
     self.init(.sha256)
     guard case .sha256(let ctx) = context else { preconditionFailure("Digest(.sha256) without SHA256_CTX") }

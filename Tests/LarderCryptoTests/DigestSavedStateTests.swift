@@ -124,6 +124,15 @@ struct DigestSavedStateTests {
     #expect(Self.rejection(partialByte) == "invalid_digest_state")
   }
 
+  @Test func aWellFormedStateOfAnotherLengthIsRefusedWhenTheLengthIsGiven() throws {
+    let good = Self.abcState()  // "abc": 3 bytes
+    #expect(throws: Never.self) { try Digest(restoringSHA256: good, byteCount: 3) }
+    #expect(throws: CryptoError.self) { try Digest(restoringSHA256: good, byteCount: 4) }
+    #expect(throws: CryptoError.self) { try Digest(restoringSHA256: good, byteCount: 3 + 64) }
+    let resumed = try Digest(restoringSHA256: good, byteCount: 3)
+    #expect(resumed.finalize() == Digest.hash(.sha256, Array("abc".utf8)))
+  }
+
   @Test func savedStateOfAnotherAlgorithmIsAProgrammingError() async {
     await #expect(processExitsWith: .failure) {
       _ = Digest(.md5).savedState()

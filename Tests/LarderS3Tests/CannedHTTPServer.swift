@@ -9,6 +9,14 @@ final class CannedHTTPServer: Sendable {
     var status: Int
     var headers: [String] = []
     var body = ""
+
+    /// The answer to CreateMultipartUpload for `key` in `bucket`.
+    static func multipartStarted(key: String, uploadID: String) -> Response {
+      Response(
+        status: 200,
+        body: "<InitiateMultipartUploadResult><Bucket>bucket</Bucket><Key>\(key)</Key>"
+          + "<UploadId>\(uploadID)</UploadId></InitiateMultipartUploadResult>")
+    }
   }
 
   let port: UInt16

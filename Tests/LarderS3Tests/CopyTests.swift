@@ -179,11 +179,7 @@ struct CopyFailureTests {
   @Test(arguments: [S3Client.PartCopy.serverSide, .throughClient])
   func failingPartAbortsTheCopy(how: S3Client.PartCopy) throws {
     let server = try CannedHTTPServer([
-      .init(
-        status: 200,
-        body:
-          "<InitiateMultipartUploadResult><Bucket>bucket</Bucket><Key>t</Key><UploadId>U1</UploadId></InitiateMultipartUploadResult>"
-      ),
+      .multipartStarted(key: "t", uploadID: "U1"),
       .init(status: 500), .init(status: 500), .init(status: 500),
       .init(status: 204),
     ])
@@ -203,11 +199,7 @@ struct CopyFailureTests {
   @Test func largeCopyHeadsTheSourceThenCopiesInParts() throws {
     let server = try CannedHTTPServer([
       Self.head(size: 20),
-      .init(
-        status: 200,
-        body:
-          "<InitiateMultipartUploadResult><Bucket>bucket</Bucket><Key>t</Key><UploadId>U1</UploadId></InitiateMultipartUploadResult>"
-      ),
+      .multipartStarted(key: "t", uploadID: "U1"),
       .init(status: 403, body: "<Error><Code>AccessDenied</Code><Message>no</Message></Error>"),
       .init(status: 204),
     ])

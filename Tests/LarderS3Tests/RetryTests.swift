@@ -64,11 +64,7 @@ struct RetryTests {
 
   @Test func failingPartAbortsTheUpload() throws {
     let server = try CannedHTTPServer([
-      .init(
-        status: 200,
-        body:
-          "<InitiateMultipartUploadResult><Bucket>bucket</Bucket><Key>k</Key><UploadId>U1</UploadId></InitiateMultipartUploadResult>"
-      ),
+      .multipartStarted(key: "k", uploadID: "U1"),
       .init(status: 500), .init(status: 500), .init(status: 500),
       .init(status: 204),
     ])

@@ -299,6 +299,8 @@ struct SharedUploadTests {
   @Test(arguments: ["not json", #"{"parts":"many"}"#, 
     // Consistent sizes, but a SHA-256 state that is not base64.
     #"{"parts":[],"pieces":[{"name":"p","size":50000}],"sha256":"!!","assembled":false,"data":"data"}"#,
+    // A well-formed SHA-256 state, but of 64 bytes where 50,000 were acknowledged.
+    #"{"parts":[],"pieces":[{"name":"p","size":50000}],"sha256":"AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAACAAAAAAAA","assembled":false,"data":"data"}"#,
     // Pieces that do not add up to the offset.
     #"{"parts":[],"pieces":[],"sha256":null,"assembled":false,"data":"data"}"#,
   ])

@@ -30,6 +30,8 @@ package final class Catalog: @unchecked Sendable {
   private let connect: () throws -> Database
   /// Space given back when a write finds the disk full (see ``SpaceReserve``).
   let reserve: SpaceReserve?
+  /// Reads SQLite's commit counter; nil on PostgreSQL (see ``commitStamp()``).
+  private let commitWatch: WALIndexWatch?
 
   /// Reader connections a PostgreSQL catalog opens at most, besides its one writer.
   package static let postgresReaders = 8
@@ -51,27 +53,32 @@ package final class Catalog: @unchecked Sendable {
       path = sqlitePath
       dialect = .sqlite
       readerSlots = nil
+      connect = { try SQLiteDatabase(path: sqlitePath) }
       let writer = try Self.openWriter(path: sqlitePath, reserve: reserve)
       try Migrations.run(on: writer)
-      // The writer has put the file in WAL mode, so its `-shm` exists now.
-      let watch = WALIndexWatch(databasePath: sqlitePath)
-      connect = {
-        let db = try SQLiteDatabase(path: sqlitePath)
-        db.changeWatch = watch
-        return db
-      }
       self.writer = writer
+      // The writer has put the file in WAL mode and read it, so its index is mapped now.
+      commitWatch = (writer as? SQLiteDatabase).flatMap { WALIndexWatch(connection: $0) }
     case .postgres:
       let (conninfo, schema) = try location.postgresParts()
       path = ""
       dialect = .postgres
       readerSlots = DispatchSemaphore(value: Self.postgresReaders)
       connect = { try PostgresDatabase(conninfo: conninfo, schema: schema) }
+      commitWatch = nil
       let writer = try PostgresDatabase(conninfo: conninfo, schema: schema)
       try PostgresMigrations.run(on: writer)
       self.writer = writer
     }
   }
+
+  /// A value that moves whenever anyone, in this process or another, commits to the catalog, so
+  /// equal stamps mean nothing was committed in between; nil when that cannot be told cheaply
+  /// right now (PostgreSQL, where another node's commit is a round trip away, or a SQLite header
+  /// that stayed torn): the caller must then not trust anything it cached.
+  ///
+  /// A read of the mapped WAL-index header (``WALIndexWatch``): no connection, no transaction.
+  package func commitStamp() -> Int64? { commitWatch?.stamp() }
 
   private static func openWriter(path: String, reserve: SpaceReserve?) throws -> Database {
     do {

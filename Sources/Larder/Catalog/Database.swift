@@ -26,11 +26,6 @@ package protocol Database: AnyObject {
   func forEachRow(_ sql: String, _ arguments: [any SQLBindable], _ body: (Row) throws -> Void) throws
   /// Rows changed by the last INSERT, UPDATE or DELETE.
   var changes: Int { get }
-  /// A value that changes whenever anyone else committed since this connection last asked;
-  /// nil when the catalog cannot tell cheaply (then nothing may be cached across statements).
-  func dataVersion() throws(DatabaseError) -> Int64?
-  /// The ``dataVersion()`` this connection returned at its last ``ObjectCache`` check.
-  var lastCheckedDataVersion: Int64? { get set }
   /// Runs `body` in a transaction that commits if it returns and rolls back if it throws.
   ///
   /// `immediate` takes the catalog's one write lock at once (`BEGIN IMMEDIATE` on SQLite, a

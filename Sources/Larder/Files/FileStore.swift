@@ -93,8 +93,12 @@ public struct FileStore: Sendable {
   ) throws -> T {
     defer { staged.discard() }
     try faults.hit(.afterStage)
-    // Small content keeps its MD5 known from the start, outside the write lock.
-    if staged.md5 == nil, staged.size <= Self.inlineMD5Limit { _ = try staged.computeMD5() }
+    // Small content keeps its MD5 known from the start, outside the write lock: from the local
+    // file. An upload assembled in the shared store would be read back whole over the network
+    // before the answer; its MD5 is left to the backfill.
+    if staged.md5 == nil, staged.size <= Self.inlineMD5Limit, staged.assembledUpload == nil {
+      _ = try staged.computeMD5()
+    }
     // What the blob row says once committed: nil leaves it to the backfill.
     var recordedMD5: [UInt8]?
     let now = Date.nowInMilliseconds

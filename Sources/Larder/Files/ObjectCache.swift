@@ -2,18 +2,18 @@ import Synchronization
 
 /// The objects this process looked up lately, so a hot download skips the catalog's join.
 ///
-/// An entry is served only while no connection has committed to the catalog since it was read:
-/// every lookup first asks its reader connection for `PRAGMA data_version`, which changes after
-/// any commit by another connection (this process's writer, or another process on the same
-/// directory). A change seen on any connection empties the whole cache. Every commit is seen by
-/// the first check of each connection after it, so a lookup that starts after a commit has
-/// returned never gets an entry read before it; an entry read concurrently with the clear is
-/// refused by the epoch it carries. Rules and download tokens are still checked per request by
-/// the caller: only the row is cached.
+/// An entry is served only while nobody has committed to the catalog since it was read: every
+/// lookup first reads the catalog's commit stamp (``Catalog/commitStamp()``, which moves at any
+/// commit, by this process's writer or by another process on the same directory), and a stamp
+/// other than the last one seen empties the whole cache. The stamp is read before the row, so a
+/// lookup that starts after a commit has returned never gets an entry read before it; an entry
+/// read concurrently with the clear is refused by the epoch it carries. Without a stamp
+/// (PostgreSQL) nothing is served from the cache. Rules and download tokens are still checked
+/// per request by the caller: only the row is cached.
 ///
 /// ```swift
-/// let object = try catalog.read(snapshot: false) { db in
-///   try cache.object(at: path, db: db) { try ObjectStore.fetch(db: db, bucket: $0.bucket, name: $0.name) }
+/// let entry = try cache.entry(at: path, stamp: catalog.commitStamp()) { path in
+///   try catalog.read(snapshot: false) { db in try ObjectStore.fetch(db: db, bucket: path.bucket, name: path.name) }
 /// }
 /// ```
 final class ObjectCache: Sendable {
@@ -24,6 +24,8 @@ final class ObjectCache: Sendable {
     var contentBytes = 0
     /// Bumped at every clear: a miss read before a clear must not be stored after it.
     var epoch: UInt64 = 0
+    /// The commit stamp the entries were read under.
+    var stamp: Int64?
   }
 
   /// Entries kept at most; a full cache is emptied rather than tracked for recency (the hot
@@ -45,31 +47,20 @@ final class ObjectCache: Sendable {
     let memo: ObjectMemo
   }
 
-  /// The object at `path` (nil for none), from the cache when the catalog is unchanged since it
-  /// was read, else from `fetch`, which must read through `db`.
-  func object(
-    at path: ObjectPath, db: Database, fetch: (ObjectPath) throws -> StoredObject?
-  ) throws -> StoredObject? {
-    try entry(at: path, db: db, fetch: fetch).object
-  }
-
-  /// ``object(at:db:fetch:)`` with the row's ``ObjectMemo``: values derived from this row,
-  /// dropped with it. A row read but not kept (the cache was emptied meanwhile) gets a memo
-  /// of its own that nothing else sees.
-  func entry(
-    at path: ObjectPath, db: Database, fetch: (ObjectPath) throws -> StoredObject?
-  ) throws -> Entry {
-    // A catalog that cannot tell whether anyone committed (PostgreSQL, shared by other
-    // nodes) is never cached: every lookup reads the row, with a memo of its own.
-    guard let version = try db.dataVersion() else { return Entry(object: try fetch(path), memo: ObjectMemo()) }
-    let changed = db.lastCheckedDataVersion != version
-    db.lastCheckedDataVersion = version
+  /// The object at `path` (nil for none) with its ``ObjectMemo``: from the cache when `stamp`
+  /// (read before calling) is the one the entries were read under, else from `fetch`. A nil
+  /// `stamp` (the catalog cannot tell whether anyone committed) always fetches, with a memo of
+  /// its own that nothing else sees; so does a row read but not kept (the cache was emptied
+  /// meanwhile).
+  func entry(at path: ObjectPath, stamp: Int64?, fetch: (ObjectPath) throws -> StoredObject?) throws -> Entry {
+    guard let stamp else { return Entry(object: try fetch(path), memo: ObjectMemo()) }
     let (hit, epoch) = state.withLock { s -> (Entry?, UInt64) in
-      if changed {
+      if s.stamp != stamp {
         s.entries.removeAll(keepingCapacity: true)
         s.contents.removeAll(keepingCapacity: true)
         s.contentBytes = 0
         s.epoch &+= 1
+        s.stamp = stamp
         return (nil, s.epoch)
       }
       return (s.entries[path], s.epoch)

@@ -136,11 +136,7 @@ public struct ObjectStore: Sendable {
   }
 
   /// ``find(bucket:name:)`` at a path validated already.
-  public func find(_ path: ObjectPath) throws -> StoredObject? {
-    try catalog.read(snapshot: false) { db in
-      try cache.object(at: path, db: db) { try Self.fetch(db: db, bucket: $0.bucket, name: $0.name) }
-    }
-  }
+  public func find(_ path: ObjectPath) throws -> StoredObject? { try findMemoized(path).object }
 
   /// The largest content ``smallContent(of:)`` keeps in memory.
   public static let smallContentLimit: Int64 = 16 * 1024
@@ -167,9 +163,11 @@ public struct ObjectStore: Sendable {
   }
 
   /// ``find(_:)`` with a memo for values derived from the row (see ``ObjectMemo``).
+  /// A cache hit takes no catalog connection: the commit stamp is read first, and a reader is
+  /// checked out only for a miss.
   public func findMemoized(_ path: ObjectPath) throws -> (object: StoredObject?, memo: ObjectMemo) {
-    let entry = try catalog.read(snapshot: false) { db in
-      try cache.entry(at: path, db: db) { try Self.fetch(db: db, bucket: $0.bucket, name: $0.name) }
+    let entry = try cache.entry(at: path, stamp: catalog.commitStamp()) { path in
+      try catalog.read(snapshot: false) { db in try Self.fetch(db: db, bucket: path.bucket, name: path.name) }
     }
     return (entry.object, entry.memo)
   }

@@ -96,7 +96,11 @@ final class UploadSession: @unchecked Sendable {
     guard state.base + state.piecesSize == offset, !state.assembled else { throw UploadError.dataLost(id: id) }
     let sha: Digest
     if let saved = state.sha256 {
-      guard let bytes = Data(base64Encoded: saved), let restored = try? Digest(restoringSHA256: [UInt8](bytes)) else {
+      // The state must be of exactly the acknowledged bytes: another prefix would hash the
+      // upload under a wrong address.
+      guard let bytes = Data(base64Encoded: saved),
+        let restored = try? Digest(restoringSHA256: [UInt8](bytes), byteCount: UInt64(offset))
+      else {
         throw UploadError.dataLost(id: id)
       }
       sha = restored

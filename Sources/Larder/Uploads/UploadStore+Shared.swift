@@ -262,6 +262,7 @@ extension UploadStore {
     cleanup.async { try? storage.removeUpload(id, state: state) }
   }
 
-  /// Waits for the background removals queued so far (tests, and a store being closed).
-  func waitForCleanup() { cleanup.sync {} }
+  /// Waits for the background removals queued so far (tests, and a service stopping: a
+  /// multipart upload's abort dropped at exit is one gc can no longer name).
+  public func waitForCleanup() { cleanup.sync {} }
 }

@@ -135,6 +135,8 @@ public final class LarderService: Sendable {
   @discardableResult
   public func stop(timeout: Duration = .seconds(10)) -> Bool {
     let clean = server.shutdown(timeout: timeout)
+    // Shared-mode removals queued by finished uploads (pieces, multipart aborts) go out first.
+    context.uploads.waitForCleanup()
     // The background MD5 pass must not outlive the process's OpenSSL (it resumes at next start).
     larder.files.md5Backfill?.stop()
     // Another process (the CLI) may be using the catalog: a busy checkpoint is not an error.

@@ -222,6 +222,10 @@ import Testing
     let larder = try Larder(at: dir.url, configuration: .init(backgroundMD5: false))
     let version = try larder.catalog.read { try $0.row("PRAGMA user_version")?.int("user_version") }
     #expect(version == Int64(Larder.catalogSchemaVersion))
+    // Every later migration ran too: migration 6's columns, dropped above, are back.
+    #expect(throws: Never.self) {
+      try larder.catalog.read { try $0.rows("SELECT shared_state, lease_holder, lease_until FROM uploads LIMIT 0") }
+    }
     let file = try #require(try larder.catalog.read { try $0.row("SELECT \(File.columns) FROM files f") }.map(File.init(row:)))
     #expect(file.md5 == md5)
     #expect(md5 == Hex.encode(Digest.hash(.md5, Array("old content".utf8))))

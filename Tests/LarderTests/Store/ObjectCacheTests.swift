@@ -60,6 +60,32 @@ import Testing
     #expect(cache.contentCount == 1)
   }
 
+  @Test func rowsAreServedOnlyUnderTheStampTheyWereReadUnderAndNeverWithoutOne() throws {
+    let cache = ObjectCache()
+    let path = try ObjectPath(bucket: "c", name: "a.bin")
+    var fetches = 0
+    func lookup(_ stamp: Int64?) throws -> ObjectCache.Entry {
+      try cache.entry(at: path, stamp: stamp) { _ in
+        fetches += 1
+        return nil
+      }
+    }
+    let first = try lookup(5)
+    #expect(try lookup(5).memo === first.memo)
+    #expect(fetches == 1)
+    // Another stamp: someone committed; the row is read again and the cache starts over.
+    let second = try lookup(6)
+    #expect(fetches == 2)
+    #expect(second.memo !== first.memo)
+    #expect(cache.count == 1)
+    // No stamp (PostgreSQL, or a header that stayed torn): read every time, nothing kept or served.
+    let unstamped = try lookup(nil)
+    #expect(try lookup(nil).memo !== unstamped.memo)
+    #expect(fetches == 4)
+    #expect(try lookup(6).memo === second.memo)
+    #expect(fetches == 4)
+  }
+
   @Test(TestCatalog.sqliteOnly) func aMemoLivesExactlyAsLongAsItsCachedRow() throws {
     let scratch = try StoreScratch()
     let larder = try Larder(at: scratch.url.appendingPathComponent("data"))

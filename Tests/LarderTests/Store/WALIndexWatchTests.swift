@@ -12,7 +12,8 @@ import Testing
     let directory = scratch.url.appendingPathComponent("data")
     let larder = try Larder(at: directory)
     let other = try Larder(at: directory)
-    let watch = try #require(WALIndexWatch(databasePath: larder.catalog.path))
+    // A connection of the test's own, as another process would have.
+    let watch = try #require(WALIndexWatch(connection: try SQLiteDatabase(path: larder.catalog.path)))
     _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
 
     let before = try #require(watch.stamp())
@@ -34,16 +35,15 @@ import Testing
     #expect(watch.stamp() == afterOwn + 1)
   }
 
-  @Test func theCatalogsReaderConnectionsUseTheWatch() throws {
+  @Test func theCatalogsCommitStampIsTheHeadersCounter() throws {
     let scratch = try StoreScratch()
     let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
-    let version = try larder.catalog.read(snapshot: false) { db in
-      #expect((db as? SQLiteDatabase)?.changeWatch != nil)
-      return try db.dataVersion()
-    }
-    let stamp = try #require(version)
-    #expect(stamp & WALIndexWatch.stampTag != 0)
-    #expect(stamp == WALIndexWatch(databasePath: larder.catalog.path)?.stamp())
+    let watch = try #require(WALIndexWatch(connection: try SQLiteDatabase(path: larder.catalog.path)))
+    let before = try #require(larder.catalog.commitStamp())
+    #expect(before == watch.stamp())
+    _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
+    #expect(larder.catalog.commitStamp() == watch.stamp())
+    #expect(larder.catalog.commitStamp() != before)
   }
 
   @Test func aHeaderCaughtMidWriteOrOfAnotherFormatIsNotTrusted() {
@@ -57,7 +57,7 @@ import Testing
       set(7, at: copy + 8)
       header[copy + 12] = 1
     }
-    #expect(stamp(header) == WALIndexWatch.stampTag | 7)
+    #expect(stamp(header) == 7)
     #expect(stamp(Array(header.prefix(95))) == nil)
 
     var torn = header
@@ -73,12 +73,40 @@ import Testing
     #expect(stamp(otherVersion) == nil)
   }
 
-  @Test func withoutAReadableSharedMemoryFileThereIsNoWatch() throws {
+  @Test func aFileNotInWALModeHasNoWatchAndGetsNoSharedMemory() throws {
     let scratch = try StoreScratch()
     let path = scratch.url.appendingPathComponent("x.sqlite").path
-    #expect(WALIndexWatch(databasePath: path) == nil)
-    // An all-zero file (not initialised by SQLite) is not a header.
-    FileManager.default.createFile(atPath: path + "-shm", contents: Data(count: 32 * 1024))
-    #expect(WALIndexWatch(databasePath: path) == nil)
+    let db = try SQLiteDatabase(path: path)
+    try db.execute("PRAGMA journal_mode=DELETE")
+    try db.execute("CREATE TABLE t (a)")
+    #expect(WALIndexWatch(connection: db) == nil)
+    #expect(!FileManager.default.fileExists(atPath: path + "-shm"))
+  }
+
+  @Test func watchingNeverDropsSQLitesLocksOnTheSharedMemory() throws {
+    // The first version read the header through a descriptor of its own; closing it released
+    // every POSIX lock this process held on the `-shm` file. With SQLite's lock in place a
+    // second process cannot take the index over: here, while watches come and go, another
+    // connection still sees this store's commits through the same index.
+    let scratch = try StoreScratch()
+    let directory = scratch.url.appendingPathComponent("data")
+    let larder = try Larder(at: directory)
+    for _ in 0..<3 { _ = WALIndexWatch(connection: try SQLiteDatabase(path: larder.catalog.path)) }
+    let lock = try readLockState(of: larder.catalog.path + "-shm")
+    #expect(lock.contains("READ") || lock.contains("WRITE"), "\(lock)")
+    let before = try #require(larder.catalog.commitStamp())
+    _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
+    #expect(larder.catalog.commitStamp() != before)
+  }
+
+  /// This process's POSIX locks on `path`, as /proc/locks lists them (by inode).
+  private func readLockState(of path: String) throws -> String {
+    var info = stat()
+    guard stat(path, &info) == 0 else { throw POSIXError(.ENOENT) }
+    let text = try String(contentsOfFile: "/proc/locks", encoding: .utf8)
+    let mine = "\(getpid()) "
+    return text.split(separator: "\n").filter {
+      $0.contains("POSIX") && $0.contains(mine) && $0.contains(":\(info.st_ino) ")
+    }.joined(separator: "\n")
   }
 }

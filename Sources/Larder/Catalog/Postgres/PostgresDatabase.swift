@@ -18,7 +18,6 @@ package final class PostgresDatabase: Database {
   package let schema: String?
   package var dialect: SQLDialect { .postgres }
   package private(set) var changes = 0
-  package var lastCheckedDataVersion: Int64?
   private var cache: [String: Prepared] = [:]
   private var inTransaction = false
   /// The key of the catalog's one write lock (see ``writeLockKey(schema:)``).
@@ -273,7 +272,6 @@ package final class PostgresDatabase: Database {
   }
 
   /// PostgreSQL offers no cheap "did anyone commit?" probe, so nothing is cached across statements.
-  package func dataVersion() throws(DatabaseError) -> Int64? { nil }
 
   /// Write transactions take the catalog's one advisory lock with BEGIN (one round trip); read
   /// transactions are REPEATABLE READ READ ONLY: one snapshot, as SQLite's read transactions.

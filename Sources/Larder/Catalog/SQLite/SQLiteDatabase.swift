@@ -99,26 +99,6 @@ package final class SQLiteDatabase: Database {
     while try s.step() { try body(s.row()) }
   }
 
-  /// Where ``dataVersion()`` reads the commit counter without a transaction; nil: ask SQLite.
-  package var changeWatch: WALIndexWatch?
-
-  /// A value that changes whenever another connection, in this process (the writer beside
-  /// these readers) or in another one, has committed to the file since this connection last
-  /// looked; equal values mean nobody else wrote in between. The WAL-index header's counter
-  /// when ``changeWatch`` can read it, else `PRAGMA data_version` (the two never coincide).
-  package func dataVersion() throws(DatabaseError) -> Int64? {
-    if let stamp = changeWatch?.stamp() { return stamp }
-    let s = try statement("PRAGMA data_version")
-    defer { s.reset() }
-    guard try s.step(), case .integer(let version) = s.row()[0] else { return -1 }
-    return version
-  }
-
-  /// The ``dataVersion()`` this connection returned at its last ``ObjectCache`` check; nil
-  /// before the first. Kept on the connection, not keyed by it, so a new connection can never
-  /// inherit a closed one's value.
-  package var lastCheckedDataVersion: Int64?
-
   /// Rows changed by the last INSERT, UPDATE or DELETE.
   package var changes: Int { Int(sqlite3_changes(handle)) }
 
