@@ -1,4 +1,5 @@
 import Foundation
+import LarderLogging
 
 /// A Larder store: the content-addressed blobs, the catalog (SQLite, or PostgreSQL shared by
 /// several nodes), files and objects.
@@ -31,10 +32,15 @@ public final class Larder: Sendable {
     /// The backends that open a catalog or blobs outside the data directory (`.postgres` from
     /// `LarderPostgres`, `.s3` from `LarderS3Store`); the embedded default needs none.
     public var backends: StoreBackends
+    /// Where the store says what it did not do and why (a check it skipped, an error it recovered
+    /// from); standard error unless replaced.
+    public var logger: Logger
     public init(
       faults: FaultInjector = .none, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
-      catalog: CatalogLocation? = nil, blobs: BlobLocation? = nil, backends: StoreBackends = .embedded
+      catalog: CatalogLocation? = nil, blobs: BlobLocation? = nil, backends: StoreBackends = .embedded,
+      logger: Logger = Logger(label: "larder.store")
     ) {
+      self.logger = logger
       self.faults = faults
       self.reserveBytes = reserveBytes
       self.backgroundMD5 = backgroundMD5
@@ -97,6 +103,14 @@ public final class Larder: Sendable {
       sqlitePath: self.directory.appendingPathComponent("larder.sqlite").path, backends: configuration.backends,
       reserve: reserve)
     reserve.replenish()
+    do {
+      try StoreIdentity.check(
+        catalog: catalog, backend: blobBackend, catalogLocation: configuration.catalog ?? .dataDirectory)
+    } catch LarderError.blobStoreUnavailable(let detail) {
+      // A blob store that is down must not keep a node from starting (it answers 503 until the
+      // store is back); the identity is checked at the next open that reaches it.
+      configuration.logger.warning("the blob store's identity is not checked: it is unavailable (\(detail))")
+    }
     files = FileStore(
       catalog: catalog, blobs: blobs, backend: blobBackend, faults: configuration.faults,
       md5Backfill: configuration.backgroundMD5

@@ -21,6 +21,10 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
   case cancelled
   /// The blob behind this content failed verification and was quarantined.
   case corruptContent(sha256: String)
+  /// The catalog records this content but the blob store does not hold it (lost, or a store
+  /// misconfigured to another blob store): `larder verify` reports it, and uploading the same
+  /// bytes again heals it.
+  case contentMissing(sha256: String, location: String)
   case catalogTooNew(version: Int, supported: Int)
   /// The blob store (S3) could not be reached or answered with an error: nothing was
   /// acknowledged, and the same request may succeed later (the HTTP layer says 503 and
@@ -42,6 +46,7 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     case .io: "io-error"
     case .cancelled: "cancelled"
     case .corruptContent: "corrupt-content"
+    case .contentMissing: "content-missing"
     case .catalogTooNew: "catalog-too-new"
     case .blobStoreUnavailable: "blob-store-unavailable"
     }
@@ -65,6 +70,8 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
       "\(operation) failed for \(path): \(String(cString: strerror(errno)))"
     case .cancelled: "the operation was cancelled"
     case .corruptContent(let sha256): "stored content \(sha256) failed verification and is quarantined"
+    case .contentMissing(let sha256, let location):
+      "stored content \(sha256) is missing from the blob store \(location) (run `larder verify`; uploading the same bytes again heals it)"
     case .catalogTooNew(let version, let supported):
       "the catalog has schema version \(version) but this Larder supports up to \(supported)"
     case .blobStoreUnavailable(let detail): "the blob store is unavailable: \(detail)"

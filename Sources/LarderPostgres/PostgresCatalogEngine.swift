@@ -35,7 +35,7 @@ struct PostgresCatalogEngine: CatalogEngine {
     return components.string ?? url
   }
 
-  var dialect: SQLDialect { .postgres }
+  var dialect: any SQLDialect { PostgresDialect() }
   var readerLimit: Int? { Self.readers }
 
   func connect() throws -> any Database { try PostgresDatabase(conninfo: conninfo, schema: schema) }

@@ -17,7 +17,7 @@ import Larder
 package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDatabase {
   private let handle: OpaquePointer
   package let schema: String?
-  package var dialect: SQLDialect { .postgres }
+  package var dialect: any SQLDialect { PostgresDialect() }
   package private(set) var changes = 0
   private var cache: [String: Prepared] = [:]
   private var inTransaction = false

@@ -9,9 +9,9 @@ internal import LarderS3
 /// bytes that do not match their address; content over 16 MiB goes up in parts. Errors are the
 /// S3 client's typed `S3Error` (its `isTransient` tells a 503-and-retry from a refusal).
 public struct S3BlobBackend: BlobBackend {
-  private let client: S3Client
+  let client: S3Client
   /// Prepended to every key (`""`, or `P/` from the URL's `prefix=P`): several stores in one bucket.
-  private let keyPrefix: String
+  let keyPrefix: String
 
   /// Connects to the bucket named by `url` (`s3://BUCKET?endpoint=…&region=…&path-style=1`),
   /// with credentials from `credentialsFile` when given, else from `AWS_ACCESS_KEY_ID` and

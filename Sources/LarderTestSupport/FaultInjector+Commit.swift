@@ -10,7 +10,7 @@ extension FaultInjector {
     return FaultInjector(
       { point in if point == .commit, shouldFail() { throw CommitFault() } },
       breakingCommit: { db, fileID in
-        if db.dialect == .sqlite { try db.execute("PRAGMA defer_foreign_keys = ON") }
+        if db.dialect is SQLiteDialect { try db.execute("PRAGMA defer_foreign_keys = ON") }
         try db.execute("UPDATE files SET blob_sha256 = ? WHERE id = ?", [[UInt8](repeating: 0, count: 32), fileID])
       })
   }

@@ -16,7 +16,7 @@ public enum TestCatalog {
   /// Rows breaking a foreign key: SQLite's `PRAGMA foreign_key_check`; PostgreSQL checks every
   /// key at each statement, so none can exist there.
   package static func foreignKeyViolations(_ db: Database) throws -> Int {
-    db.dialect == .sqlite ? try db.rows("PRAGMA foreign_key_check").count : 0
+    db.dialect is SQLiteDialect ? try db.rows("PRAGMA foreign_key_check").count : 0
   }
 }
 

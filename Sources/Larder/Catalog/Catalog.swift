@@ -17,7 +17,7 @@ package final class Catalog: @unchecked Sendable {
   /// The SQLite file; empty on PostgreSQL.
   package let path: String
   package let location: CatalogLocation
-  package let dialect: SQLDialect
+  package let dialect: any SQLDialect
   private let writerLock = NSLock()
   private let writer: Database
   private let readerLock = NSLock()
@@ -53,7 +53,7 @@ package final class Catalog: @unchecked Sendable {
     switch location {
     case .dataDirectory:
       path = sqlitePath
-      dialect = .sqlite
+      dialect = SQLiteDialect()
       readerSlots = nil
       connect = { try SQLiteDatabase(path: sqlitePath) }
       let writer = try Self.openWriter(path: sqlitePath, reserve: reserve)
@@ -155,7 +155,7 @@ package final class Catalog: @unchecked Sendable {
   /// leaves one self-contained `larder.sqlite` behind (another process may still hold readers).
   /// Nothing to do on PostgreSQL.
   package func checkpoint() throws {
-    guard dialect == .sqlite else { return }
+    guard !isShared else { return }
     writerLock.lock()
     defer { writerLock.unlock() }
     try writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")

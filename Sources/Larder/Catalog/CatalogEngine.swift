@@ -2,7 +2,7 @@
 /// connections and bring the schema up to date. PostgreSQL's is in `LarderPostgres`
 /// (`StoreBackends.postgres`); the core links no client library of its own for it.
 package protocol CatalogEngine: Sendable {
-  var dialect: SQLDialect { get }
+  var dialect: any SQLDialect { get }
   /// Opens a new connection to the store's catalog.
   func connect() throws -> any Database
   /// Brings the schema up to date on `writer`, in one write transaction.

@@ -1,10 +1,3 @@
-/// The SQL dialect a connection speaks; the store's SQL is shared and switches on this only
-/// where the dialects differ (JSON functions, PRAGMAs, types).
-package enum SQLDialect: Sendable {
-  case sqlite
-  case postgres
-}
-
 /// One catalog connection: ``SQLiteDatabase`` or ``PostgresDatabase``.
 ///
 /// SQL is written once with `?` placeholders; the PostgreSQL connection rewrites them to
@@ -13,7 +6,8 @@ package enum SQLDialect: Sendable {
 /// try catalog.write { db in try db.execute("DELETE FROM uploads WHERE id = ?", [id]) }
 /// ```
 package protocol Database: AnyObject {
-  var dialect: SQLDialect { get }
+  /// Where this connection's SQL differs from the other catalog's (see ``SQLDialect``).
+  var dialect: any SQLDialect { get }
   /// Runs one statement to completion.
   func execute(_ sql: String, _ arguments: [any SQLBindable]) throws(DatabaseError)
   /// Runs several `;`-separated statements without arguments (migrations).

@@ -17,6 +17,12 @@ public struct FileStore: Sendable {
   /// Fills in the MD5 of content committed without one (see ``MD5Backfill``); nil: not in this
   /// process (the blobs wait for one that has it, or for ``md5(of:)``).
   public let md5Backfill: MD5Backfill?
+  /// Reads that found their content missing from the blob store (``LarderError/contentMissing(sha256:location:)``).
+  let missingContent = EventCounter()
+
+  /// How many reads since the store opened found their content missing from the blob store:
+  /// each is an object answering an error until its bytes are uploaded again (`/metrics`).
+  public var missingContentReadCount: Int { missingContent.value }
 
   /// Content up to this size without a client MD5 gets its MD5 at commit (reading back the
   /// staged file, still in the page cache: ~15 ms at 8 MiB), so its `md5Hash` is in the upload's
@@ -290,7 +296,9 @@ public struct FileStore: Sendable {
       try db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [digest]) != nil
     }
     if quarantined { return LarderError.corruptContent(sha256: file.sha256) }
-    return LarderError.io(operation: "open", path: blobsAreLocal ? blobs.path(for: digest) : backend.location, errno: ENOENT)
+    missingContent.add()
+    return LarderError.contentMissing(
+      sha256: file.sha256, location: blobsAreLocal ? blobs.path(for: digest) : backend.location)
   }
 
   /// All of a file's bytes, refusing before reading anything when it is larger than `maxSize`.

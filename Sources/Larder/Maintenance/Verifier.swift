@@ -77,7 +77,7 @@ public struct Verifier: Sendable {
     try catalog.read { db in
       // PostgreSQL has no integrity_check and enforces every foreign key at once, so both
       // PRAGMA checks are SQLite's alone; the size check below is the catalog's own.
-      if db.dialect == .sqlite { try checkSQLiteFile(db, &report) }
+      if !catalog.isShared { try checkSQLiteFile(db, &report) }
       for row in try db.rows(
         "SELECT f.id, f.size AS fsize, b.size AS bsize, f.blob_sha256 FROM files f JOIN blobs b ON b.sha256 = f.blob_sha256 WHERE f.size != b.size"
       ) {

@@ -106,16 +106,7 @@ public struct ModelStore: Sendable {
   public func queryPlan<T: Model>(_ query: Query<T>) throws -> [String] {
     try ensureIndexes(T.self)
     let compiled = try QuerySQL.select("id, body", query, dialect: catalog.dialect)
-    return try catalog.read { db in
-      switch db.dialect {
-      case .sqlite:
-        try db.rows("EXPLAIN QUERY PLAN " + compiled.sql, compiled.arguments).compactMap { $0.string("detail") }
-      case .postgres:
-        try db.rows("EXPLAIN " + compiled.sql, compiled.arguments).compactMap {
-          $0.string("QUERY PLAN")?.trimmingCharacters(in: .whitespaces)
-        }
-      }
-    }
+    return try catalog.read { db in try db.dialect.queryPlan(compiled.sql, compiled.arguments, on: db) }
   }
 
   // MARK: Observing
@@ -137,7 +128,7 @@ public struct ModelStore: Sendable {
     _ = try QuerySQL.select("id", query, dialect: catalog.dialect)
     let observer = QueryObserver(query: query, store: self, handler: handler)
     let id = center.add(type: T.modelType) { observer.schedule() }
-    if catalog.dialect == .postgres { listener.ensureRunning(catalog: catalog, center: center) }
+    if catalog.isShared { listener.ensureRunning(catalog: catalog, center: center) }
     let center = self.center
     observer.schedule()
     return ObservationToken {

@@ -44,9 +44,7 @@ public final class ModelTransaction {
     let ids = Set(found.map(\.fileID))
     if !ids.isEmpty {
       let list = String(decoding: try JSONEncoder().encode(ids.sorted()), as: UTF8.self)
-      let members =
-        db.dialect == .sqlite
-        ? "SELECT value FROM json_each(?)" : "SELECT jsonb_array_elements_text(?::jsonb)"
+      let members = db.dialect.jsonArrayStrings
       let existing = Set(
         try db.rows("SELECT id FROM files WHERE id IN (\(members))", [list]).compactMap {
           $0.string("id")

@@ -6,17 +6,18 @@ import Foundation
 /// quoting) because SQLite and PostgreSQL match an expression index or a partial index only
 /// against the same literal expression; every compared value is a bound parameter.
 ///
-/// On SQLite a field is `json_extract(body, '$.a.b')` over a TEXT body; on PostgreSQL it is
+/// Where the catalogs differ (how a field is extracted and compared) is the ``SQLDialect``'s:
+/// on SQLite a field is `json_extract(body, '$.a.b')` over a TEXT body; on PostgreSQL it is
 /// `(body #> '{a,b}')` over a `jsonb` body, compared with jsonb values, so a declared index is
 /// the same expression index on both.
-enum QuerySQL {
+package enum QuerySQL {
   struct Compiled {
     let sql: String
     let arguments: [any SQLBindable]
   }
 
   /// `'$.a.b[0]'` for `a.b[0]`, after checking the path has only names and indices.
-  static func jsonPath(_ field: String) throws(ModelError) -> String {
+  package static func jsonPath(_ field: String) throws(ModelError) -> String {
     let bytes = Array(field.utf8)
     guard !bytes.isEmpty, bytes.count <= 512 else { throw .invalidFieldPath(field) }
     func isNameStart(_ c: UInt8) -> Bool { (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x5F }
@@ -47,48 +48,30 @@ enum QuerySQL {
     return "'$.\(field)'"
   }
 
-  static func extract(_ field: String, _ dialect: SQLDialect = .sqlite) throws(ModelError) -> String {
-    switch dialect {
-    case .sqlite: "json_extract(body, \(try jsonPath(field)))"
-    case .postgres: "(body #> \(try pgPath(field)))"
-    }
-  }
-
-  /// `'{a,b,0}'` for `a.b[0]` (PostgreSQL's path array), after the same validation.
-  static func pgPath(_ field: String) throws(ModelError) -> String {
-    _ = try jsonPath(field)
-    let parts = field.replacingOccurrences(of: "[", with: ".").replacingOccurrences(of: "]", with: "")
-      .split(separator: ".")
-    return "'{" + parts.joined(separator: ",") + "}'"
-  }
-
-  /// The field as text (`#>>`), for PostgreSQL's string tests.
-  static func pgText(_ field: String) throws(ModelError) -> String { "(body #>> \(try pgPath(field)))" }
-
   /// The type name as an SQL string literal.
-  static func typeLiteral(_ type: String) throws(ModelError) -> String {
+  package static func typeLiteral(_ type: String) throws(ModelError) -> String {
     guard !type.isEmpty, !type.utf8.contains(0) else { throw .invalidModelType(type) }
     return "'" + type.replacingOccurrences(of: "'", with: "''") + "'"
   }
 
   /// `SELECT <columns> FROM records WHERE type = '<type>' AND … ORDER BY … LIMIT ? OFFSET ?`.
   static func select<T>(
-    _ columns: String, _ query: Query<T>, window: Bool = true, dialect: SQLDialect = .sqlite
+    _ columns: String, _ query: Query<T>, window: Bool = true, dialect: any SQLDialect
   ) throws -> Compiled {
     var arguments: [any SQLBindable] = []
     var sql = "SELECT \(columns) FROM records"
     // PostgreSQL's planner has statistics and no INDEXED BY: it chooses itself.
-    if dialect == .sqlite, let index = try chooseIndex(for: query, window: window) {
+    if dialect.namesIndexes, let index = try chooseIndex(for: query, window: window) {
       sql += " INDEXED BY \"\(indexName(type: T.modelType, fields: index.fields))\""
     }
     sql += " WHERE type = \(try typeLiteral(T.modelType))"
     for predicate in query.predicates {
-      sql += " AND (" + (try condition(predicate, &arguments, dialect)) + ")"
+      sql += " AND (" + (try dialect.condition(predicate, &arguments)) + ")"
     }
     guard window else { return Compiled(sql: sql, arguments: arguments) }
     var order: [String] = []
     for key in query.sortKeys {
-      order.append(try extract(key.field, dialect) + (key.order == .ascending ? " ASC" : " DESC"))
+      order.append(try dialect.extract(key.field) + (key.order == .ascending ? " ASC" : " DESC"))
     }
     order.append("id ASC")
     sql += " ORDER BY " + order.joined(separator: ", ")
@@ -99,8 +82,7 @@ enum QuerySQL {
       throw ModelError.invalidQuery("offset must not be negative, got \(query.fetchOffset)")
     }
     sql += " LIMIT ? OFFSET ?"
-    // No limit: -1 on SQLite, NULL on PostgreSQL (which refuses a negative LIMIT).
-    arguments.append(query.fetchLimit.map { SQLValue.integer(Int64($0)) } ?? (dialect == .sqlite ? .integer(-1) : .null))
+    arguments.append(query.fetchLimit.map { SQLValue.integer(Int64($0)) } ?? dialect.noLimit)
     arguments.append(query.fetchOffset)
     return Compiled(sql: sql, arguments: arguments)
   }
@@ -138,77 +120,10 @@ enum QuerySQL {
     return nil
   }
 
-  static func condition(
-    _ predicate: ModelPredicate, _ arguments: inout [any SQLBindable], _ dialect: SQLDialect = .sqlite
-  ) throws -> String {
-    if dialect == .postgres { return try pgCondition(predicate, &arguments) }
-    switch predicate {
-    case .compare(let field, let op, let value):
-      arguments.append(value.sqlValue)
-      return "\(try extract(field)) \(op.rawValue) ?"
-    case .isIn(let field, let values):
-      let json = try JSONEncoder().encode(values)
-      arguments.append(String(decoding: json, as: UTF8.self))
-      return "\(try extract(field)) IN (SELECT value FROM json_each(?))"
-    case .hasPrefix(let field, let prefix):
-      // The range test lets an index narrow the scan; the substr test makes it exact.
-      let e = try extract(field)
-      arguments.append(contentsOf: [prefix, prefix, prefix] as [any SQLBindable])
-      return
-        "json_type(body, \(try jsonPath(field))) = 'text' AND \(e) >= ? AND substr(\(e), 1, length(?)) = ?"
-    case .contains(let field, let text):
-      arguments.append(text)
-      return "json_type(body, \(try jsonPath(field))) = 'text' AND instr(\(try extract(field)), ?) > 0"
-    case .isNil(let field):
-      return "\(try extract(field)) IS NULL"
-    case .isNotNil(let field):
-      return "\(try extract(field)) IS NOT NULL"
-    case .and(let a, let b):
-      return "(\(try condition(a, &arguments))) AND (\(try condition(b, &arguments)))"
-    case .or(let a, let b):
-      return "(\(try condition(a, &arguments))) OR (\(try condition(b, &arguments)))"
-    case .not(let a):
-      return "NOT (\(try condition(a, &arguments)))"
-    }
-  }
-
-  /// ``condition(_:_:_:)`` in PostgreSQL's jsonb terms: values are bound as JSON text and
-  /// compared as jsonb (`true` is a boolean there, not 1); JSON null and a missing key are both nil.
-  static func pgCondition(_ predicate: ModelPredicate, _ arguments: inout [any SQLBindable]) throws -> String {
-    switch predicate {
-    case .compare(let field, let op, let value):
-      arguments.append(String(decoding: try JSONEncoder().encode(value), as: UTF8.self))
-      // SQLite's null-safe `IS NOT` is PostgreSQL's `IS DISTINCT FROM`.
-      let sqlOp = op == .notEqual ? "IS DISTINCT FROM" : op.rawValue
-      return "\(try extract(field, .postgres)) \(sqlOp) ?::jsonb"
-    case .isIn(let field, let values):
-      arguments.append(String(decoding: try JSONEncoder().encode(values), as: UTF8.self))
-      return "\(try extract(field, .postgres)) IN (SELECT value FROM jsonb_array_elements(?::jsonb))"
-    case .hasPrefix(let field, let prefix):
-      // The range test lets an index narrow the scan; starts_with makes it exact.
-      let e = try extract(field, .postgres)
-      arguments.append(contentsOf: [prefix, prefix] as [any SQLBindable])
-      return "jsonb_typeof(\(e)) = 'string' AND \(e) >= to_jsonb(?::text) AND starts_with(\(try pgText(field)), ?::text)"
-    case .contains(let field, let text):
-      arguments.append(text)
-      return "jsonb_typeof(\(try extract(field, .postgres))) = 'string' AND strpos(\(try pgText(field)), ?::text) > 0"
-    case .isNil(let field):
-      return "coalesce(jsonb_typeof(\(try extract(field, .postgres))), 'null') = 'null'"
-    case .isNotNil(let field):
-      return "jsonb_typeof(\(try extract(field, .postgres))) <> 'null'"
-    case .and(let a, let b):
-      return "(\(try pgCondition(a, &arguments))) AND (\(try pgCondition(b, &arguments)))"
-    case .or(let a, let b):
-      return "(\(try pgCondition(a, &arguments))) OR (\(try pgCondition(b, &arguments)))"
-    case .not(let a):
-      return "NOT (\(try pgCondition(a, &arguments)))"
-    }
-  }
-
   /// `CREATE INDEX IF NOT EXISTS` for a declared index of `type`: partial, over this type's rows only.
-  static func createIndex(type: String, index: ModelIndex, dialect: SQLDialect = .sqlite) throws -> String {
+  static func createIndex(type: String, index: ModelIndex, dialect: any SQLDialect) throws -> String {
     guard !index.fields.isEmpty else { throw ModelError.invalidQuery("an index needs at least one field") }
-    let expressions = try index.fields.map { try extract($0, dialect) }
+    let expressions = try index.fields.map { try dialect.extract($0) }
     return
       "CREATE INDEX IF NOT EXISTS \"\(indexName(type: type, fields: index.fields))\" ON records("
       + expressions.joined(separator: ", ") + ") WHERE type = \(try typeLiteral(type))"

@@ -28,6 +28,11 @@ public struct Upload: Sendable, Equatable {
 
   public var isComplete: Bool { length == offset }
   public var isPartial: Bool { concat == .partial }
+  /// Whether this is a final concatenation (its bytes are its partials': nothing is appended).
+  public var isFinal: Bool {
+    if case .final = concat { return true }
+    return false
+  }
 
   init(row: Row) {
     id = row.string("id") ?? ""

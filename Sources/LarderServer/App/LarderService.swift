@@ -75,7 +75,8 @@ public final class LarderService: Sendable {
       ?? Larder(
         at: options.dataDirectory,
         configuration: .init(
-          faults: options.faults, catalog: options.catalog, blobs: options.blobs, backends: [.postgres, .s3]))
+          faults: options.faults, catalog: options.catalog, blobs: options.blobs, backends: [.postgres, .s3],
+          logger: options.logger))
     self.larder = larder
     secret = try Self.tokenSecret(of: larder)
     let verifier = JWTVerifier(
@@ -100,6 +101,9 @@ public final class LarderService: Sendable {
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
       uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger)
     let metrics = Metrics()
+    metrics.registerGauge(
+      "larder_missing_content_reads", help: "Reads since start that found their content missing from the blob store."
+    ) { Double(larder.files.missingContentReadCount) }
     // One store snapshot per scrape for both figures.
     metrics.registerGauges([("larder_objects", "Objects stored."), ("larder_blob_bytes", "Bytes of distinct content stored.")]) {
       guard let statistics = try? larder.statistics() else { return [0, 0] }

@@ -71,6 +71,9 @@ enum APIError {
     case .corruptContent:
       log.error("corrupt content: \(e)")
       return .error(status: 500, message: e.description)
+    case .contentMissing:
+      log.error("missing content: \(e)")
+      return .error(status: 500, message: e.description)
     case .cancelled: return .error(status: 499, message: e.description)
     case .io(_, _, let errno) where [EMFILE, ENFILE, ENOMEM, ENOBUFS].contains(errno):
       // Out of descriptors or memory is the server's load, not a fault: the client may retry.

@@ -300,18 +300,20 @@ struct TusEndpoint {
       // A retry of the last PATCH whose answer was lost: it is done.
       return .respond(progressResponse(upload))
     }
+    // A body that cannot fit is refused from its head, before the upload's lease is taken (the
+    // append enforces the same limits on the bytes themselves, should the length change since).
+    // Only where the append would be allowed at all: a wrong offset, a final or a completed
+    // upload keep their own answers, which the store gives.
+    if let body = request.contentLength, offset == upload.offset, upload.completedAt == nil, !upload.isFinal {
+      if let length = upload.length ?? declared.flatMap({ $0 >= offset ? $0 : nil }), offset + body > length {
+        throw UploadError.exceedsLength(length: length)
+      }
+      if offset + body > context.maxUploadSize { throw tooLarge() }
+    }
     let append = try store.beginAppend(
       id: id, owner: identity?.uid, offset: offset, length: declared, checksum: checksum,
       sizeLimit: context.maxUploadSize)
     append.expectedBodyLength = request.contentLength
-    if let length = append.length, let declared = request.contentLength, offset + declared > length {
-      append.abort(keepReceived: false)
-      throw UploadError.exceedsLength(length: length)
-    }
-    if let declared = request.contentLength, offset + declared > context.maxUploadSize {
-      append.abort(keepReceived: false)
-      throw tooLarge()
-    }
     return .receiveBody(
       UploadAppendSink(append, keepReceivedOnBreak: true) { try self.complete($0, identity: identity) })
   }

@@ -132,7 +132,7 @@ import Testing
     try larder.models.save(Reading(id: "first", sensor: "s-first", value: -1))
     // Bulk-load in one statement so the test stays fast; bodies match what JSONEncoder writes.
     try larder.catalog.write { db in
-      if db.dialect == .postgres {
+      if !(db.dialect is SQLiteDialect) {
         try db.execute(
           """
           INSERT INTO records(type, id, body, created_at, updated_at)

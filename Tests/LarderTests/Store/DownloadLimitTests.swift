@@ -31,7 +31,7 @@ import Testing
       try larder.files.data(of: file, maxSize: 4_999)
     }
     let missing = #expect(throws: LarderError.self) { try larder.files.data(of: file, maxSize: 5_000) }
-    #expect(missing == .io(operation: "open", path: path, errno: ENOENT))
+    #expect(missing == .contentMissing(sha256: file.sha256, location: path))
     #expect(rename(path + ".away", path) == 0)
     #expect(try larder.files.data(of: file, maxSize: 5_000) == Data(count: 5_000))
   }

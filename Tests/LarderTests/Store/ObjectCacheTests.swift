@@ -23,7 +23,7 @@ import Testing
     _ = try larder.objects.put(bucket: "c", name: "other.bin", data: Data("x".utf8))
     _ = try larder.objects.find(bucket: "c", name: "a.bin")
     #expect(larder.objects.cache.contentCount == 0)
-    #expect(throws: LarderError.io(operation: "open", path: path, errno: ENOENT)) {
+    #expect(throws: LarderError.contentMissing(sha256: object.file.sha256, location: path)) {
       try larder.objects.smallContent(of: object)
     }
     try FileManager.default.moveItem(atPath: path + ".away", toPath: path)

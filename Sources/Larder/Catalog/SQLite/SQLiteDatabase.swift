@@ -9,7 +9,7 @@ import Foundation
 /// try db.execute("INSERT INTO t VALUES (?)", [42])
 /// ```
 package final class SQLiteDatabase: Database {
-  package var dialect: SQLDialect { .sqlite }
+  package var dialect: any SQLDialect { SQLiteDialect() }
   let handle: OpaquePointer
   private var cache: [String: Statement] = [:]
   package let path: String

@@ -1,0 +1,82 @@
+import Foundation
+
+/// Where one catalog's SQL differs from another's, in one small type per catalog:
+/// ``SQLiteDialect`` here, `PostgresDialect` in `LarderPostgres`. The store's SQL is otherwise
+/// written once with `?` placeholders; call sites ask the dialect, never which catalog it is.
+package protocol SQLDialect: Sendable {
+  /// A field of a record's JSON body (`a.b[0]`, validated) as an SQL expression; a declared
+  /// index is built on exactly this expression, so queries match it.
+  func extract(_ field: String) throws(ModelError) -> String
+  /// A test of one field (every predicate but `and`, `or` and `not`, which ``condition(_:_:)``
+  /// composes) as SQL, its values appended to `arguments`.
+  func test(_ predicate: ModelPredicate, _ arguments: inout [any SQLBindable]) throws -> String
+  /// Whether a query names the index to search (SQLite's `INDEXED BY`: without statistics its
+  /// planner would scan a whole type); PostgreSQL's planner chooses itself.
+  var namesIndexes: Bool { get }
+  /// The `LIMIT` argument that means no limit.
+  var noLimit: SQLValue { get }
+  /// A subquery listing the strings of a JSON array argument (`?`), one row each.
+  var jsonArrayStrings: String { get }
+  /// The steps the catalog plans for `sql`, one line each.
+  func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String]
+}
+
+extension SQLDialect {
+  /// A predicate over records as SQL, its values appended to `arguments`.
+  package func condition(_ predicate: ModelPredicate, _ arguments: inout [any SQLBindable]) throws -> String {
+    switch predicate {
+    case .and(let a, let b):
+      "(\(try condition(a, &arguments))) AND (\(try condition(b, &arguments)))"
+    case .or(let a, let b):
+      "(\(try condition(a, &arguments))) OR (\(try condition(b, &arguments)))"
+    case .not(let a):
+      "NOT (\(try condition(a, &arguments)))"
+    default:
+      try test(predicate, &arguments)
+    }
+  }
+}
+
+/// SQLite's SQL: JSON1 functions over TEXT bodies.
+package struct SQLiteDialect: SQLDialect {
+  package init() {}
+
+  package func extract(_ field: String) throws(ModelError) -> String {
+    "json_extract(body, \(try QuerySQL.jsonPath(field)))"
+  }
+
+  package var namesIndexes: Bool { true }
+  package var noLimit: SQLValue { .integer(-1) }
+  package var jsonArrayStrings: String { "SELECT value FROM json_each(?)" }
+
+  package func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String] {
+    try db.rows("EXPLAIN QUERY PLAN " + sql, arguments).compactMap { $0.string("detail") }
+  }
+
+  package func test(_ predicate: ModelPredicate, _ arguments: inout [any SQLBindable]) throws -> String {
+    switch predicate {
+    case .compare(let field, let op, let value):
+      arguments.append(value.sqlValue)
+      return "\(try extract(field)) \(op.rawValue) ?"
+    case .isIn(let field, let values):
+      let json = try JSONEncoder().encode(values)
+      arguments.append(String(decoding: json, as: UTF8.self))
+      return "\(try extract(field)) IN (SELECT value FROM json_each(?))"
+    case .hasPrefix(let field, let prefix):
+      // The range test lets an index narrow the scan; the substr test makes it exact.
+      let e = try extract(field)
+      arguments.append(contentsOf: [prefix, prefix, prefix] as [any SQLBindable])
+      return
+        "json_type(body, \(try QuerySQL.jsonPath(field))) = 'text' AND \(e) >= ? AND substr(\(e), 1, length(?)) = ?"
+    case .contains(let field, let text):
+      arguments.append(text)
+      return "json_type(body, \(try QuerySQL.jsonPath(field))) = 'text' AND instr(\(try extract(field)), ?) > 0"
+    case .isNil(let field):
+      return "\(try extract(field)) IS NULL"
+    case .isNotNil(let field):
+      return "\(try extract(field)) IS NOT NULL"
+    case .and, .or, .not:
+      return try condition(predicate, &arguments)
+    }
+  }
+}
