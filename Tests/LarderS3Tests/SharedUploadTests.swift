@@ -139,6 +139,8 @@ struct SharedUploadTests {
     #expect(try !cluster.storedUploads().contains(upload.id))
   }
 
+  /// Proves: a lease runs out (B gets in once it did), and every commit requires the lease
+  /// of the append making it (`lease_holder` and `lease_epoch`), not only the offset it began at.
   @Test func aNodeThatDiedHoldingTheLeaseBlocksOthersOnlyUntilItRunsOut() throws {
     let cluster = try Cluster(lease: .seconds(1))
     let bytes = Self.content(2 * Self.mib, seed: 5)
@@ -150,9 +152,13 @@ struct SharedUploadTests {
       _ = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 0)
     }
     Thread.sleep(forTimeInterval: 1.3)
-    let object = try Self.finish(cluster.uploadsB, upload.id, bytes, from: 0)
-    // A wakes up: its lease is gone, its commit refused; B's object stands.
+    // B takes over and has committed nothing yet when A wakes up: the offset is still the one A
+    // started from, so only the lease (its holder and epoch) refuses A's commit.
+    let taking = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 0)
     #expect(throws: UploadError.locked(id: upload.id)) { _ = try stalled.finish() }
+    try bytes.withUnsafeBytes { try taking.write($0) }
+    guard case .complete(let done) = try taking.finish() else { throw HarnessFailure("not complete") }
+    let object = try cluster.uploadsB.publish(done)
     #expect([UInt8](try cluster.a.files.data(of: object.file)) == bytes)
     #expect(try cluster.uploadsA.upload(id: upload.id, owner: "u").completedAt != nil)
   }
@@ -425,7 +431,10 @@ struct SharedUploadTests {
     #expect(throws: UploadError.assemblyMismatch(id: upload.id)) {
       _ = try Self.finish(cluster.uploadsA, upload.id, bytes, from: 6 * Self.mib)
     }
-    #expect(try cluster.a.objects.find(bucket: "app", name: "flipped.bin") == nil)
+    let published = try cluster.a.objects.find(bucket: "app", name: "flipped.bin")
+    #expect(published == nil)
+    // What publishing it would have meant: other bytes under the SHA-256 of those received.
+    if let published { #expect([UInt8](try cluster.a.files.data(of: published.file)) == bytes) }
     #expect(throws: UploadError.notFound(id: upload.id)) {
       _ = try cluster.uploadsB.upload(id: upload.id, owner: "u")
     }
