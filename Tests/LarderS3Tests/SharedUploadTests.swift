@@ -332,15 +332,24 @@ struct SharedUploadTests {
   }
   // MARK: - leases on the catalog's clock, fencing, the assembly's check (issue 23)
 
+  /// An upload of `bytes` created on A, and an append on A holding its lease with the first
+  /// half written (nothing committed yet).
+  static func halfWrittenOnA(_ cluster: Cluster, _ name: String, _ bytes: [UInt8]) throws -> (
+    Upload, UploadAppend
+  ) {
+    let upload = try cluster.uploadsA.create(
+      bucket: "app", name: name, owner: "u", length: Int64(bytes.count))
+    let append = try cluster.uploadsA.beginAppend(id: upload.id, owner: "u", offset: 0)
+    try bytes[0..<(bytes.count / 2)].withUnsafeBytes { try append.write($0) }
+    return (upload, append)
+  }
+
   /// Proves: leases are claimed and judged on the catalog's clock. B's clock runs 10 minutes
   /// ahead, so by B's clock A's lease ran out long ago; B must still be refused while it runs.
   @Test func aNodeWhoseClockRunsAheadCannotTakeALiveLease() throws {
     let cluster = try Cluster(hooksB: { _ in UploadStoreTestHooks(clockSkew: .seconds(600)) })
     let bytes = Self.content(200_000, seed: 37)
-    let upload = try cluster.uploadsA.create(
-      bucket: "app", name: "skew.bin", owner: "u", length: Int64(bytes.count))
-    let holding = try cluster.uploadsA.beginAppend(id: upload.id, owner: "u", offset: 0)
-    try bytes[0..<100_000].withUnsafeBytes { try holding.write($0) }
+    let (upload, holding) = try Self.halfWrittenOnA(cluster, "skew.bin", bytes)
     #expect(throws: UploadError.locked(id: upload.id)) {
       _ = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 0)
     }
@@ -446,10 +455,7 @@ struct SharedUploadTests {
   @Test func anotherNodeCannotTerminateAnUploadWhileAnAppendHoldsIt() throws {
     let cluster = try Cluster()
     let bytes = Self.content(100_000, seed: 53)
-    let upload = try cluster.uploadsA.create(
-      bucket: "app", name: "t.bin", owner: "u", length: Int64(bytes.count))
-    let holding = try cluster.uploadsA.beginAppend(id: upload.id, owner: "u", offset: 0)
-    try bytes[0..<50_000].withUnsafeBytes { try holding.write($0) }
+    let (upload, holding) = try Self.halfWrittenOnA(cluster, "t.bin", bytes)
     #expect(throws: UploadError.locked(id: upload.id)) {
       try cluster.uploadsB.terminate(id: upload.id, owner: "u")
     }
