@@ -427,6 +427,26 @@ struct SharedUploadTests {
     #expect([UInt8](try cluster.a.files.data(of: object.file)) == bytes)
   }
 
+  /// Proves: a release after a store call failed midway moves the epoch. A's part 2 "times out"
+  /// (the store got it, A was told it failed) and A gives its lease back; B continues with a part
+  /// of other bounds; then the store applies A's request again. With the epoch unmoved B would
+  /// have numbered its part 2 too, and the late request replaced it.
+  @Test func aPartThatLandsAfterItsSenderGaveUpCannotReplaceTheNextHoldersPart() throws {
+    let late = LateRequest()
+    let cluster = try Cluster(hooksA: { StallingStorage($0.sharedUploads!, late: late).hooks() })
+    let bytes = Self.content(15 * Self.mib, seed: 61)
+    let upload = try cluster.uploadsA.create(
+      bucket: "app", name: "late.bin", owner: "u", length: Int64(bytes.count))
+    try Self.append(cluster.uploadsA, upload.id, bytes, 0..<(6 * Self.mib))
+    #expect(throws: LarderError.self) {
+      try Self.append(cluster.uploadsA, upload.id, bytes, (6 * Self.mib)..<(12 * Self.mib))
+    }
+    try Self.append(cluster.uploadsB, upload.id, bytes, (6 * Self.mib)..<(13 * Self.mib))
+    try late.land()
+    let object = try Self.finish(cluster.uploadsB, upload.id, bytes, from: 13 * Self.mib)
+    #expect(object.file.sha256 == Hex.encode(Digest.hash(.sha256, bytes)))
+  }
+
   /// Proves: the assembled object is checked against the MD5s of the parts as this node read
   /// them (S3's multipart ETag). The store here keeps other bytes than A read for part 1 (one
   /// byte flipped on the way, which the store accepts as sent); the upload is refused as an
@@ -522,6 +542,12 @@ final class Gate: Sendable {
   }
 }
 
+/// A request the store applies again after its sender gave up on it (a retried part landing late).
+final class LateRequest: Sendable {
+  let pending = Mutex<(@Sendable () throws -> Void)?>(nil)
+  func land() throws { try pending.withLock { $0 }?() }
+}
+
 /// The S3 backend's shared storage with a test's misbehaviour: a hook before each part is
 /// sent (a slow network, a stopped process), or a byte flipped in the bytes that reach the
 /// store while the part reports the MD5 of what was read (a store that keeps other bytes).
@@ -529,19 +555,24 @@ final class StallingStorage: SharedUploadStorage, Sendable {
   let inner: any SharedUploadStorage
   let beforePart: @Sendable (_ number: Int) -> Void
   let flipsAByte: Bool
+  /// When set, part 2 is sent and then reported failed, as a request that timed out on the
+  /// client's side; the store applies it again when the test says (``LateRequest/land()``).
+  let late: LateRequest?
 
   init(
-    _ inner: any SharedUploadStorage, flipsAByte: Bool = false,
+    _ inner: any SharedUploadStorage, flipsAByte: Bool = false, late: LateRequest? = nil,
     beforePart: @escaping @Sendable (_ number: Int) -> Void = { _ in }
   ) {
     self.inner = inner
     self.flipsAByte = flipsAByte
+    self.late = late
     self.beforePart = beforePart
   }
 
   /// Hooks that make a store use this storage, with `beforePart` before each part.
   func hooks(beforePart: @escaping @Sendable (_ number: Int) -> Void = { _ in }) -> UploadStoreTestHooks {
-    UploadStoreTestHooks(storage: StallingStorage(inner, flipsAByte: flipsAByte, beforePart: beforePart))
+    UploadStoreTestHooks(
+      storage: StallingStorage(inner, flipsAByte: flipsAByte, late: late, beforePart: beforePart))
   }
 
   var minimumPartSize: Int64 { inner.minimumPartSize }
@@ -553,6 +584,20 @@ final class StallingStorage: SharedUploadStorage, Sendable {
     length: Int64
   ) throws -> SharedUploadState.Part {
     beforePart(number)
+    if let late, number == 2 {
+      // The bytes as sent, kept aside: the staging file is cut back once the append fails.
+      let kept = file + ".late"
+      let bytes = try Data(contentsOf: URL(fileURLWithPath: file)).dropFirst(Int(offset)).prefix(Int(length))
+      try bytes.write(to: URL(fileURLWithPath: kept))
+      let inner = inner
+      let send: @Sendable () throws -> Void = {
+        _ = try inner.sendPart(
+          upload: id, data: data, multipart: multipart, number: number, file: kept, offset: 0, length: length)
+      }
+      try send()
+      late.pending.withLock { $0 = send }
+      throw LarderError.blobStoreUnavailable("UploadPart timed out (the store applied it)")
+    }
     guard flipsAByte else {
       return try inner.sendPart(
         upload: id, data: data, multipart: multipart, number: number, file: file, offset: offset,
