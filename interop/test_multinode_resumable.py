@@ -34,7 +34,7 @@ import requests
 from tusclient import client as tus_client
 
 from larder_server import LarderServer
-from switch_proxy import SwitchProxy
+from switch_proxy import SwitchProxy, _shutdown_pair as shut_down
 
 MiB = 1 << 20
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -463,21 +463,13 @@ class ThrottledForwarder:
         except OSError:
             pass
         finally:
-            for s in (source, sink):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_down((source, sink))
 
     def drop(self):
         """Breaks every open connection (a network that reset them)."""
         with self._lock:
             sockets, self._open = self._open, []
-        for s in sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut_down(sockets)
 
     def close(self):
         self._listener.close()
