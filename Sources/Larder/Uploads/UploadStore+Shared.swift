@@ -244,14 +244,19 @@ extension UploadStore {
   }
 
   /// Completes the multipart upload and checks that what the store assembled is what this
-  /// node's parts sent (``SharedUploadState/assemblyMatches(etag:)``). A mismatch is never
-  /// published: the upload is deleted (its acknowledged bytes are not in the store) and the
-  /// client told so.
+  /// node's parts sent (``SharedUploadState/assemblyMatches(etag:)``). A mismatch (or the store
+  /// saying a listed part is not what it holds) is never published: the upload is deleted (its
+  /// acknowledged bytes are not in the store) and the client told so.
   /// - Throws: ``UploadError/assemblyMismatch(id:)``, the store's errors.
   private func assemble(_ state: SharedUploadState, id: String, storage: any SharedUploadStorage) throws {
-    let etag = try storage.assemble(
-      upload: id, data: state.data, multipart: state.multipart!, parts: state.parts)
-    guard state.assemblyMatches(etag: etag) else {
+    let matches: Bool
+    do {
+      matches = state.assemblyMatches(
+        etag: try storage.assemble(upload: id, data: state.data, multipart: state.multipart!, parts: state.parts))
+    } catch UploadError.assemblyMismatch {
+      matches = false
+    }
+    guard matches else {
       let held = holdsLease(id)
       _ = try? larder.catalog.write { db in
         try db.execute("DELETE FROM uploads WHERE id = ? AND \(held.sql)", [id] + held.arguments)
