@@ -14,14 +14,17 @@ Nodes get `--upload-lease 3` (how long a dead node's hold on an upload outlives 
 binary takes that flag (`larder serve --help`), so a client that meets the lease waits seconds,
 not the default. Without PostgreSQL or Swift the module is skipped with a line starting SKIPPED:.
 """
+import base64
 import hashlib
 import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -31,7 +34,7 @@ import requests
 from tusclient import client as tus_client
 
 from larder_server import LarderServer
-from switch_proxy import SwitchProxy
+from switch_proxy import SwitchProxy, _shutdown_pair as shut_down
 
 MiB = 1 << 20
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -408,6 +411,139 @@ def _send_patch_until_killed(cluster, url, data, kill_after, rate):
     finally:
         sock.close()
     return sent
+
+
+# MARK: - a node stopped (SIGSTOP) mid-part past its lease, then continued (SIGCONT)
+
+class ThrottledForwarder:
+    """A TCP forwarder from 127.0.0.1:`port` to 127.0.0.1:`target` (node A's way to the S3 store)
+    that, once `rate` is set, passes what A sends at that many bytes/s: a part then takes seconds
+    to reach the store, long enough to stop A in the middle of it. Counts the bytes A sent. Its
+    receive buffer is small, so what A's kernel still delivers after SIGSTOP is bounded by A's send
+    buffer (tcp_wmem, 4 MiB by default): the test's part is much larger."""
+
+    def __init__(self, target):
+        self.target = target
+        self.rate = None
+        self.sent = 0
+        self._lock = threading.Lock()
+        self._open = []
+        self._listener = socket.socket()
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            upstream.settimeout(None)
+            with self._lock:
+                self._open += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, source, sink, counted):
+        try:
+            while True:
+                data = source.recv(1 << 16)
+                if not data:
+                    break
+                if counted:
+                    with self._lock:
+                        self.sent += len(data)
+                    if self.rate:
+                        time.sleep(len(data) / self.rate)
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            shut_down((source, sink))
+
+    def drop(self):
+        """Breaks every open connection (a network that reset them)."""
+        with self._lock:
+            sockets, self._open = self._open, []
+        shut_down(sockets)
+
+    def close(self):
+        self._listener.close()
+        self.drop()
+
+
+def test_a_node_stopped_mid_part_past_its_lease_cannot_replace_the_next_holders_part(engines, tmp_path):
+    """Proves the lease epoch in the part numbers, with a real stopped process. A (its S3 traffic
+    slowed to 2 MiB/s) has recorded part 1 and is sending part 2 (20 MiB: a checksum-guarded PATCH
+    takes no checkpoint) when it gets SIGSTOP; its lease (3 s) runs out; B takes the upload over
+    and records its next part (21 MiB, other bounds); A's connection to the store is reset while it
+    is stopped; SIGCONT: A's client retries the part, which now reaches the store after B's; A's
+    commit is refused; B finishes. With part numbers `count + 1` A's late part replaced B's and the
+    upload could never complete. (Without the reset, Swift keeps B's part anyway: a PUT begun
+    earlier never replaces one begun later, by Swift's timestamps; a retry begins later.)"""
+    if not _serve_takes("--upload-lease"):
+        pytest.skip("larder serve has no --upload-lease")
+    endpoint = engines.blobs.split("endpoint=", 1)[1].split("&", 1)[0]
+    forwarder = ThrottledForwarder(int(endpoint.rsplit(":", 1)[1]))
+    suffix = uuid.uuid4().hex[:12]
+    catalog = ["--catalog", _with_query(engines.catalog, f"schema=mn_{suffix}")]
+    blobs = _with_query(engines.blobs, f"prefix=mn{suffix}")
+    lease = ["--upload-lease", str(UPLOAD_LEASE)]
+    slow = blobs.replace(f"endpoint={endpoint}", f"endpoint=http://127.0.0.1:{forwarder.port}")
+    a = LarderServer(tmp_path / "data-A", extra=[*catalog, "--blobs", slow, *lease], env=engines.credentials,
+                     stderr_path=tmp_path / "stderr-A.log")
+    b = LarderServer(tmp_path / "data-B", extra=[*catalog, "--blobs", blobs, *lease], env=engines.credentials,
+                     stderr_path=tmp_path / "stderr-B.log")
+    stopped = False
+    try:
+        size = 30 * MiB
+        data = random.Random("stopped").randbytes(size)
+        r = requests.post(tus_endpoint(b.url), headers={**TUS, "Upload-Length": str(size),
+                          "Upload-Metadata": "name bW4vc3RvcHBlZC5iaW4="}, timeout=30)  # mn/stopped.bin
+        assert r.status_code == 201, r.text
+        path = "/" + r.headers["Location"].split("://", 1)[-1].split("/", 1)[1]
+
+        def patch(node, start, end, checksum=False):
+            guard = {"Upload-Checksum": "sha256 " + base64.b64encode(hashlib.sha256(data[start:end]).digest()).decode()}
+            return requests.patch(node.url + path, data=data[start:end], timeout=120, headers={
+                **TUS, "Content-Type": "application/offset+octet-stream", "Upload-Offset": str(start),
+                **(guard if checksum else {})})
+
+        assert patch(a, 0, 6 * MiB).status_code == 204  # part 1, at full speed
+        forwarder.rate = 2 * MiB
+        before = forwarder.sent
+        late = {}
+        sender = threading.Thread(target=lambda: late.update(answer=patch(a, 6 * MiB, 26 * MiB, checksum=True)))
+        sender.start()
+        deadline = time.monotonic() + 30
+        while forwarder.sent - before < 2 * MiB and time.monotonic() < deadline:
+            time.sleep(0.05)  # 2 MiB of part 2 on its way to the store
+        a.proc.send_signal(signal.SIGSTOP)
+        stopped = True
+        time.sleep(UPLOAD_LEASE + 1.5)
+        r = requests.head(b.url + path, headers=TUS, timeout=30)
+        assert r.headers.get("Upload-Offset") == str(6 * MiB), (r.status_code, dict(r.headers))
+        r = patch(b, 6 * MiB, 27 * MiB)
+        assert r.status_code == 204, r.text
+        forwarder.drop()
+        forwarder.rate = None
+        a.proc.send_signal(signal.SIGCONT)
+        stopped = False
+        sender.join(timeout=60)
+        assert late["answer"].status_code != 204, late["answer"].text  # its commit was refused
+        r = patch(b, 27 * MiB, size)
+        assert r.status_code == 204, f"{r.status_code} {r.text}\n{(tmp_path / 'stderr-B.log').read_text()[-2000:]}"
+        assert_object(b, "mn/stopped.bin", size, hashlib.sha256(data).hexdigest())
+    finally:
+        if stopped:
+            a.proc.send_signal(signal.SIGCONT)
+        a.stop()
+        b.stop()
+        forwarder.close()
 
 
 # MARK: - tus-js-client: A dies during a chunk

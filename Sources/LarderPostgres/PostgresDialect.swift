@@ -21,6 +21,9 @@ struct PostgresDialect: SQLDialect {
   /// PostgreSQL refuses a negative LIMIT; NULL is none.
   var noLimit: SQLValue { .null }
   var jsonArrayStrings: String { "SELECT jsonb_array_elements_text(?::jsonb)" }
+  /// The server's time at the statement (`clock_timestamp()`, not `now()`: the transaction's
+  /// start, which the lock wait can leave behind).
+  var nowMilliseconds: String { "(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)" }
 
   func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String] {
     try db.rows("EXPLAIN " + sql, arguments).compactMap { $0.string("QUERY PLAN")?.trimmingCharacters(in: .whitespaces) }

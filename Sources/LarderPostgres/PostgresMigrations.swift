@@ -120,6 +120,8 @@ enum PostgresMigrations {
         ALTER TABLE uploads ADD COLUMN lease_until BIGINT;
         """)
     },
+    // 7: the lease's fencing epoch (see the SQLite migration 7).
+    { db in try db.executeScript("ALTER TABLE uploads ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0") },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

@@ -132,10 +132,12 @@ extension S3BlobBackend: SharedUploadStorage {
     upload id: String, data: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
   ) throws -> SharedUploadState.Part {
     try Self.translating {
+      // One read hashes both: SHA-256 for the request, MD5 for the assembly's check.
+      let body = S3Body.file(path: file, offset: offset, length: length)
+      let hex = try S3Client.sha256AndMD5Hex(of: body)
       let part = try client.uploadPart(
-        key: uploadKey(id, data), uploadID: multipart, number: number,
-        body: .file(path: file, offset: offset, length: length))
-      return SharedUploadState.Part(number: part.number, etag: part.etag, size: part.size)
+        key: uploadKey(id, data), uploadID: multipart, number: number, body: body, sha256Hex: hex.sha256)
+      return SharedUploadState.Part(number: part.number, etag: part.etag, size: part.size, md5: hex.md5)
     }
   }
 
@@ -164,11 +166,18 @@ extension S3BlobBackend: SharedUploadStorage {
     try Self.translating { _ = try client.get(uploadKey(id, name), body: body) }
   }
 
-  package func assemble(upload id: String, data: String, multipart: String, parts: [SharedUploadState.Part]) throws {
+  package func assemble(upload id: String, data: String, multipart: String, parts: [SharedUploadState.Part]) throws
+    -> String
+  {
     try Self.translating {
-      _ = try client.completeMultipartUpload(
-        key: uploadKey(id, data), uploadID: multipart,
-        parts: parts.map { S3Part(number: $0.number, etag: $0.etag, size: $0.size) })
+      do {
+        return try client.completeMultipartUpload(
+          key: uploadKey(id, data), uploadID: multipart,
+          parts: parts.map { S3Part(number: $0.number, etag: $0.etag, size: $0.size) })
+      } catch let error as S3Error where error.code == "InvalidPart" {
+        // A listed part is not what the store holds under its number: no retry mends that.
+        throw UploadError.assemblyMismatch(id: id)
+      }
     }
   }
 

@@ -22,7 +22,11 @@ struct SharedUploadTests {
     var uploadsA: UploadStore
     let uploadsB: UploadStore
 
-    init(lease: Duration = .seconds(10), expiry: Duration = .seconds(3600), faultsB: FaultInjector = .none) throws {
+    init(
+      lease: Duration = .seconds(10), expiry: Duration = .seconds(3600), faultsB: FaultInjector = .none,
+      hooksA: (Larder) -> UploadStoreTestHooks = { _ in .init() },
+      hooksB: (Larder) -> UploadStoreTestHooks = { _ in .init() }
+    ) throws {
       let id = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
       root = FileManager.default.temporaryDirectory.appendingPathComponent("larder-shared-\(id)")
       try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -41,8 +45,8 @@ struct SharedUploadTests {
       }
       a = try node("a", .none)
       b = try node("b", faultsB)
-      uploadsA = UploadStore(larder: a, expiry: expiry, lease: lease)
-      uploadsB = UploadStore(larder: b, expiry: expiry, lease: lease)
+      uploadsA = UploadStore(larder: a, expiry: expiry, lease: lease, testHooks: hooksA(a))
+      uploadsB = UploadStore(larder: b, expiry: expiry, lease: lease, testHooks: hooksB(b))
     }
 
     deinit { try? FileManager.default.removeItem(at: root) }
@@ -135,6 +139,8 @@ struct SharedUploadTests {
     #expect(try !cluster.storedUploads().contains(upload.id))
   }
 
+  /// Proves: a lease runs out (B gets in once it did), and every commit requires the lease
+  /// of the append making it (`lease_holder` and `lease_epoch`), not only the offset it began at.
   @Test func aNodeThatDiedHoldingTheLeaseBlocksOthersOnlyUntilItRunsOut() throws {
     let cluster = try Cluster(lease: .seconds(1))
     let bytes = Self.content(2 * Self.mib, seed: 5)
@@ -146,9 +152,13 @@ struct SharedUploadTests {
       _ = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 0)
     }
     Thread.sleep(forTimeInterval: 1.3)
-    let object = try Self.finish(cluster.uploadsB, upload.id, bytes, from: 0)
-    // A wakes up: its lease is gone, its commit refused; B's object stands.
+    // B takes over and has committed nothing yet when A wakes up: the offset is still the one A
+    // started from, so only the lease (its holder and epoch) refuses A's commit.
+    let taking = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 0)
     #expect(throws: UploadError.locked(id: upload.id)) { _ = try stalled.finish() }
+    try bytes.withUnsafeBytes { try taking.write($0) }
+    guard case .complete(let done) = try taking.finish() else { throw HarnessFailure("not complete") }
+    let object = try cluster.uploadsB.publish(done)
     #expect([UInt8](try cluster.a.files.data(of: object.file)) == bytes)
     #expect(try cluster.uploadsA.upload(id: upload.id, owner: "u").completedAt != nil)
   }
@@ -319,5 +329,322 @@ struct SharedUploadTests {
     // Nothing is left held: the lease went back with the refusal.
     #expect(try cluster.a.catalog.read { try $0.row("SELECT lease_holder FROM uploads WHERE id = ?", [upload.id]) }?
       .string("lease_holder") == nil)
+  }
+  // MARK: - leases on the catalog's clock, fencing, the assembly's check (issue 23)
+
+  /// An upload of `bytes` created on A, and an append on A holding its lease with the first
+  /// half written (nothing committed yet).
+  static func halfWrittenOnA(_ cluster: Cluster, _ name: String, _ bytes: [UInt8]) throws -> (
+    Upload, UploadAppend
+  ) {
+    let upload = try cluster.uploadsA.create(
+      bucket: "app", name: name, owner: "u", length: Int64(bytes.count))
+    let append = try cluster.uploadsA.beginAppend(id: upload.id, owner: "u", offset: 0)
+    try bytes[0..<(bytes.count / 2)].withUnsafeBytes { try append.write($0) }
+    return (upload, append)
+  }
+
+  /// Proves: leases are claimed and judged on the catalog's clock. B's clock runs 10 minutes
+  /// ahead, so by B's clock A's lease ran out long ago; B must still be refused while it runs.
+  @Test func aNodeWhoseClockRunsAheadCannotTakeALiveLease() throws {
+    let cluster = try Cluster(hooksB: { _ in UploadStoreTestHooks(clockSkew: .seconds(600)) })
+    let bytes = Self.content(200_000, seed: 37)
+    let (upload, holding) = try Self.halfWrittenOnA(cluster, "skew.bin", bytes)
+    #expect(throws: UploadError.locked(id: upload.id)) {
+      _ = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 0)
+    }
+    #expect(cluster.uploadsB.isConcatenating(upload.id))
+    guard case .progress(let upload) = try holding.finish() else { throw HarnessFailure("completed early") }
+    // Given back, B (still 10 minutes ahead) takes it at once and finishes.
+    let object = try Self.finish(cluster.uploadsB, upload.id, bytes, from: Int(upload.offset))
+    #expect([UInt8](try cluster.a.files.data(of: object.file)) == bytes)
+  }
+
+  /// Proves: the lease is renewed on a timer while a part is being sent. A's part takes 2.5
+  /// lease times to reach the store; B is refused meanwhile and A's commit goes through.
+  @Test func aPartSlowerThanTheLeaseKeepsIt() throws {
+    let cluster = try Cluster(
+      lease: .seconds(1),
+      hooksA: { StallingStorage($0.sharedUploads!).hooks { _ in Thread.sleep(forTimeInterval: 2.5) } })
+    let bytes = Self.content(7 * Self.mib, seed: 41)
+    let upload = try cluster.uploadsA.create(
+      bucket: "app", name: "slowpart.bin", owner: "u", length: Int64(bytes.count))
+    let result = Mutex<Result<Upload, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let uploads = cluster.uploadsA
+    Thread.detachNewThread {
+      result.withLock { $0 = Result { try Self.append(uploads, upload.id, bytes, 0..<(6 * Self.mib)) } }
+      done.signal()
+    }
+    Thread.sleep(forTimeInterval: 1.8)
+    #expect(throws: UploadError.locked(id: upload.id)) {
+      _ = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 0)
+    }
+    done.wait()
+    #expect(try result.withLock { try $0!.get() }.offset == Int64(6 * Self.mib))
+    let object = try Self.finish(cluster.uploadsB, upload.id, bytes, from: 6 * Self.mib)
+    #expect([UInt8](try cluster.a.files.data(of: object.file)) == bytes)
+  }
+
+  /// Proves: part numbers are spaced by the lease epoch, which every takeover moves. A is
+  /// stopped (its part held back, its renewals too, as SIGSTOP would) past its lease while
+  /// sending part 2; B takes over and records its own next part; A resumes and its late part
+  /// lands. With part numbers `count + 1` A's part replaced B's and the upload could never
+  /// complete; here it completes with the source's bytes.
+  @Test func aNodeStoppedMidPartPastItsLeaseCannotReplaceTheNextHoldersPart() throws {
+    let stopped = Gate()
+    let cluster = try Cluster(
+      lease: .seconds(1),
+      hooksA: { larder in
+        var hooks = StallingStorage(larder.sharedUploads!).hooks { number in if number > 1 { stopped.pass() }
+        }
+        hooks.beforeRenewal = { stopped.pass() }
+        return hooks
+      })
+    let bytes = Self.content(15 * Self.mib, seed: 43)
+    let upload = try cluster.uploadsA.create(
+      bucket: "app", name: "fenced.bin", owner: "u", length: Int64(bytes.count))
+    try Self.append(cluster.uploadsA, upload.id, bytes, 0..<(6 * Self.mib))
+    stopped.close()
+    let late = Mutex<Result<Upload, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let uploads = cluster.uploadsA
+    Thread.detachNewThread {
+      late.withLock {
+        $0 = Result { try Self.append(uploads, upload.id, bytes, (6 * Self.mib)..<(12 * Self.mib)) }
+      }
+      done.signal()
+    }
+    Thread.sleep(forTimeInterval: 1.5)
+    // B takes over past A's lease: 7 MiB, one part of other bounds than A's.
+    try Self.append(cluster.uploadsB, upload.id, bytes, (6 * Self.mib)..<(13 * Self.mib))
+    // A resumes: its part reaches the store, its commit is refused.
+    stopped.open()
+    done.wait()
+    #expect(throws: UploadError.locked(id: upload.id)) { _ = try late.withLock { try $0!.get() } }
+    let object = try Self.finish(cluster.uploadsB, upload.id, bytes, from: 13 * Self.mib)
+    #expect(object.file.sha256 == Hex.encode(Digest.hash(.sha256, bytes)))
+    #expect([UInt8](try cluster.a.files.data(of: object.file)) == bytes)
+  }
+
+  /// Proves: a release after a store call failed midway moves the epoch. A's part 2 "times out"
+  /// (the store got it, A was told it failed) and A gives its lease back; B continues with a part
+  /// of other bounds; then the store applies A's request again. With the epoch unmoved B would
+  /// have numbered its part 2 too, and the late request replaced it.
+  @Test func aPartThatLandsAfterItsSenderGaveUpCannotReplaceTheNextHoldersPart() throws {
+    let late = LateRequest()
+    let cluster = try Cluster(hooksA: { StallingStorage($0.sharedUploads!, late: late).hooks() })
+    let bytes = Self.content(15 * Self.mib, seed: 61)
+    let upload = try cluster.uploadsA.create(
+      bucket: "app", name: "late.bin", owner: "u", length: Int64(bytes.count))
+    try Self.append(cluster.uploadsA, upload.id, bytes, 0..<(6 * Self.mib))
+    #expect(throws: LarderError.self) {
+      try Self.append(cluster.uploadsA, upload.id, bytes, (6 * Self.mib)..<(12 * Self.mib))
+    }
+    try Self.append(cluster.uploadsB, upload.id, bytes, (6 * Self.mib)..<(13 * Self.mib))
+    try late.land()
+    let object = try Self.finish(cluster.uploadsB, upload.id, bytes, from: 13 * Self.mib)
+    #expect(object.file.sha256 == Hex.encode(Digest.hash(.sha256, bytes)))
+  }
+
+  /// Proves: the assembled object is checked against the MD5s of the parts as this node read
+  /// them (S3's multipart ETag). The store here keeps other bytes than A read for part 1 (one
+  /// byte flipped on the way, which the store accepts as sent); the upload is refused as an
+  /// assembly mismatch and deleted, never published under the SHA-256 of the bytes received.
+  @Test func anAssemblyOfOtherBytesThanWereSentIsNeverPublished() throws {
+    let cluster = try Cluster(hooksA: { StallingStorage($0.sharedUploads!, flipsAByte: true).hooks() })
+    let bytes = Self.content(7 * Self.mib, seed: 47)
+    let upload = try cluster.uploadsA.create(
+      bucket: "app", name: "flipped.bin", owner: "u", length: Int64(bytes.count))
+    try Self.append(cluster.uploadsA, upload.id, bytes, 0..<(6 * Self.mib))
+    #expect(throws: UploadError.assemblyMismatch(id: upload.id)) {
+      _ = try Self.finish(cluster.uploadsA, upload.id, bytes, from: 6 * Self.mib)
+    }
+    let published = try cluster.a.objects.find(bucket: "app", name: "flipped.bin")
+    #expect(published == nil)
+    // What publishing it would have meant: other bytes under the SHA-256 of those received.
+    if let published { #expect([UInt8](try cluster.a.files.data(of: published.file)) == bytes) }
+    #expect(throws: UploadError.notFound(id: upload.id)) {
+      _ = try cluster.uploadsB.upload(id: upload.id, owner: "u")
+    }
+    #expect(try !cluster.storedUploads().contains(upload.id))
+  }
+
+  /// Proves: `terminate` checks the catalog lease, not only this process's: B cannot delete
+  /// an upload A is appending to.
+  @Test func anotherNodeCannotTerminateAnUploadWhileAnAppendHoldsIt() throws {
+    let cluster = try Cluster()
+    let bytes = Self.content(100_000, seed: 53)
+    let (upload, holding) = try Self.halfWrittenOnA(cluster, "t.bin", bytes)
+    #expect(throws: UploadError.locked(id: upload.id)) {
+      try cluster.uploadsB.terminate(id: upload.id, owner: "u")
+    }
+    guard case .progress = try holding.finish() else { throw HarnessFailure("completed early") }
+    try cluster.uploadsB.terminate(id: upload.id, owner: "u")
+    #expect(throws: UploadError.notFound(id: upload.id)) {
+      _ = try cluster.uploadsA.upload(id: upload.id, owner: "u")
+    }
+  }
+
+  /// Proves: an upload whose row says `assembled` but whose completion never happened (its
+  /// node died in between) has its multipart upload aborted when it is collected.
+  @Test func anAssemblyThatNeverHappenedIsAbortedWhenCollected() throws {
+    let cluster = try Cluster(expiry: .milliseconds(300))
+    let bytes = Self.content(6 * Self.mib, seed: 59)
+    let upload = try cluster.uploadsA.create(
+      bucket: "app", name: "n.bin", owner: "u", length: Int64(bytes.count + 1))
+    try Self.append(cluster.uploadsA, upload.id, bytes, 0..<bytes.count)
+    var state = try cluster.uploadsA.sharedState(of: upload.id)
+    let multipart = try #require(state.multipart)
+    state.assembled = true
+    try cluster.a.catalog.write { db in
+      try db.execute("UPDATE uploads SET shared_state = ? WHERE id = ?", [state.json, upload.id])
+    }
+    Thread.sleep(forTimeInterval: 1.2)
+    let report = try GarbageCollector(larder: cluster.b).collect(options: .init(grace: .zero, tempAge: .zero))
+    #expect(report.uploadsExpired == 1)
+    // The multipart upload is gone: a part sent to it is refused (404 NoSuchUpload).
+    let scratch = cluster.root.appendingPathComponent("scratch")
+    try Data(bytes.prefix(1000)).write(to: scratch)
+    #expect(throws: LarderError.self) {
+      _ = try cluster.a.sharedUploads!.sendPart(
+        upload: upload.id, data: state.data, multipart: multipart, number: 9, file: scratch.path, offset: 0,
+        length: 1000)
+    }
+  }
+}
+
+/// Opens and closes on cue; threads that `pass()` while it is closed wait for it to open.
+final class Gate: Sendable {
+  private let isOpen = Mutex(true)
+  private let opened = DispatchSemaphore(value: 0)
+  private let waiting = Mutex(0)
+
+  func close() { isOpen.withLock { $0 = false } }
+
+  func open() {
+    let count = isOpen.withLock { open in
+      open = true
+      return waiting.withLock { waiters in
+        defer { waiters = 0 }
+        return waiters
+      }
+    }
+    for _ in 0..<count { opened.signal() }
+  }
+
+  func pass() {
+    let wait = isOpen.withLock { open in
+      if !open { waiting.withLock { $0 += 1 } }
+      return !open
+    }
+    if wait { opened.wait() }
+  }
+}
+
+/// A request the store applies again after its sender gave up on it (a retried part landing late).
+final class LateRequest: Sendable {
+  let pending = Mutex<(@Sendable () throws -> Void)?>(nil)
+  func land() throws { try pending.withLock { $0 }?() }
+}
+
+/// The S3 backend's shared storage with a test's misbehaviour: a hook before each part is
+/// sent (a slow network, a stopped process), or a byte flipped in the bytes that reach the
+/// store while the part reports the MD5 of what was read (a store that keeps other bytes).
+final class StallingStorage: SharedUploadStorage, Sendable {
+  let inner: any SharedUploadStorage
+  let beforePart: @Sendable (_ number: Int) -> Void
+  let flipsAByte: Bool
+  /// When set, part 2 is sent and then reported failed, as a request that timed out on the
+  /// client's side; the store applies it again when the test says (``LateRequest/land()``).
+  let late: LateRequest?
+
+  init(
+    _ inner: any SharedUploadStorage, flipsAByte: Bool = false, late: LateRequest? = nil,
+    beforePart: @escaping @Sendable (_ number: Int) -> Void = { _ in }
+  ) {
+    self.inner = inner
+    self.flipsAByte = flipsAByte
+    self.late = late
+    self.beforePart = beforePart
+  }
+
+  /// Hooks that make a store use this storage, with `beforePart` before each part.
+  func hooks(beforePart: @escaping @Sendable (_ number: Int) -> Void = { _ in }) -> UploadStoreTestHooks {
+    UploadStoreTestHooks(
+      storage: StallingStorage(inner, flipsAByte: flipsAByte, late: late, beforePart: beforePart))
+  }
+
+  var minimumPartSize: Int64 { inner.minimumPartSize }
+  func startParts(upload id: String, data: String) throws -> String {
+    try inner.startParts(upload: id, data: data)
+  }
+  func sendPart(
+    upload id: String, data: String, multipart: String, number: Int, file: String, offset: Int64,
+    length: Int64
+  ) throws -> SharedUploadState.Part {
+    beforePart(number)
+    if let late, number == 2 {
+      // The bytes as sent, kept aside: the staging file is cut back once the append fails.
+      let kept = file + ".late"
+      let bytes = try Data(contentsOf: URL(fileURLWithPath: file)).dropFirst(Int(offset)).prefix(Int(length))
+      try bytes.write(to: URL(fileURLWithPath: kept))
+      let inner = inner
+      let send: @Sendable () throws -> Void = {
+        _ = try inner.sendPart(
+          upload: id, data: data, multipart: multipart, number: number, file: kept, offset: 0, length: length)
+      }
+      try send()
+      late.pending.withLock { $0 = send }
+      throw LarderError.blobStoreUnavailable("UploadPart timed out (the store applied it)")
+    }
+    guard flipsAByte else {
+      return try inner.sendPart(
+        upload: id, data: data, multipart: multipart, number: number, file: file, offset: offset,
+        length: length)
+    }
+    var bytes = [UInt8](
+      try Data(contentsOf: URL(fileURLWithPath: file)).dropFirst(Int(offset)).prefix(Int(length)))
+    let read = Hex.encode(Digest.hash(.md5, bytes))
+    bytes[bytes.count / 2] ^= 0xff
+    let flipped = file + ".flipped"
+    try Data(bytes).write(to: URL(fileURLWithPath: flipped))
+    defer { unlink(flipped) }
+    var part = try inner.sendPart(
+      upload: id, data: data, multipart: multipart, number: number, file: flipped, offset: 0, length: length)
+    part.md5 = read
+    return part
+  }
+  func copyPart(
+    upload id: String, data: String, multipart: String, number: Int, from source: String, range: Range<Int64>
+  ) throws -> SharedUploadState.Part {
+    try inner.copyPart(
+      upload: id, data: data, multipart: multipart, number: number, from: source, range: range)
+  }
+  func putPiece(upload id: String, name: String, file: String, offset: Int64, length: Int64) throws {
+    try inner.putPiece(upload: id, name: name, file: file, offset: offset, length: length)
+  }
+  func removePiece(upload id: String, name: String) throws { try inner.removePiece(upload: id, name: name) }
+  func readPiece(upload id: String, name: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    try inner.readPiece(upload: id, name: name, body)
+  }
+  func assemble(upload id: String, data: String, multipart: String, parts: [SharedUploadState.Part]) throws
+    -> String
+  {
+    try inner.assemble(upload: id, data: data, multipart: multipart, parts: parts)
+  }
+  func assembledSize(upload id: String, data: String) throws -> Int64? {
+    try inner.assembledSize(upload: id, data: data)
+  }
+  func readData(
+    upload id: String, data: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void
+  )
+    throws
+  { try inner.readData(upload: id, data: data, range: range, body) }
+  func removeUpload(_ id: String, data: String, multipart: String?) throws {
+    try inner.removeUpload(id, data: data, multipart: multipart)
+  }
+  func forEachStoredUpload(_ body: (_ id: String, _ newest: Date) throws -> Void) throws {
+    try inner.forEachStoredUpload(body)
   }
 }

@@ -116,6 +116,12 @@ package enum Migrations {
     ALTER TABLE uploads ADD COLUMN lease_holder TEXT;
     ALTER TABLE uploads ADD COLUMN lease_until INTEGER;
     """,
+    // 7: the lease's fencing epoch (ARCHITECTURE §11), moved by every takeover of a lease that
+    // was not given back cleanly; an upload's part numbers are spaced by it, so a node that
+    // stalled past its lease can never replace a part the next holder recorded.
+    """
+    ALTER TABLE uploads ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
+    """,
   ]
 
   static func run(on db: Database) throws {

@@ -17,6 +17,10 @@ package protocol SQLDialect: Sendable {
   var noLimit: SQLValue { get }
   /// A subquery listing the strings of a JSON array argument (`?`), one row each.
   var jsonArrayStrings: String { get }
+  /// The catalog's clock in integer milliseconds since 1970 (how dates are stored) as an SQL
+  /// expression. Leases are claimed, renewed and judged on it, never on a node's clock: a node
+  /// whose clock runs ahead would otherwise see a live lease as run out and take it.
+  var nowMilliseconds: String { get }
   /// The steps the catalog plans for `sql`, one line each.
   func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String]
 }
@@ -48,6 +52,8 @@ package struct SQLiteDialect: SQLDialect {
   package var namesIndexes: Bool { true }
   package var noLimit: SQLValue { .integer(-1) }
   package var jsonArrayStrings: String { "SELECT value FROM json_each(?)" }
+  /// One machine: its clock is the catalog's, read by SQLite itself.
+  package var nowMilliseconds: String { "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)" }
 
   package func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String] {
     try db.rows("EXPLAIN QUERY PLAN " + sql, arguments).compactMap { $0.string("detail") }

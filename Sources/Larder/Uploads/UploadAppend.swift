@@ -196,7 +196,7 @@ public final class UploadAppend {
         let done = Upload(
           id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,
           offset: length, metadata: upload.metadata, concat: upload.concat, expiresAt: committed.expiresAt,
-          createdAt: upload.createdAt, completedAt: Date())
+          createdAt: upload.createdAt, completedAt: store.now())
         return .complete(CompletedUpload(upload: done, staged: staged, store: store, session: session))
       }
       let updated = try commit(to: newOffset, finishing: upload.isPartial && newOffset == length)

@@ -22,6 +22,9 @@ public enum UploadError: Error, Sendable, Equatable, CustomStringConvertible {
   case checksumMismatch(algorithm: String)
   /// The partial bytes on disk are shorter than the recorded offset (someone removed them).
   case dataLost(id: String)
+  /// The store assembled other bytes than the parts this upload sent (its ETag or a part's
+  /// does not match their MD5s): the upload is deleted rather than published wrong.
+  case assemblyMismatch(id: String)
 
   public var code: String {
     switch self {
@@ -35,6 +38,7 @@ public enum UploadError: Error, Sendable, Equatable, CustomStringConvertible {
     case .invalidConcatenation: "invalid-concatenation"
     case .checksumMismatch: "checksum-mismatch"
     case .dataLost: "upload-data-lost"
+    case .assemblyMismatch: "upload-assembly-mismatch"
     }
   }
 
@@ -52,6 +56,8 @@ public enum UploadError: Error, Sendable, Equatable, CustomStringConvertible {
     case .checksumMismatch(let algorithm):
       "\(algorithm) checksum of the chunk does not match; the chunk was discarded"
     case .dataLost(let id): "the stored bytes of upload \(id.prefix(64)) are missing"
+    case .assemblyMismatch(let id):
+      "the store assembled upload \(id.prefix(64)) from other bytes than were received; it was deleted, start again"
     }
   }
 }

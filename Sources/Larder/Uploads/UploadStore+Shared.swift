@@ -22,49 +22,86 @@ import LarderCrypto
 extension UploadStore {
   // MARK: - the catalog lease
 
-  /// Takes the upload's catalog lease for this process's append.
+  /// Takes the upload's catalog lease for this process's append, on the catalog's clock: free,
+  /// or run out by the catalog's time (never this node's, which may be ahead). Taking over a
+  /// lease that was not given back (its holder died or stalled) moves the epoch.
   /// - Throws: ``UploadError/locked(id:)`` while another node's lease runs,
   ///   ``UploadError/notFound(id:)`` when there is no such upload.
   func claimLease(_ id: String) throws {
     let token = SecureRandom.hexIdentifier(byteCount: 8)
-    let now = Date()
-    let until = now + lease.timeInterval
-    let claimed: Bool = try larder.catalog.write { db in
-      try db.execute(
+    let epoch: Int64? = try larder.catalog.write { db in
+      let now = db.dialect.nowMilliseconds
+      let rows = try db.rows(
         """
-        UPDATE uploads SET lease_holder = ?, lease_until = ?
-        WHERE id = ? AND (lease_until IS NULL OR lease_until < ?)
-        """, [token, until, id, now])
-      if db.changes == 1 { return true }
-      guard try db.row("SELECT 1 FROM uploads WHERE id = ?", [id]) != nil else { throw UploadError.notFound(id: id) }
-      return false
+        UPDATE uploads SET lease_holder = ?, lease_until = \(now) + ?,
+          lease_epoch = lease_epoch + CASE WHEN lease_holder IS NULL THEN 0 ELSE 1 END
+        WHERE id = ? AND (lease_until IS NULL OR lease_until < \(now))
+        RETURNING lease_epoch
+        """, [token, lease.milliseconds, id])
+      if let row = rows.first { return row.int("lease_epoch") ?? 0 }
+      guard try db.row("SELECT 1 FROM uploads WHERE id = ?", [id]) != nil else {
+        throw UploadError.notFound(id: id)
+      }
+      return nil
     }
-    guard claimed else { throw UploadError.locked(id: id) }
-    heldLeases.withLock { $0[id] = token }
+    guard let epoch else { throw UploadError.locked(id: id) }
+    heldLeases.withLock { $0[id] = HeldLease(token: token, epoch: epoch) }
   }
 
-  /// Extends this process's lease on `id`.
+  /// Extends this process's lease on `id` (`held`: the one a renewal timer started with).
   /// - Throws: ``UploadError/locked(id:)`` when it was lost (it ran out and another node took it).
-  func renewLease(_ id: String) throws {
-    guard let token = heldLeases.withLock({ $0[id] }) else { throw UploadError.locked(id: id) }
+  func renewLease(_ id: String, held: HeldLease? = nil) throws {
+    guard let held = held ?? heldLease(id) else { throw UploadError.locked(id: id) }
     try larder.catalog.write { db in
       try db.execute(
-        "UPDATE uploads SET lease_until = ? WHERE id = ? AND lease_holder = ?",
-        [Date() + lease.timeInterval, id, token])
+        """
+        UPDATE uploads SET lease_until = \(db.dialect.nowMilliseconds) + ?
+        WHERE id = ? AND lease_holder = ? AND lease_epoch = ?
+        """, [lease.milliseconds, id, held.token, held.epoch])
       guard db.changes == 1 else { throw UploadError.locked(id: id) }
     }
   }
 
   /// Gives the catalog lease back, if this process holds it (best effort: it runs out anyway).
+  /// After a store call that failed midway (a part of it may still land), the epoch moves, as
+  /// for a takeover.
   func releaseLease(_ id: String) {
-    guard let token = heldLeases.withLock({ $0.removeValue(forKey: id) }) else { return }
+    guard let held = heldLeases.withLock({ $0.removeValue(forKey: id) }) else { return }
     _ = try? larder.catalog.write { db in
       try db.execute(
-        "UPDATE uploads SET lease_holder = NULL, lease_until = NULL WHERE id = ? AND lease_holder = ?", [id, token])
+        """
+        UPDATE uploads SET lease_holder = NULL, lease_until = NULL, lease_epoch = lease_epoch + ?
+        WHERE id = ? AND lease_holder = ? AND lease_epoch = ?
+        """, [held.dirty ? 1 : 0, id, held.token, held.epoch])
     }
   }
 
-  func leaseToken(_ id: String) -> String? { heldLeases.withLock { $0[id] } }
+  func heldLease(_ id: String) -> HeldLease? { heldLeases.withLock { $0[id] } }
+
+  /// Runs a store call of this append with its lease renewed on a timer meanwhile (a part of
+  /// hundreds of MiB outlives a 10 s lease); a call that fails marks the lease dirty.
+  func whileRenewing<T>(_ id: String, _ body: () throws -> T) throws -> T {
+    guard let held = heldLease(id) else { return try body() }
+    let hook = testHooks.beforeRenewal
+    let renewer = LeaseRenewer(every: lease / 3) { [self] in
+      hook?()
+      try renewLease(id, held: held)
+    }
+    defer { renewer.stop() }
+    do {
+      return try body()
+    } catch {
+      heldLeases.withLock { $0[id]?.dirty = true }
+      throw error
+    }
+  }
+
+  /// The SQL condition, and its arguments, that this append still holds the lease on `id`:
+  /// its token and its epoch. Every commit of a shared upload adds it.
+  func holdsLease(_ id: String) -> (sql: String, arguments: [any SQLBindable]) {
+    let held = heldLease(id)
+    return ("lease_holder = ? AND lease_epoch = ?", [held?.token, held?.epoch])
+  }
 
   // MARK: - state
 
@@ -85,10 +122,10 @@ extension UploadStore {
 
   /// Records `state` alone (the offset unchanged), under this append's lease.
   func recordSharedState(_ id: String, _ state: SharedUploadState) throws {
-    let token = leaseToken(id)
+    let held = holdsLease(id)
     try larder.catalog.write { db in
       try db.execute(
-        "UPDATE uploads SET shared_state = ? WHERE id = ? AND lease_holder = ?", [state.json, id, token])
+        "UPDATE uploads SET shared_state = ? WHERE id = ? AND \(held.sql)", [state.json, id] + held.arguments)
       guard db.changes == 1 else { throw UploadError.locked(id: id) }
     }
   }
@@ -128,21 +165,25 @@ extension UploadStore {
     fresh.data = "data-\(SecureRandom.hexIdentifier(byteCount: 4))"
     let base = state.base
     if base > 0 {
-      let multipart = try storage.startParts(upload: id, data: fresh.data)
-      // Equal shares of at most 16 MiB (one is in memory when copied through this node): all but
-      // the last well over S3's 5 MiB minimum.
-      let count = (base + Self.reopenPartSize - 1) / Self.reopenPartSize
-      let share = (base + count - 1) / count
-      var at: Int64 = 0
-      while at < base {
-        let end = min(base, at + share)
-        fresh.parts.append(
-          try storage.copyPart(
-            upload: id, data: fresh.data, multipart: multipart, number: fresh.parts.count + 1, from: state.data,
-            range: at..<end))
-        at = end
+      let epoch = heldLease(id)?.epoch ?? 0
+      try whileRenewing(id) {
+        let multipart = try storage.startParts(upload: id, data: fresh.data)
+        // Equal shares of at most 16 MiB (one is in memory when copied through this node): all
+        // but the last well over S3's 5 MiB minimum.
+        let count = (base + Self.reopenPartSize - 1) / Self.reopenPartSize
+        let share = (base + count - 1) / count
+        var at: Int64 = 0
+        while at < base {
+          let end = min(base, at + share)
+          var part = try storage.copyPart(
+            upload: id, data: fresh.data, multipart: multipart, number: fresh.nextPartNumber(epoch: epoch),
+            from: state.data, range: at..<end)
+          part.epoch = epoch
+          fresh.parts.append(part)
+          at = end
+        }
+        fresh.multipart = multipart
       }
-      fresh.multipart = multipart
     }
     try recordSharedState(id, fresh)
     return fresh
@@ -165,27 +206,64 @@ extension UploadStore {
     let stored = base + state.piecesSize
     // The pieces hold the committed bytes; anything else is a state this node must not build on.
     guard stored == session.offset else { throw UploadError.dataLost(id: id) }
-    if end > stored {
-      if end - base >= storage.minimumPartSize || (finishing && !state.parts.isEmpty) {
-        if state.multipart == nil { state.multipart = try storage.startParts(upload: id, data: state.data) }
-        state.parts.append(
-          try storage.sendPart(
-            upload: id, data: state.data, multipart: state.multipart!, number: state.parts.count + 1, file: session.path,
-            offset: base - session.origin, length: end - base))
-        state.pieces = []
-      } else {
-        let name = "piece-\(stored)-\(end)-\(leaseToken(id) ?? "none")"
-        try storage.putPiece(
-          upload: id, name: name, file: session.path, offset: stored - session.origin, length: end - stored)
-        state.pieces.append(.init(name: name, size: end - stored))
+    try whileRenewing(id) {
+      if end > stored {
+        if end - base >= storage.minimumPartSize || (finishing && !state.parts.isEmpty) {
+          if state.multipart == nil { state.multipart = try storage.startParts(upload: id, data: state.data) }
+          try sendPart(&state, id: id, session: session, length: end - base, storage: storage)
+          state.pieces = []
+        } else {
+          // Named for the lease that wrote it: a stalled holder's late piece is a key no row names.
+          let name = "piece-\(stored)-\(end)-\(heldLease(id)?.token ?? "none")"
+          try storage.putPiece(
+            upload: id, name: name, file: session.path, offset: stored - session.origin, length: end - stored)
+          state.pieces.append(.init(name: name, size: end - stored))
+        }
       }
-    }
-    if finishing, !state.parts.isEmpty, !state.assembled {
-      try storage.assemble(upload: id, data: state.data, multipart: state.multipart!, parts: state.parts)
-      state.assembled = true
+      if finishing, !state.parts.isEmpty, !state.assembled {
+        try assemble(state, id: id, storage: storage)
+        state.assembled = true
+      }
     }
     state.sha256 = Data(sha256.savedState()).base64EncodedString()
     return state
+  }
+
+  /// Sends the staging file's bytes past the parts as the next part, numbered past this
+  /// lease's epoch so that no other holder's part ever has its number.
+  private func sendPart(
+    _ state: inout SharedUploadState, id: String, session: UploadSession, length: Int64,
+    storage: any SharedUploadStorage
+  ) throws {
+    let epoch = heldLease(id)?.epoch ?? 0
+    var part = try storage.sendPart(
+      upload: id, data: state.data, multipart: state.multipart!, number: state.nextPartNumber(epoch: epoch),
+      file: session.path, offset: state.base - session.origin, length: length)
+    part.epoch = epoch
+    state.parts.append(part)
+  }
+
+  /// Completes the multipart upload and checks that what the store assembled is what this
+  /// node's parts sent (``SharedUploadState/assemblyMatches(etag:)``). A mismatch (or the store
+  /// saying a listed part is not what it holds) is never published: the upload is deleted (its
+  /// acknowledged bytes are not in the store) and the client told so.
+  /// - Throws: ``UploadError/assemblyMismatch(id:)``, the store's errors.
+  private func assemble(_ state: SharedUploadState, id: String, storage: any SharedUploadStorage) throws {
+    let matches: Bool
+    do {
+      matches = state.assemblyMatches(
+        etag: try storage.assemble(upload: id, data: state.data, multipart: state.multipart!, parts: state.parts))
+    } catch UploadError.assemblyMismatch {
+      matches = false
+    }
+    guard matches else {
+      let held = holdsLease(id)
+      _ = try? larder.catalog.write { db in
+        try db.execute("DELETE FROM uploads WHERE id = ? AND \(held.sql)", [id] + held.arguments)
+      }
+      removeShared(id, state: state)
+      throw UploadError.assemblyMismatch(id: id)
+    }
   }
 
   /// After `state` committed: the session takes it, and pieces a new part made redundant go.
@@ -218,19 +296,18 @@ extension UploadStore {
     try recordSharedState(upload.id, assembling)
     session.shared = assembling
     var parts = state
-    parts.multipart = try parts.multipart ?? storage.startParts(upload: upload.id, data: state.data)
-    if length > state.base {
-      parts.parts.append(
-        try storage.sendPart(
-          upload: upload.id, data: state.data, multipart: parts.multipart!, number: parts.parts.count + 1, file: session.path,
-          offset: state.base - session.origin, length: length - state.base))
-    }
-    try storage.assemble(upload: upload.id, data: state.data, multipart: parts.multipart!, parts: parts.parts)
-    var head: [UInt8] = []
     let id = upload.id
     let data = state.data
-    try storage.readData(upload: id, data: data, range: 0..<min(Int64(ContentSniffer.headLength), length)) {
-      head.append(contentsOf: $0)
+    var head: [UInt8] = []
+    try whileRenewing(id) {
+      parts.multipart = try parts.multipart ?? storage.startParts(upload: id, data: state.data)
+      if length > state.base {
+        try sendPart(&parts, id: id, session: session, length: length - state.base, storage: storage)
+      }
+      try assemble(parts, id: id, storage: storage)
+      try storage.readData(upload: id, data: data, range: 0..<min(Int64(ContentSniffer.headLength), length)) {
+        head.append(contentsOf: $0)
+      }
     }
     return StagedBlob(
       assembledUpload: "\(id)/\(data)", sha256: digest, size: length, contentType: ContentSniffer.shared.mimeType(of: head),

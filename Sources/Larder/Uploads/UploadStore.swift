@@ -40,8 +40,10 @@ public final class UploadStore: Sendable {
   public let lease: Duration
   private let maxIdleSessions: Int
   private let slots = Mutex<[String: Slot]>([:])
-  /// Shared mode: the catalog leases this process holds, upload id → token.
-  let heldLeases = Mutex<[String: String]>([:])
+  /// Shared mode: the catalog leases this process holds, by upload id.
+  let heldLeases = Mutex<[String: HeldLease]>([:])
+  /// What a test changed about this store (production: nothing).
+  let testHooks: UploadStoreTestHooks
   private let lastStagingSweep = Mutex(ContinuousClock.now)
   /// Shared mode: deletions of keys no row names any more, one at a time off the requests' path.
   let cleanup = DispatchQueue(label: "larder.uploads.cleanup")
@@ -62,13 +64,24 @@ public final class UploadStore: Sendable {
     var lastUsed: UInt64
   }
 
-  public init(
+  public convenience init(
     larder: Larder, expiry: Duration = .seconds(24 * 3600), maxIdleSessions: Int = 64,
     checkpoints: UploadCheckpoints? = .default, lease: Duration = .seconds(10)
   ) {
+    self.init(
+      larder: larder, expiry: expiry, maxIdleSessions: maxIdleSessions, checkpoints: checkpoints, lease: lease,
+      testHooks: UploadStoreTestHooks())
+  }
+
+  init(
+    larder: Larder, expiry: Duration = .seconds(24 * 3600), maxIdleSessions: Int = 64,
+    checkpoints: UploadCheckpoints? = .default, lease: Duration = .seconds(10),
+    testHooks: UploadStoreTestHooks
+  ) {
     self.larder = larder
     self.lease = lease
-    shared = larder.sharedUploads
+    self.testHooks = testHooks
+    shared = testHooks.storage ?? larder.sharedUploads
     self.expiry = expiry
     self.checkpoints = checkpoints
     self.maxIdleSessions = maxIdleSessions
@@ -76,6 +89,9 @@ public final class UploadStore: Sendable {
   }
 
   var directory: String { larder.blobs.uploadsDirectory.path }
+
+  /// This node's clock, for expiries and completion dates (leases use the catalog's).
+  func now() -> Date { Date() + testHooks.clockSkew.timeInterval }
   func path(of id: String) -> String { "\(directory)/\(id)" }
 
   // MARK: - creation
@@ -98,7 +114,7 @@ public final class UploadStore: Sendable {
       try ObjectStore.validateMetadata(Self.objectOptions(metadata: metadata).metadata)
     }
     let id = SecureRandom.hexIdentifier(byteCount: 16)
-    let now = Date()
+    let now = now()
     let upload = Upload(
       id: id, bucket: bucket, name: partial ? nil : name, owner: owner, length: length, offset: 0,
       metadata: metadata, concat: partial ? .partial : nil, expiresAt: now + expiry.timeInterval,
@@ -141,7 +157,7 @@ public final class UploadStore: Sendable {
     }
     let upload = Upload(row: row)
     guard upload.owner == owner else { throw UploadError.notFound(id: id) }
-    guard upload.expiresAt >= Date() else { throw UploadError.expired(id: id) }
+    guard upload.expiresAt >= now() else { throw UploadError.expired(id: id) }
     return upload
   }
 
@@ -227,20 +243,23 @@ public final class UploadStore: Sendable {
   }
 
   /// Records a new acknowledged offset (and a just-declared length); extends the expiry.
-  /// In shared mode, also records `shared` and renews the lease, if this append still holds it.
+  /// In shared mode, also records `shared` and renews the lease (on the catalog's clock), if
+  /// this append still holds it: its token and its epoch.
   func commitOffset(_ upload: Upload, offset: Int64, length: Int64?, shared: SharedUploadState? = nil) throws
     -> Upload
   {
-    let expires = Date() + expiry.timeInterval
+    let expires = now() + expiry.timeInterval
     try larder.catalog.write { db in
       if let shared {
+        let held = holdsLease(upload.id)
         try db.execute(
           """
-          UPDATE uploads SET "offset" = ?, length = ?, expires_at = ?, shared_state = ?, lease_until = ?
-          WHERE id = ? AND "offset" = ? AND completed_at IS NULL AND lease_holder = ?
+          UPDATE uploads SET "offset" = ?, length = ?, expires_at = ?, shared_state = ?,
+            lease_until = \(db.dialect.nowMilliseconds) + ?
+          WHERE id = ? AND "offset" = ? AND completed_at IS NULL AND \(held.sql)
           """,
-          [offset, length, expires, shared.json, Date() + lease.timeInterval, upload.id, upload.offset,
-           leaseToken(upload.id)])
+          [offset, length, expires, shared.json, lease.milliseconds, upload.id, upload.offset]
+            + held.arguments)
         guard db.changes == 1 else {
           let exists = try db.row("SELECT 1 FROM uploads WHERE id = ?", [upload.id]) != nil
           throw exists ? UploadError.locked(id: upload.id) : UploadError.notFound(id: upload.id)
@@ -280,28 +299,38 @@ public final class UploadStore: Sendable {
     let upload = completed.upload
     let options = options ?? completed.objectOptions
     let refusal = Refusal(admission)
+    // Shared mode: the lease is the upload's until its row says completed, and renewed while
+    // the publish copies the assembled object (server-side, but minutes for GiBs).
+    let held = shared != nil && completed.session != nil ? holdsLease(upload.id) : nil
     do {
       guard let name = upload.name else {
         throw UploadError.invalidConcatenation("a partial upload is never published")
       }
-      let object = try larder.objects.put(
-        ObjectPath(bucket: upload.bucket, name: name), staged: completed.staged, options: options,
-        admission: admission == nil ? nil : refusal
-      ) { db in
-        if completed.session == nil {
-          // A final concatenation: its row was recorded when it was prepared.
-          try db.execute(
-            """
-            UPDATE uploads SET "offset" = ?, completed_at = ? WHERE id = ? AND completed_at IS NULL
-            """, [upload.offset, upload.completedAt, upload.id])
-          guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
-        } else {
-          try db.execute(
-            """
-            UPDATE uploads SET "offset" = ?, length = ?, completed_at = ?
-            WHERE id = ? AND "offset" = ? AND completed_at IS NULL
-            """, [upload.offset, upload.length, upload.completedAt, upload.id, completed.session?.offset])
-          guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
+      let object = try whileRenewing(upload.id) {
+        try larder.objects.put(
+          ObjectPath(bucket: upload.bucket, name: name), staged: completed.staged, options: options,
+          admission: admission == nil ? nil : refusal
+        ) { db in
+          if completed.session == nil {
+            // A final concatenation: its row was recorded when it was prepared.
+            try db.execute(
+              """
+              UPDATE uploads SET "offset" = ?, completed_at = ? WHERE id = ? AND completed_at IS NULL
+              """, [upload.offset, upload.completedAt, upload.id])
+            guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
+          } else {
+            try db.execute(
+              """
+              UPDATE uploads SET "offset" = ?, length = ?, completed_at = ?
+              WHERE id = ? AND "offset" = ? AND completed_at IS NULL AND \(held?.sql ?? "1 = 1")
+              """,
+              [upload.offset, upload.length, upload.completedAt, upload.id, completed.session?.offset]
+                + (held?.arguments ?? []))
+            guard db.changes == 1 else {
+              let exists = try held != nil && db.row("SELECT 1 FROM uploads WHERE id = ?", [upload.id]) != nil
+              throw exists ? UploadError.locked(id: upload.id) : UploadError.notFound(id: upload.id)
+            }
+          }
         }
       }
       if let session = completed.session {
@@ -370,16 +399,23 @@ public final class UploadStore: Sendable {
 
   // MARK: - termination
 
-  /// Deletes an upload and its bytes (a published object stays).
+  /// Deletes an upload and its bytes (a published object stays), unless an append holds it: in
+  /// this process, or (shared mode) on another node, whose catalog lease runs.
   /// - Throws: ``UploadError/notFound(id:)``, ``UploadError/expired(id:)``, ``UploadError/locked(id:)``.
   public func terminate(id: String, owner: String?) throws {
     _ = try upload(id: id, owner: owner)
     _ = try acquire(id)
     defer { release(id, keeping: nil) }
     let state = try larder.catalog.write { db in
+      let unleased =
+        shared == nil ? "" : " AND (lease_until IS NULL OR lease_until < \(db.dialect.nowMilliseconds))"
       let rows = try db.rows(
-        "DELETE FROM uploads WHERE id = ? AND owner IS NOT DISTINCT FROM ? RETURNING shared_state", [id, owner])
-      guard rows.count == 1 else { throw UploadError.notFound(id: id) }
+        "DELETE FROM uploads WHERE id = ? AND owner IS NOT DISTINCT FROM ?\(unleased) RETURNING shared_state",
+        [id, owner])
+      guard rows.count == 1 else {
+        let exists = try db.row("SELECT 1 FROM uploads WHERE id = ?", [id]) != nil
+        throw exists ? UploadError.locked(id: id) : UploadError.notFound(id: id)
+      }
       return SharedUploadState(json: rows[0].string("shared_state"))
     }
     unlink(path(of: id))
@@ -469,7 +505,7 @@ public final class UploadStore: Sendable {
       let total = parts.reduce(Int64(0)) { $0 + $1.offset }
       if let sizeLimit, total > sizeLimit { throw LarderError.sizeLimitExceeded(limit: sizeLimit) }
       try authorize(total)
-      let now = Date()
+      let now = now()
       let final = Upload(
         id: SecureRandom.hexIdentifier(byteCount: 16), bucket: bucket, name: name, owner: owner, length: total,
         offset: 0, metadata: metadata, concat: .final(ids), expiresAt: now + expiry.timeInterval, createdAt: now,
@@ -478,18 +514,20 @@ public final class UploadStore: Sendable {
       held.append(final.id)
       // Shared mode: the final is born leased, so other nodes see its concatenation running
       // (``isConcatenating(_:)``) while this one copies it, and see it interrupted once it ran out.
-      let lease = shared.map { _ in (token: SecureRandom.hexIdentifier(byteCount: 8), until: now + self.lease.timeInterval) }
-      if let lease { heldLeases.withLock { $0[final.id] = lease.token } }
+      // Its lease runs from the catalog's clock, as every lease.
+      let lease = shared.map { _ in HeldLease(token: SecureRandom.hexIdentifier(byteCount: 8), epoch: 0) }
+      if let lease { heldLeases.withLock { $0[final.id] = lease } }
       try larder.catalog.write { db in
         try db.execute(
           """
           INSERT INTO uploads(
             id, bucket, name, owner, length, "offset", metadata, concat, expires_at, created_at, lease_holder, lease_until)
-          VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
+          VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, \(lease == nil ? "?" : "\(db.dialect.nowMilliseconds) + ?"))
           """,
           [
             final.id, bucket, name, owner, total, try ObjectStore.json(metadata),
-            received ?? UploadConcat.final(ids).stored, final.expiresAt, now, lease?.token, lease?.until,
+            received ?? UploadConcat.final(ids).stored, final.expiresAt, now, lease?.token,
+            lease.map { _ in self.lease.milliseconds },
           ])
       }
       return Concatenation(upload: final, parts: parts, leases: held)
@@ -540,7 +578,7 @@ public final class UploadStore: Sendable {
       let done = Upload(
         id: final.id, bucket: final.bucket, name: final.name, owner: final.owner, length: final.length,
         offset: staged.size, metadata: final.metadata, concat: final.concat, expiresAt: final.expiresAt,
-        createdAt: final.createdAt, completedAt: Date(), receivedConcat: final.receivedConcat)
+        createdAt: final.createdAt, completedAt: now(), receivedConcat: final.receivedConcat)
       return CompletedUpload(upload: done, staged: staged, store: self, session: nil, leases: concatenation.leases)
     } catch {
       remember(final, error)
@@ -595,12 +633,14 @@ public final class UploadStore: Sendable {
   /// completed and not running was interrupted (the process stopped): its bytes were never made.
   public func isConcatenating(_ id: String) -> Bool {
     if concatenating.withLock({ $0.contains(id) }) || slots.withLock({ $0[id]?.busy == true }) { return true }
-    // Shared mode: another node's, while its lease runs.
+    // Shared mode: another node's, while its lease runs by the catalog's clock.
     guard shared != nil, Self.isUploadID(id) else { return false }
-    let until = try? larder.catalog.read(snapshot: false) { db in
-      try db.row("SELECT lease_until FROM uploads WHERE id = ?", [id])?.date("lease_until")
+    let live = try? larder.catalog.read(snapshot: false) { db in
+      try db.row(
+        "SELECT CASE WHEN lease_until > \(db.dialect.nowMilliseconds) THEN 1 ELSE 0 END AS live FROM uploads WHERE id = ?",
+        [id])?.int("live")
     }
-    return (until ?? nil).map { $0 > Date() } ?? false
+    return (live ?? nil) == 1
   }
 
   private func remember(_ upload: Upload, _ error: any Error) {

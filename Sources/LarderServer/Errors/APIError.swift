@@ -93,7 +93,7 @@ enum APIError {
     let status: Int =
       switch e {
       case .notFound: 404
-      case .expired, .dataLost: 410
+      case .expired, .dataLost, .assemblyMismatch: 410
       case .locked: 423
       case .offsetMismatch: 409
       case .exceedsLength: 413
