@@ -120,6 +120,21 @@ enum PostgresMigrations {
         ALTER TABLE uploads ADD COLUMN lease_until BIGINT;
         """)
     },
+    // 7: service accounts' public keys (see the SQLite migration 7).
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE service_account_keys(
+          key_id TEXT COLLATE "C" PRIMARY KEY,
+          name TEXT COLLATE "C" NOT NULL,
+          client_email TEXT COLLATE "C" NOT NULL,
+          client_id TEXT NOT NULL,
+          public_key_pem TEXT NOT NULL,
+          created_at BIGINT NOT NULL
+        );
+        CREATE INDEX service_account_keys_by_email ON service_account_keys(client_email);
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.
