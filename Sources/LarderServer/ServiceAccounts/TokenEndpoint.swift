@@ -11,8 +11,12 @@ import LarderHTTP
 /// 400 {"error": "invalid_grant", "error_description": "…"}
 /// ```
 /// The assertion's `kid` names the catalog's key, `iss` must be that key's account and `aud`
-/// this server's token URL: the configured public URL's `/token`, or the one the request's
-/// `Host` makes (`http://` or `https://`).
+/// this server's token URL: the configured public URL's `/token`, the one the request's `Host`
+/// makes (`http://` or `https://`), or Google's (``googleTokenURL``), which google-auth (Python,
+/// and firebase-admin through it) writes as `aud` whatever the key file's `token_uri` says
+/// (google/oauth2/service_account.py, `_make_authorization_grant_assertion`). Accepting it
+/// lets nothing else in: the key that signs is one this catalog issued, and only its server
+/// takes assertions signed with it.
 struct TokenEndpoint {
   let context: ServiceContext
   let accounts: ServiceAccounts
@@ -30,9 +34,12 @@ struct TokenEndpoint {
     return r
   }
 
+  /// The `aud` google-auth always writes.
+  static let googleTokenURL = "https://oauth2.googleapis.com/token"
+
   /// The token URLs an assertion may name as its audience.
   func audiences(_ request: HTTPRequest) -> Set<String> {
-    var accepted = Set<String>()
+    var accepted: Set = [Self.googleTokenURL]
     if var base = context.publicURL {
       while base.hasSuffix("/") { base.removeLast() }
       accepted.insert(base + "/token")
