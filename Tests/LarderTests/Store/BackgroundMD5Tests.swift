@@ -216,6 +216,7 @@ import Testing
         ALTER TABLE uploads DROP COLUMN shared_state;
         ALTER TABLE uploads DROP COLUMN lease_holder;
         ALTER TABLE uploads DROP COLUMN lease_until;
+        DROP TABLE service_account_keys;
         PRAGMA user_version = 4;
         """)
     }
