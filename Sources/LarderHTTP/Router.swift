@@ -67,8 +67,8 @@ public struct Router: HTTPHandler {
 
   /// Registers `handler` for `method` and `pattern`; `route` names it in metrics and logs.
   /// A route with `query` matches only requests with those query values (`alt=media`; any value
-  /// for ``anyValue``); routes
-  /// are tried in the order added. `decorate` runs on every response of this route, errors too.
+  /// for ``anyValue``); routes are tried in the order added. `decorate` runs on every response of
+  /// this route, errors too.
   public mutating func add(
     _ method: String, _ pattern: String, query: [String: String] = [:], route: String,
     options: RouteOptions = [], decorate: Decorator? = nil, _ handler: @escaping Handler

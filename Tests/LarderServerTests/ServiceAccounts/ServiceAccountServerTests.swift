@@ -125,6 +125,15 @@ import Testing
           WireRequest("POST", Self.deniedPath, headers: [("Authorization", "Bearer \(alice)")], body: [1])
         )
         .status == 403)
+      // A store token claiming to be the account (as `larder token --claim larder_sa=…` makes) is a user's.
+      let forged = TokenIssuer(secret: s.service.secret).issue(
+        uid: account.email,
+        claims: ["larder_sa": .string(account.email), "larder_sa_key": .string(account.kid)])
+      #expect(
+        try s.send(
+          WireRequest("POST", Self.deniedPath, headers: [("Authorization", "Bearer \(forged)")], body: [1])
+        )
+        .status == 403)
       let up = try s.send(WireRequest("POST", Self.deniedPath, headers: auth, body: [1, 2, 3]))
       #expect(up.status == 200, "\(up.text)")
       let down = try s.send(
