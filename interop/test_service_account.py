@@ -155,9 +155,11 @@ def test_google_cloud_storage_and_firebase_admin_objects_with_the_key(served, mo
     blob.upload_from_string(b"admin via gcs")
     assert blob.download_as_bytes() == b"admin via gcs"
     assert [b.name for b in client.list_blobs("app", prefix="secret/")] == [DENIED]
-    anonymous = storage.Client.create_anonymous_client()
-    anonymous._connection.API_BASE_URL = server.url
-    with pytest.raises(Exception):
+    from google.api_core import exceptions
+    from google.auth.credentials import AnonymousCredentials
+    anonymous = storage.Client(project="larder", credentials=AnonymousCredentials(),
+                               client_options={"api_endpoint": server.url})
+    with pytest.raises(exceptions.Forbidden):
         anonymous.bucket("app").blob(DENIED).download_as_bytes()
 
     import firebase_admin
