@@ -23,8 +23,10 @@ if ((${#missing[@]})); then
 fi
 
 # Interop clients from PyPI, in a project-local virtualenv.
-PY_PACKAGES=(tuspy==1.1.0 requests pytest)
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tusclient, requests, pytest" 2>/dev/null; then
+# google-auth, google-cloud-storage and firebase-admin: the Google clients a Firebase backend
+# uses (service-account keys, /token, V4 signed URLs, the GCS JSON API; issue 22).
+PY_PACKAGES=(tuspy==1.1.0 requests pytest google-auth==2.63.0 google-cloud-storage==3.17.1 firebase-admin==7.7.0)
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tusclient, requests, pytest, google.auth, google.cloud.storage, firebase_admin" 2>/dev/null; then
   echo "deps: creating .venv with ${PY_PACKAGES[*]}"
   python3 -m venv .venv || { rm -rf .venv; python3 -m venv --without-pip .venv; }
   .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip -q

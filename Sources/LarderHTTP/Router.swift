@@ -66,8 +66,9 @@ public struct Router: HTTPHandler {
   public init() {}
 
   /// Registers `handler` for `method` and `pattern`; `route` names it in metrics and logs.
-  /// A route with `query` matches only requests with those query values (`alt=media`); routes
-  /// are tried in the order added. `decorate` runs on every response of this route, errors too.
+  /// A route with `query` matches only requests with those query values (`alt=media`; any value
+  /// for ``anyValue``); routes are tried in the order added. `decorate` runs on every response of
+  /// this route, errors too.
   public mutating func add(
     _ method: String, _ pattern: String, query: [String: String] = [:], route: String,
     options: RouteOptions = [], decorate: Decorator? = nil, _ handler: @escaping Handler
@@ -85,6 +86,10 @@ public struct Router: HTTPHandler {
         handler: handler))
   }
 
+  /// A route's `query` value that matches any value, as long as the parameter is present
+  /// (`["X-Goog-Signature": Router.anyValue]`: only signed URLs).
+  public static let anyValue = "*"
+
   /// The labels a request can be counted under: every route's, and `unmatched`.
   public var labels: Set<String> { Set(routes.map(\.label) + ["unmatched"]) }
 
@@ -96,7 +101,9 @@ public struct Router: HTTPHandler {
     var headFallbackAllowed = false
     for route in routes {
       guard let params = Self.match(route.segments, path),
-        route.query.allSatisfy({ request.queryValue($0.key) == $0.value })
+        route.query.allSatisfy({
+          $0.value == Self.anyValue ? request.queryValue($0.key) != nil : request.queryValue($0.key) == $0.value
+        })
       else { continue }
       let method =
         route.options.contains(.acceptsMethodOverride) ? (override ?? request.method) : request.method

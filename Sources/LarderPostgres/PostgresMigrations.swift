@@ -122,6 +122,21 @@ enum PostgresMigrations {
     },
     // 7: the lease's fencing epoch (see the SQLite migration 7).
     { db in try db.executeScript("ALTER TABLE uploads ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0") },
+    // 8: service accounts' public keys (see the SQLite migration 8).
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE service_account_keys(
+          key_id TEXT COLLATE "C" PRIMARY KEY,
+          name TEXT COLLATE "C" NOT NULL,
+          client_email TEXT COLLATE "C" NOT NULL,
+          client_id TEXT NOT NULL,
+          public_key_pem TEXT NOT NULL,
+          created_at BIGINT NOT NULL
+        );
+        CREATE INDEX service_account_keys_by_email ON service_account_keys(client_email);
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

@@ -5,7 +5,7 @@ import Testing
 @Suite struct UsageTests {
   static let commands = [
     "serve", "put", "get", "ls", "stat", "rm", "gc", "verify", "catalog migrate", "catalog copy", "token",
-    "rules check", "rules eval",
+    "rules check", "rules eval", "service-account create", "service-account list", "service-account revoke",
   ]
 
   @Test func noArgumentsIsBadUsageWithTheCommandList() throws {

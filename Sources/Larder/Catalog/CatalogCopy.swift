@@ -11,7 +11,9 @@ import Foundation
 /// ```
 package enum CatalogCopy {
   /// The tables, parents before children (foreign keys hold at every insert).
-  static let tables = ["blobs", "files", "objects", "records", "attachments", "uploads", "settings"]
+  static let tables = [
+    "blobs", "files", "objects", "records", "attachments", "uploads", "settings", "service_account_keys",
+  ]
 
   /// Copies every row; returns the row count per table (equal on both sides, or it throws).
   /// - Throws: ``LarderError/invalidArgument(_:)`` when the destination already holds a store

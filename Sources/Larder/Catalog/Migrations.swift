@@ -122,6 +122,20 @@ package enum Migrations {
     """
     ALTER TABLE uploads ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
     """,
+    // 8: service accounts' public keys (issue 22): the key a Google-format key file's
+    // `private_key_id` names, so every node verifies `/token` assertions and V4 signed URLs. The
+    // private key is only in the file. Revoking deletes the row.
+    """
+    CREATE TABLE service_account_keys(
+      key_id TEXT PRIMARY KEY,
+      name TEXT NOT NULL,
+      client_email TEXT NOT NULL,
+      client_id TEXT NOT NULL,
+      public_key_pem TEXT NOT NULL,
+      created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX service_account_keys_by_email ON service_account_keys(client_email);
+    """,
   ]
 
   static func run(on db: Database) throws {

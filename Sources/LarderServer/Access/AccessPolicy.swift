@@ -6,9 +6,14 @@ import LarderAuth
 public struct Identity: Sendable, Equatable {
   public var uid: String
   public var claims: [String: JSONValue]
-  public init(uid: String, claims: [String: JSONValue] = [:]) {
+  /// The `client_email` of a service account, when a service-account access token (and only
+  /// that: ``ServiceAccountAuthenticator``) authenticated the request. Such a caller is an
+  /// admin identity: ``AdminIdentityPolicy`` allows it everything, as Firebase's Admin SDK.
+  public var serviceAccount: String?
+  public init(uid: String, claims: [String: JSONValue] = [:], serviceAccount: String? = nil) {
     self.uid = uid
     self.claims = claims
+    self.serviceAccount = serviceAccount
   }
 }
 
@@ -148,4 +153,24 @@ extension AccessPolicy {
 public struct AllowAllPolicy: AccessPolicy {
   public init() {}
   public func decide(_ request: AccessRequest) -> AccessDecision { .allow("--allow-all") }
+}
+
+/// The one place service accounts bypass the rules: every decision of every endpoint goes
+/// through ``ServiceContext/policy``, which is this wrapper around the configured policy. A
+/// request authenticated as a service account (``Identity/serviceAccount``) is allowed, as the
+/// Admin SDKs are in Firebase; every other request (anonymous, or a user's token) gets `rules`.
+public struct AdminIdentityPolicy: AccessPolicy {
+  public let rules: any AccessPolicy
+
+  /// Wraps `rules` (once: a wrapper given again is unwrapped first).
+  public init(_ rules: any AccessPolicy) {
+    self.rules = (rules as? AdminIdentityPolicy)?.rules ?? rules
+  }
+
+  public func decide(_ request: AccessRequest) -> AccessDecision {
+    if let email = request.identity?.serviceAccount { return .allow("service account \(email): admin identity") }
+    return rules.decide(request)
+  }
+
+  public var readsMD5Hash: Bool { rules.readsMD5Hash }
 }

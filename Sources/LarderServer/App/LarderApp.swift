@@ -9,6 +9,8 @@ import LarderHTTP
 /// GET  /metrics                      Prometheus text
 /// *    /v0/b/{bucket}/o[/{name}]     objects (Firebase Storage REST shape)
 /// *    /v0/b/{bucket}/uploads[/{id}] resumable uploads (tus 1.0.0)
+/// POST /token                        service accounts' JWT-bearer grant (RFC 7523)
+/// GET|HEAD|PUT /{bucket}/{object...}?X-Goog-Signature=…   V4 signed URLs
 /// ```
 /// Routes are declared once, here and in each endpoint's `register`; their labels are fixed,
 /// so metrics and the access log never grow with what clients send.
@@ -48,6 +50,11 @@ public final class LarderApp: HTTPHandler {
     }
     objects.register(in: &router, cors: fixed)
     uploads?.register(in: &router, cors: fixed)
+    if let accounts = context.serviceAccounts {
+      TokenEndpoint(context: context, accounts: accounts).register(in: &router)
+      // Last: only requests with X-Goog-Signature, on paths no other route takes.
+      SignedURLEndpoint(context: context, accounts: accounts).register(in: &router)
+    }
     self.router = router
   }
 

@@ -44,6 +44,9 @@ public final class LarderService: Sendable {
     public var publicKeyFiles: [URL] = []
     public var jwtIssuer: String?
     public var jwtAudience: String?
+    /// How long a node trusts what it read of a service account's keys: a revoked key's access
+    /// tokens and signed URLs stop working within this.
+    public var serviceAccountKeyCacheTTL: Duration = .seconds(5)
     /// Where refusals and internal errors are logged (standard error unless replaced).
     public var logger = Logger(label: "larder.server")
 
@@ -96,10 +99,13 @@ public final class LarderService: Sendable {
       policy = p
       rules = nil
     }
-    context = ServiceContext(
-      larder: larder, policy: policy, authenticator: authenticator,
+    let accounts = ServiceAccounts(larder: larder, secret: secret, cacheTTL: options.serviceAccountKeyCacheTTL)
+    var context = ServiceContext(
+      larder: larder, policy: policy, authenticator: ServiceAccountAuthenticator(base: authenticator, accounts: accounts),
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
       uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger)
+    context.serviceAccounts = accounts
+    self.context = context
     let metrics = Metrics()
     metrics.registerGauge(
       "larder_missing_content_reads", help: "Reads since start that found their content missing from the blob store."

@@ -6,7 +6,14 @@ import LarderLogging
 /// What every endpoint shares: the store, who may do what, and the service's limits.
 public struct ServiceContext: Sendable {
   public var larder: Larder
-  public var policy: any AccessPolicy
+  /// The configured policy behind ``AdminIdentityPolicy``, so service accounts pass everywhere.
+  public var policy: any AccessPolicy {
+    get { admitting }
+    set { admitting = AdminIdentityPolicy(newValue) }
+  }
+  private var admitting: AdminIdentityPolicy
+  /// Service accounts' keys and the token secret, for `/token` and V4 signed URLs; nil: neither.
+  public var serviceAccounts: ServiceAccounts?
   public var authenticator: any Authenticator
   /// The largest object an upload may create, simple or resumable.
   public var maxUploadSize: Int64
@@ -28,7 +35,7 @@ public struct ServiceContext: Sendable {
     uploadLease: Duration = .seconds(10), logger: Logger = Logger(label: "larder.server")
   ) {
     self.larder = larder
-    self.policy = policy
+    admitting = AdminIdentityPolicy(policy)
     self.authenticator = authenticator
     self.maxUploadSize = maxUploadSize
     self.publicURL = publicURL
@@ -94,7 +101,20 @@ public struct ServiceContext: Sendable {
   }
 
   /// The caller; a present but invalid credential is a 401 whatever the route.
+  /// A service account's requests are logged with its `client_email` (joined to the access log
+  /// by the request id).
   func identity(_ request: HTTPRequest) throws -> Identity? {
-    try authenticator.authenticate(request.headers)
+    let identity = try authenticator.authenticate(request.headers)
+    if let email = identity?.serviceAccount { logServiceAccount(email, request) }
+    return identity
+  }
+
+  func logServiceAccount(_ email: String, _ request: HTTPRequest, via: String = "access token") {
+    logger.info(
+      "service account request",
+      metadata: [
+        "request_id": request.id, "client_email": email, "method": request.method,
+        "path": String(request.path.prefix(200)), "credential": via,
+      ])
   }
 }

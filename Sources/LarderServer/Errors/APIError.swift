@@ -29,6 +29,10 @@ enum APIError {
     case let e as UploadError:
       log.info("upload refused", metadata: ["code": e.code])
       return upload(e)
+    case let e as SignedURLError:
+      log.info("signed URL refused", metadata: ["code": e.code])
+      if case .malformed = e { return .error(status: 400, message: e.message) }
+      return .error(status: 403, message: e.message)
     case let e as AuthError:
       var r = HTTPResponse.error(status: 401, message: e.message)
       r.headers.add("WWW-Authenticate", "Bearer")

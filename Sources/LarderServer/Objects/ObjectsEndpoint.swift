@@ -94,7 +94,13 @@ struct ObjectsEndpoint {
     guard let name = request.queryValue("name") else {
       throw LarderError.invalidArgument("the object name is required: POST /v0/b/\(bucket)/o?name=NAME")
     }
-    let path = try ObjectPath(bucket: bucket, name: name)
+    return try upload(request, path: try ObjectPath(bucket: bucket, name: name), identity: identity)
+  }
+
+  /// A simple upload of the request's body as the object at `path` (`X-Goog-Meta-*`, `Content-MD5`,
+  /// the size limit, the policy before and inside the write); also a V4 signed URL's `PUT`.
+  func upload(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> ObjectUploadSink {
+    let (bucket, name) = (path.bucket, path.name)
     if let length = request.contentLength, length > context.maxUploadSize {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
     }

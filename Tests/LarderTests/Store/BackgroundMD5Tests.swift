@@ -217,6 +217,7 @@ import Testing
         ALTER TABLE uploads DROP COLUMN lease_holder;
         ALTER TABLE uploads DROP COLUMN lease_until;
         ALTER TABLE uploads DROP COLUMN lease_epoch;
+        DROP TABLE service_account_keys;
         PRAGMA user_version = 4;
         """)
     }

@@ -36,6 +36,7 @@ import Testing
         ALTER TABLE uploads DROP COLUMN lease_holder;
         ALTER TABLE uploads DROP COLUMN lease_until;
         ALTER TABLE uploads DROP COLUMN lease_epoch;
+        DROP TABLE service_account_keys;
         PRAGMA user_version = 3;
         """)
       #expect(try db.row("SELECT content_type FROM objects WHERE name = 'declared'")?.string("content_type") == "text/plain")

@@ -1,0 +1,176 @@
+"""Service accounts with real Google clients from PyPI (issue 22): a key from
+`larder service-account create`, google-auth getting an access token from Larder's /token,
+the admin bypass of storage.rules.example, and V4 signed URLs made by google-cloud-storage."""
+import datetime
+import json
+import os
+import subprocess
+import time
+import urllib.parse
+
+import pytest
+import requests
+from google.auth.transport.requests import Request
+from google.oauth2 import service_account
+
+from larder_server import LarderServer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RULES = os.path.join(ROOT, "storage.rules.example")
+SCOPES = ["https://www.googleapis.com/auth/devstorage.full_control"]
+# No rule of storage.rules.example matches secret/…: anonymous callers and users are denied there.
+DENIED = "secret/report.txt"
+
+
+def larder(*args):
+    result = subprocess.run([os.environ["LARDER_BIN"], *args], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture
+def served(tmp_path):
+    """`larder serve --rules storage.rules.example` and a key file whose token_uri is that server."""
+    data = tmp_path / "data"
+    server = LarderServer(data, allow_all=False, extra=["--rules", RULES], stderr_path=str(tmp_path / "stderr.log"))
+    key_file = tmp_path / "backend.json"
+    larder("service-account", "create", "backend", "--data", str(data), "--public-url", server.url,
+           "--output", str(key_file))
+    yield server, str(key_file), tmp_path
+    server.stop()
+
+
+def credentials(key_file):
+    creds = service_account.Credentials.from_service_account_file(key_file, scopes=SCOPES)
+    creds.refresh(Request())
+    return creds
+
+
+def firebase_upload(server, name, body, token=None):
+    headers = {"Content-Type": "text/plain"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return requests.post(f"{server.url}/v0/b/app/o", params={"name": name}, data=body, headers=headers, timeout=60)
+
+
+def test_key_file_is_google_format_and_google_auth_refreshes_at_larder(served):
+    server, key_file, _ = served
+    key = json.load(open(key_file))
+    assert key["type"] == "service_account"
+    assert key["token_uri"] == server.url + "/token"
+    assert key["private_key"].startswith("-----BEGIN PRIVATE KEY-----")
+    assert key["client_email"] == "backend@larder.iam.larder"
+    creds = credentials(key_file)
+    assert creds.valid and creds.token
+    assert creds.expiry > datetime.datetime.utcnow() + datetime.timedelta(minutes=50)
+    # The token endpoint refuses what is not a good assertion, the OAuth way.
+    r = requests.post(server.url + "/token", data={"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                                                   "assertion": "e30.e30.AAAA"}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
+
+
+def test_service_account_bypasses_rules_anonymous_is_refused(served):
+    server, key_file, tmp_path = served
+    creds = credentials(key_file)
+    anonymous = firebase_upload(server, DENIED, b"anonymous")
+    assert anonymous.status_code == 403, anonymous.text
+    admin = firebase_upload(server, DENIED, b"from the backend", token=creds.token)
+    assert admin.status_code == 200, admin.text
+    quoted = urllib.parse.quote(DENIED, safe="")
+    assert requests.get(f"{server.url}/v0/b/app/o/{quoted}?alt=media", timeout=30).status_code == 403
+    got = requests.get(f"{server.url}/v0/b/app/o/{quoted}?alt=media",
+                       headers={"Authorization": f"Bearer {creds.token}"}, timeout=30)
+    assert got.status_code == 200 and got.content == b"from the backend"
+    # The server's log names the service account.
+    server.stop()
+    log = open(tmp_path / "stderr.log").read()
+    assert "service account request" in log and "client_email=backend@larder.iam.larder" in log
+
+
+def signed_url(server, creds, name, method, seconds=600):
+    from google.cloud import storage
+    client = storage.Client(project="larder", credentials=creds)
+    blob = client.bucket("app").blob(name)
+    return blob.generate_signed_url(version="v4", expiration=datetime.timedelta(seconds=seconds), method=method,
+                                    api_access_endpoint=server.url, credentials=creds)
+
+
+def test_v4_signed_urls_from_google_cloud_storage(served):
+    server, key_file, _ = served
+    creds = credentials(key_file)
+    name = "secret/signed upload ü+&=.txt"
+    put_url = signed_url(server, creds, name, "PUT")
+    assert "X-Goog-Algorithm=GOOG4-RSA-SHA256" in put_url
+    put = requests.put(put_url, data=b"uploaded through a signed URL", timeout=60)
+    assert put.status_code == 200, put.text
+    get = requests.get(signed_url(server, creds, name, "GET"), timeout=60)
+    assert get.status_code == 200, get.text
+    assert get.content == b"uploaded through a signed URL"
+    ranged = requests.get(signed_url(server, creds, name, "GET"), headers={"Range": "bytes=0-7"}, timeout=60)
+    assert ranged.status_code == 206 and ranged.content == b"uploaded"
+    head = requests.head(signed_url(server, creds, name, "HEAD"), timeout=60)
+    assert head.status_code == 200 and head.headers["Content-Length"] == "29"
+    # Tampered: another object, another expiry, another signature, another method.
+    good = signed_url(server, creds, name, "GET")
+    for tampered in (good.replace("signed%20upload", "signed%20uploaD"),
+                     good.replace("X-Goog-Expires=600", "X-Goog-Expires=601"),
+                     good[:-4] + ("0000" if not good.endswith("0000") else "1111")):
+        r = requests.get(tampered, timeout=30)
+        assert r.status_code == 403, (tampered, r.text)
+        assert r.json()["error"]["message"]
+    assert requests.put(good, data=b"x", timeout=30).status_code == 403
+    # Expired.
+    short = signed_url(server, creds, name, "GET", seconds=1)
+    time.sleep(2.5)
+    expired = requests.get(short, timeout=30)
+    assert expired.status_code == 403 and "expired" in expired.json()["error"]["message"]
+
+
+def test_revoked_key_stops_its_signed_urls(served):
+    server, key_file, _ = served
+    creds = credentials(key_file)
+    url = signed_url(server, creds, "secret/r.txt", "PUT")
+    larder("service-account", "revoke", "backend", "--data", server.data_dir)
+    time.sleep(5.5)  # each node trusts what it read of the keys for 5 s
+    r = requests.put(url, data=b"x", timeout=30)
+    assert r.status_code == 403 and "revoked" in r.json()["error"]["message"]
+    with pytest.raises(Exception):
+        credentials(key_file)
+
+
+def gcs_json_api_present(server):
+    r = requests.get(f"{server.url}/storage/v1/b/app/o", timeout=30)
+    return not (r.status_code == 404 and "no route" in r.text)
+
+
+def test_google_cloud_storage_and_firebase_admin_objects_with_the_key(served, monkeypatch):
+    server, key_file, _ = served
+    if not gcs_json_api_present(server):
+        pytest.skip("NEEDS THE GCS JSON API (branch gcs-api): /storage/v1 is not served in this branch; "
+                    "the lead merges both and unskips")
+    from google.cloud import storage
+    creds = credentials(key_file)
+    client = storage.Client(project="larder", credentials=creds, client_options={"api_endpoint": server.url})
+    blob = client.bucket("app").blob(DENIED)
+    blob.upload_from_string(b"admin via gcs")
+    assert blob.download_as_bytes() == b"admin via gcs"
+    assert [b.name for b in client.list_blobs("app", prefix="secret/")] == [DENIED]
+    from google.api_core import exceptions
+    from google.auth.credentials import AnonymousCredentials
+    anonymous = storage.Client(project="larder", credentials=AnonymousCredentials(),
+                               client_options={"api_endpoint": server.url})
+    with pytest.raises(exceptions.Forbidden):
+        anonymous.bucket("app").blob(DENIED).download_as_bytes()
+
+    import firebase_admin
+    from firebase_admin import credentials as fb_credentials, storage as fb_storage
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
+    app = firebase_admin.initialize_app(fb_credentials.Certificate(key_file), {"storageBucket": "app"},
+                                        name="larder-interop")
+    try:
+        bucket = fb_storage.bucket(app=app)
+        bucket.blob("secret/firebase-admin.txt").upload_from_string(b"from firebase-admin")
+        assert bucket.blob("secret/firebase-admin.txt").download_as_bytes() == b"from firebase-admin"
+        assert "secret/firebase-admin.txt" in [b.name for b in bucket.list_blobs(prefix="secret/")]
+    finally:
+        firebase_admin.delete_app(app)
