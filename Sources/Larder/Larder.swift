@@ -69,6 +69,8 @@ public final class Larder: Sendable {
   public let models: ModelStore
   /// What recovery found at open.
   public let recovery: RecoveryReport
+  /// Where the store says what it could not do and left for later (``Configuration/logger``).
+  public let logger: Logger
   private let removeOnDeinit: Bool
 
   /// Opens (creating if needed) the store in `directory` and recovers from any earlier crash.
@@ -79,6 +81,7 @@ public final class Larder: Sendable {
 
   init(at directory: URL, configuration: Configuration, removeOnDeinit: Bool) throws {
     self.directory = directory.standardizedFileURL
+    logger = configuration.logger
     self.removeOnDeinit = removeOnDeinit
     blobs = try BlobStore(root: self.directory)
     blobLocation = configuration.blobs ?? .dataDirectory

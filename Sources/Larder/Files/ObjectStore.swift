@@ -181,6 +181,7 @@ public struct ObjectStore: Sendable {
 
   static func object(row: Row) -> StoredObject {
     let text = row.string("metadata") ?? "{}"
+    // Written only by the store from a `[String: String]`: unreadable JSON reads as none.
     let metadata =
       text == "{}" ? [:] : (try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))) ?? [:]
     return StoredObject(

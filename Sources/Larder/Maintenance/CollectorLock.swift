@@ -67,6 +67,7 @@ final class CollectorLock: @unchecked Sendable {
 
   func release() {
     if let (db, key) = session {
+      // The session's end frees it too: the connection closes when the lock is released.
       try? db.unlock(key)
       session = nil
     }

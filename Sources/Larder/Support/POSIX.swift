@@ -50,6 +50,7 @@ enum POSIX {
 
   /// Bytes an unprivileged process can still allocate on the filesystem holding `path`.
   static func availableBytes(_ path: String) -> Int64? {
+    // Unknown (nil) when the path cannot be opened: callers then keep no reserve rather than fail.
     guard let fd = try? open(path, O_RDONLY | O_CLOEXEC) else { return nil }
     defer { close(fd) }
     var st = statvfs()
@@ -184,6 +185,7 @@ enum POSIX {
 
   /// Names in a directory, without `.` and `..`.
   static func listDirectory(_ path: String) -> [String] {
+    // A directory that is missing or unreadable has nothing to recover or collect in it.
     (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
   }
 

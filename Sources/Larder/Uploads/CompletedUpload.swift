@@ -1,12 +1,13 @@
 import Foundation
 import LarderCrypto
+import Synchronization
 
 /// An upload whose last byte has arrived: durable, hashed and sniffed, not yet visible.
 ///
 /// Hand it to ``UploadStore/publish(_:)`` (after asking the access policy with ``size``,
 /// ``contentType`` and ``sha256Hex``) or ``UploadStore/reject(_:)``. Until then the upload
 /// stays locked; one dropped unsettled is rolled back to its last acknowledged offset.
-public final class CompletedUpload: @unchecked Sendable {
+public final class CompletedUpload: Sendable {
   /// The upload as it will be recorded once published (offset = length).
   public let upload: Upload
   public let staged: StagedBlob
@@ -15,7 +16,8 @@ public final class CompletedUpload: @unchecked Sendable {
   let session: UploadSession?
   /// The leases given back once it is settled: the upload's, and a final's partials'.
   let leases: [String]
-  var settled = false
+  /// Published, rejected or rolled back: each happens once, whichever thread gets there first.
+  private let settledFlag = Mutex(false)
 
   init(upload: Upload, staged: StagedBlob, store: UploadStore, session: UploadSession?, leases: [String]? = nil) {
     self.upload = upload
@@ -26,8 +28,16 @@ public final class CompletedUpload: @unchecked Sendable {
   }
 
   deinit {
-    if !settled { store.rollback(self) }
+    if !isSettled { store.rollback(self) }
   }
+
+  /// Marks it settled; false when it already was.
+  func settle() -> Bool { settledFlag.withLock { settled in defer { settled = true }; return !settled } }
+
+  /// Makes it unsettled again (a publish that failed leaves the upload to roll back).
+  func unsettle() { settledFlag.withLock { $0 = false } }
+
+  var isSettled: Bool { settledFlag.withLock { $0 } }
 
   public var size: Int64 { staged.size }
   /// The type libmagic found.

@@ -41,6 +41,8 @@ public struct Upload: Sendable, Equatable {
     owner = row.string("owner")
     length = row.int("length")
     offset = row.int("offset") ?? 0
+    // Written only by the store, from a `[String: String]`: unreadable JSON (a hand edit) reads
+    // as none rather than making the upload unreachable.
     metadata =
       row.string("metadata").flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
       ?? [:]

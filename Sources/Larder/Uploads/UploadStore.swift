@@ -294,8 +294,8 @@ public final class UploadStore: Sendable {
   public func publish(
     _ completed: CompletedUpload, options: ObjectWriteOptions? = nil, admission: (any ObjectAdmission)? = nil
   ) throws -> StoredObject {
-    precondition(!completed.settled, "publish of a settled upload")
-    completed.settled = true
+    let fresh = completed.settle()
+    precondition(fresh, "publish of a settled upload")
     let upload = completed.upload
     let options = options ?? completed.objectOptions
     let refusal = Refusal(admission)
@@ -340,7 +340,7 @@ public final class UploadStore: Sendable {
       for lease in completed.leases { release(lease, keeping: nil) }
       return object
     } catch {
-      completed.settled = false
+      completed.unsettle()
       // A final concatenation's row goes with it: say why first, for the owner's next look.
       if completed.session == nil { remember(upload, error) }
       if refusal.refused {
@@ -373,12 +373,13 @@ public final class UploadStore: Sendable {
 
   /// Refuses a completed upload (the policy said no): the upload and its bytes are deleted.
   public func reject(_ completed: CompletedUpload) {
-    guard !completed.settled else { return }
-    completed.settled = true
+    guard completed.settle() else { return }
     completed.staged.discard()
     guard let session = completed.session else { return abandon(completed.upload.id, leases: completed.leases) }
-    _ = try? larder.catalog.write { db in
-      try db.execute("DELETE FROM uploads WHERE id = ?", [completed.upload.id])
+    larder.logger.bestEffort("delete refused upload \(completed.upload.id) (gc collects it when it expires)") {
+      try larder.catalog.write { db in
+        try db.execute("DELETE FROM uploads WHERE id = ?", [completed.upload.id])
+      }
     }
     unlink(path(of: completed.upload.id))
     removeShared(completed.upload.id, state: session.shared)
@@ -387,8 +388,7 @@ public final class UploadStore: Sendable {
 
   /// Returns a completed-but-unpublished upload to its last acknowledged offset.
   func rollback(_ completed: CompletedUpload) {
-    guard !completed.settled else { return }
-    completed.settled = true
+    guard completed.settle() else { return }
     completed.staged.discard()
     // A final concatenation has no bytes of its own to resume from: it is made again.
     guard completed.session != nil else { return abandon(completed.upload.id, leases: completed.leases) }
@@ -635,6 +635,8 @@ public final class UploadStore: Sendable {
     if concatenating.withLock({ $0.contains(id) }) || slots.withLock({ $0[id]?.busy == true }) { return true }
     // Shared mode: another node's, while its lease runs by the catalog's clock.
     guard shared != nil, Self.isUploadID(id) else { return false }
+    // A catalog that cannot say is taken as "not running": the caller then answers as for an
+    // interrupted concatenation, which a retry corrects.
     let live = try? larder.catalog.read(snapshot: false) { db in
       try db.row(
         "SELECT CASE WHEN lease_until > \(db.dialect.nowMilliseconds) THEN 1 ELSE 0 END AS live FROM uploads WHERE id = ?",
@@ -652,8 +654,10 @@ public final class UploadStore: Sendable {
 
   /// Deletes an unpublished final upload's row and gives back the leases it held.
   func abandon(_ id: String, leases: [String]) {
-    _ = try? larder.catalog.write { db in
-      try db.execute("DELETE FROM uploads WHERE id = ? AND completed_at IS NULL", [id])
+    larder.logger.bestEffort("delete unpublished final upload \(id) (gc collects it when it expires)") {
+      try larder.catalog.write { db in
+        try db.execute("DELETE FROM uploads WHERE id = ? AND completed_at IS NULL", [id])
+      }
     }
     for lease in leases { release(lease, keeping: nil) }
   }

@@ -55,8 +55,17 @@ public struct ServiceContext: Sendable {
     let decision = policy.decide(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,
-        identity: identity, resource: existing.map(resource), incoming: incoming))
+        identity: identity, resource: existing.map(Self.asKnownNow), incoming: incoming))
     guard decision.allowed || decision.undecided else { throw AccessError.denied(reason: decision.reason) }
+  }
+
+  /// The stored object as the early ask sees it: an MD5 not computed yet is unknown (the ask
+  /// is decided again inside the write, where it is computed), never read from the whole blob
+  /// on the request thread before the body is even accepted.
+  static func asKnownNow(_ object: StoredObject) -> AccessResource {
+    var resource = AccessResource(object)
+    if object.file.md5.isEmpty { resource.unknownFields.insert(.md5Hash) }
+    return resource
   }
 
   /// `object` as the policy sees it, with its MD5 computed now if the policy reads `md5Hash`

@@ -115,6 +115,7 @@ package final class SQLiteDatabase: Database {
       try execute("COMMIT", [])
       return value
     } catch {
+      // The body's error is the one to report; a failed ROLLBACK leaves SQLite to roll back.
       if isInTransaction { try? execute("ROLLBACK", []) }
       throw error
     }
