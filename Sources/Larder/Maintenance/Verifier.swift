@@ -320,6 +320,12 @@ public struct Verifier: Sendable {
     let backend = larder.blobBackend
     let place = "\(backend.location) \(address.key)"
     guard let stored = try backend.storedSize(of: address) else {
+      // A writer healing a quarantine may have moved the row to a new fence since the page was
+      // read (or gc took it): only a row that still names this address is missing its bytes.
+      let current = try catalog.read(snapshot: false) { db in
+        try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [sha256])?.int("fence")
+      }
+      guard current == address.fence else { return }
       try checkMissing(
         sha256: sha256, hex: hex, path: place, repair: repair, fence: address.fence,
         stillMissing: { try backend.storedSize(of: address) == nil }, &report)

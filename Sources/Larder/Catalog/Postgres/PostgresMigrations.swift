@@ -128,7 +128,7 @@ enum PostgresMigrations {
           sha256 bytea NOT NULL, fence BIGINT NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY(sha256, fence));
         CREATE SEQUENCE blob_fence_counter;
         CREATE TABLE blob_fences(name TEXT COLLATE "C" PRIMARY KEY, fence BIGINT NOT NULL, at BIGINT NOT NULL);
-        INSERT INTO blob_fences(name, fence, at) VALUES ('counter', 0, 0), ('floor', 0, 0), ('mark', 0, 0);
+        INSERT INTO blob_fences(name, fence, at) VALUES ('counter', 0, 0), ('floor', 1, 0), ('mark', 0, 0);
         """)
     },
   ]
