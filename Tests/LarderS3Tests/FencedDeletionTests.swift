@@ -12,7 +12,8 @@ import Testing
 /// removed (a writer that reuses the address it read, as the epoch protocol did, instead of
 /// uploading to a fresh fence).
 @Suite(
-  .enabled(if: LoopbackS3.isAvailable && TestCatalog.isPostgres, "needs the loopback S3 engine and PostgreSQL"))
+  .enabled(
+    if: LoopbackS3.isAvailable && TestCatalog.isPostgres, "needs the loopback S3 engine and PostgreSQL"))
 struct FencedDeletionTests {
   typealias Race = BlobDeletionRaceTests
 
@@ -24,7 +25,12 @@ struct FencedDeletionTests {
     func arm(_ run: @escaping @Sendable () throws -> Void) { body.withLock { $0 = run } }
     var faults: FaultInjector {
       FaultInjector { [self] hit in
-        guard hit == point, let run = body.withLock({ b in defer { b = nil }; return b }) else { return }
+        guard hit == point,
+          let run = body.withLock({ b in
+            defer { b = nil }
+            return b
+          })
+        else { return }
         try run()
       }
     }
@@ -56,7 +62,9 @@ struct FencedDeletionTests {
     ).compactMap { $0.int("pid") }
     var ended = 0
     for target in Set([pid] + lockHolders) {
-      if try admin.row("SELECT pg_terminate_backend(?::int)::int AS ok", [target])?.int("ok") == 1 { ended += 1 }
+      if try admin.row("SELECT pg_terminate_backend(?::int)::int AS ok", [target])?.int("ok") == 1 {
+        ended += 1
+      }
     }
     return ended
   }
@@ -88,7 +96,9 @@ struct FencedDeletionTests {
   }
 
   /// Every acknowledged object reads back byte for byte (its failures), and verify's findings.
-  static func check(_ contents: [(Int, [UInt8])], in larder: Larder) throws -> (lost: [String], findings: [String]) {
+  static func check(_ contents: [(Int, [UInt8])], in larder: Larder) throws -> (
+    lost: [String], findings: [String]
+  ) {
     var lost: [String] = []
     for (i, bytes) in contents {
       do {
@@ -209,10 +219,12 @@ struct FencedDeletionTests {
       // writers upload, and B collects the whole store while A is still going.
       _ = try Self.terminate(writer: pid, schema: schema, on: try Self.admin())
       failures.withLock { $0 = Self.upload(kept, to: b) }
-      let r = try GarbageCollector(larder: b).collect(options: .init(grace: .zero, batchSize: 50, tempAge: .zero))
+      let r = try GarbageCollector(larder: b).collect(
+        options: .init(grace: .zero, batchSize: 50, tempAge: .zero))
       reportB.withLock { $0 = r }
     }
-    let reportA = try GarbageCollector(larder: a).collect(options: .init(grace: .zero, batchSize: 50, tempAge: .zero))
+    let reportA = try GarbageCollector(larder: a).collect(
+      options: .init(grace: .zero, batchSize: 50, tempAge: .zero))
     let rb = try #require(reportB.withLock { $0 })
     #expect(failures.withLock { $0 } == [])
     // Each original row was removed by exactly one of them, unless a writer referenced it

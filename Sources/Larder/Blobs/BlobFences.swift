@@ -29,10 +29,13 @@ enum BlobFences {
       }
     case .sqlite:
       fence = try catalog.write(releasingReserve: false) { db in
-        try db.row("UPDATE blob_fences SET fence = fence + 1 WHERE name = 'counter' RETURNING fence")?.int("fence")
+        try db.row("UPDATE blob_fences SET fence = fence + 1 WHERE name = 'counter' RETURNING fence")?.int(
+          "fence")
       }
     }
-    guard let fence, fence > 0 else { throw LarderError.invalidArgument("the catalog handed out no blob fence") }
+    guard let fence, fence > 0 else {
+      throw LarderError.invalidArgument("the catalog handed out no blob fence")
+    }
     return fence
   }
 
@@ -68,7 +71,8 @@ enum BlobFences {
       else { return floor }
       let raised = max(floor, fence)
       try db.execute("UPDATE blob_fences SET fence = ?, at = ? WHERE name = 'floor'", [raised, now])
-      try db.execute("UPDATE blob_fences SET fence = ?, at = ? WHERE name = 'mark'", [try firstUnissued(db), now])
+      try db.execute(
+        "UPDATE blob_fences SET fence = ?, at = ? WHERE name = 'mark'", [try firstUnissued(db), now])
       return raised
     }
   }
@@ -86,7 +90,9 @@ enum BlobDeletions {
   /// Records intents for `addresses` inside the caller's write transaction; returns those not
   /// already intended (another collector's), which the caller then owns and counts.
   @discardableResult
-  static func record(_ addresses: [BlobAddress], in db: Database, at now: Date = Date()) throws -> [BlobAddress] {
+  static func record(_ addresses: [BlobAddress], in db: Database, at now: Date = Date()) throws
+    -> [BlobAddress]
+  {
     var recorded: [BlobAddress] = []
     for address in addresses {
       try db.execute(
@@ -110,7 +116,8 @@ enum BlobDeletions {
     }
     try catalog.write { db in
       for address in addresses {
-        try db.execute("DELETE FROM blob_deletions WHERE sha256 = ? AND fence = ?", [address.sha256, address.fence])
+        try db.execute(
+          "DELETE FROM blob_deletions WHERE sha256 = ? AND fence = ?", [address.sha256, address.fence])
       }
     }
   }
@@ -118,7 +125,8 @@ enum BlobDeletions {
   /// Finishes the intents a collector left behind (it died, or its session did, between its
   /// intents' commit and their removal), or that one running beside this one has not finished
   /// yet: a DELETE sent twice is harmless. Returns how many it finished.
-  static func finishLeftovers(catalog: Catalog, backend: any BlobBackend, batchSize: Int = 500) throws -> Int {
+  static func finishLeftovers(catalog: Catalog, backend: any BlobBackend, batchSize: Int = 500) throws -> Int
+  {
     var cursor: (sha256: [UInt8], fence: Int64) = ([], -1)
     var finished = 0
     while true {
@@ -145,9 +153,11 @@ enum BlobDeletions {
   /// already intended, and below `floor`: strays nobody can commit any more. Read on a
   /// snapshot taken after the floor was raised: a row committed before that is seen, and none
   /// below the floor can be committed after it.
-  static func strays(_ candidates: [(address: BlobAddress, size: Int64)], floor: Int64, catalog: Catalog) throws -> [(
-    address: BlobAddress, size: Int64
-  )] {
+  static func strays(_ candidates: [(address: BlobAddress, size: Int64)], floor: Int64, catalog: Catalog)
+    throws -> [(
+      address: BlobAddress, size: Int64
+    )]
+  {
     try catalog.read { db in
       try candidates.filter { candidate in
         let address = candidate.address
@@ -169,7 +179,8 @@ enum BlobDeletions {
     let owned = try catalog.write { db in
       // Rechecked under the write lock, though the floor already rules a new row out.
       let unclaimed = try strays.filter {
-        try db.row("SELECT 1 FROM blobs WHERE sha256 = ? AND fence = ?", [$0.address.sha256, $0.address.fence]) == nil
+        try db.row(
+          "SELECT 1 FROM blobs WHERE sha256 = ? AND fence = ?", [$0.address.sha256, $0.address.fence]) == nil
       }
       return Set(try record(unclaimed.map(\.address), in: db))
     }
