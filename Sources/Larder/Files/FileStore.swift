@@ -168,12 +168,9 @@ public struct FileStore: Sendable {
     _ staged: StagedBlob, _ filename: String?, _ declaredContentType: String?, _ then: (Database, File) throws -> T
   ) throws -> T {
     let hex = staged.sha256Hex
-    let seen = try catalog.read { db in
-      let row = try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [staged.sha256])
-      let quarantined =
-        try row != nil
-        && db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [staged.sha256]) != nil
-      return (known: row != nil, quarantined: quarantined)
+    let seen = try catalog.read(snapshot: false) { db in
+      let row = try db.row(Self.remoteBlobRow, [staged.sha256])
+      return (known: row != nil, quarantined: row?.int("quarantined") == 1)
     }
     // Addresses this write uploaded to that no row will name: removed after the commit.
     var unused: [BlobAddress] = []
@@ -199,13 +196,11 @@ public struct FileStore: Sendable {
       do {
         result = try catalog.write(releasingReserve: false) { db in
           (replaced, claimed, reachedCommit) = (nil, false, false)
-          let existing = try db.row("SELECT md5, fence FROM blobs WHERE sha256 = ?", [staged.sha256])
+          let existing = try db.row(Self.remoteBlobRow, [staged.sha256])
           let md5 = try Self.settleMD5(staged, existing: existing, db)
           recordedMD5 = md5
           if let existing {
-            let quarantined =
-              try db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [staged.sha256]) != nil
-            if quarantined {
+            if existing.int("quarantined") == 1 {
               // `verify --repair` found the bytes missing or corrupt: ours (verified) heal the
               // files. The row moves to our fence; the old address is condemned like an orphan's.
               guard let uploaded, try BlobFences.mayCommit(uploaded, in: db) else { throw NeedsUpload() }
@@ -253,6 +248,14 @@ public struct FileStore: Sendable {
     if recordedMD5 == nil { md5Backfill?.wake() }
     return result
   }
+
+  /// A remote blob's row, and whether files of it are quarantined (1) or not (0): one
+  /// statement, one round trip.
+  static let remoteBlobRow = """
+    SELECT md5, fence, CASE WHEN EXISTS (
+      SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256 AND files.quarantined = 1) THEN 1 ELSE 0 END AS quarantined
+    FROM blobs WHERE sha256 = ?
+    """
 
   /// The MD5 the blob row has or gets: a known one is the row's; one this write verified fills
   /// a NULL (inside the write transaction).
