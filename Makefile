@@ -5,7 +5,7 @@ DATA ?= data
 PORT ?= 8080
 CONFIG ?= release
 
-.PHONY: deps build release serve test test-swift test-swift-postgres test-swift-s3 test-interop stress bench gc-scale clean
+.PHONY: deps build release serve test test-swift test-swift-postgres test-swift-s3 test-interop test-embedded stress bench gc-scale clean
 
 deps:
 	@scripts/deps.sh
@@ -24,7 +24,7 @@ serve: release
 # catalog-dependent ones again on PostgreSQL), then interop tests with real clients.
 test: deps
 	$(SWIFT) build --build-tests
-	$(MAKE) --no-print-directory test-swift test-swift-postgres test-swift-s3 test-interop
+	$(MAKE) --no-print-directory test-swift test-swift-postgres test-swift-s3 test-interop test-embedded
 
 test-swift:
 	$(SWIFT) test --skip-build
@@ -66,6 +66,11 @@ test-swift-s3:
 	LARDER_TEST_CATALOG="$$pg" LARDER_TEST_BLOBS="$$s3" LARDER_TEST_S3="$$s3" \
 	  AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing \
 	  $(SWIFT) test --skip-build --filter '$(S3_SUITES)'
+
+# An app outside the package that uses the `Larder` product alone builds, runs and links neither
+# libpq nor libcurl; the `Larder` target depends on no PostgreSQL, S3 or curl module.
+test-embedded:
+	scripts/embedded-app-check.sh
 
 test-interop:
 	LARDER_BIN=$$($(SWIFT) build --show-bin-path)/larder .venv/bin/python -m pytest -q -rs interop

@@ -12,6 +12,9 @@ let package = Package(
     .library(name: "LarderAuth", targets: ["LarderAuth"]),
     .library(name: "LarderClient", targets: ["LarderClient"]),
     .library(name: "LarderS3", targets: ["LarderS3"]),
+    .library(name: "LarderPostgres", targets: ["LarderPostgres"]),
+    .library(name: "LarderS3Store", targets: ["LarderS3Store"]),
+    .library(name: "LarderCLI", targets: ["LarderCLI"]),
     .executable(name: "larder", targets: ["larder"]),
   ],
   targets: [
@@ -39,7 +42,13 @@ let package = Package(
 
     // One Swift wrapper per C library.
     .target(name: "LarderCrypto", dependencies: ["CCrypto"]),
-    .target(name: "Larder", dependencies: ["CSQLite", "CPostgres", "CMagic", "LarderCrypto", "LarderLogging", "LarderS3"]),
+    // The store: SQLite, libmagic and libcrypto only. Other catalogs and blob stores are
+    // backends in targets of their own, handed to it in `Larder.Configuration.backends`.
+    .target(name: "Larder", dependencies: ["CSQLite", "CMagic", "LarderCrypto", "LarderLogging"]),
+    // The PostgreSQL catalog (libpq): `StoreBackends.postgres`.
+    .target(name: "LarderPostgres", dependencies: ["Larder", "CPostgres"]),
+    // Blobs in an S3-compatible bucket (over LarderS3): `StoreBackends.s3`.
+    .target(name: "LarderS3Store", dependencies: ["Larder", "LarderS3"]),
     .target(name: "LarderRules", dependencies: ["CRE2"]),
     .target(name: "LarderAuth", dependencies: ["LarderCrypto"]),
     // The HTTP layer (libmicrohttpd, requests, responses, router, metrics, access log): it
@@ -47,14 +56,24 @@ let package = Package(
     .target(name: "LarderHTTP", dependencies: ["CMicroHTTPD", "LarderLogging"]),
     .target(
       name: "LarderServer",
-      dependencies: ["LarderHTTP", "LarderLogging", "Larder", "LarderRules", "LarderAuth", "LarderCrypto"]),
+      dependencies: [
+        "LarderHTTP", "LarderLogging", "Larder", "LarderRules", "LarderAuth", "LarderCrypto", "LarderPostgres",
+        "LarderS3Store",
+      ]),
+    // The CLI's commands, as a library so that a test-only build of it can inject faults.
+    .target(
+      name: "LarderCLI",
+      dependencies: ["Larder", "LarderServer", "LarderRules", "LarderAuth", "LarderPostgres", "LarderS3Store"]),
+    .executableTarget(name: "larder", dependencies: ["LarderCLI"]),
+    // Test only: `larder` that exits abruptly at the fault point named by `LARDER_CRASH_AT`
+    // (crash tests run it as a real process). Production code reads no such variable.
     .executableTarget(
-      name: "larder", dependencies: ["Larder", "LarderServer", "LarderRules", "LarderAuth"]),
+      name: "larder-crashing", dependencies: ["LarderCLI", "Larder"], path: "Tests/Executables/larder-crashing"),
 
     // Test support shared by test targets (process spawning, openssl fixtures),
     // and an in-process driver for HTTP handlers (no socket).
     // It also holds `TestCatalog` (which catalog a run uses), hence Larder.
-    .target(name: "LarderTestSupport", dependencies: ["LarderHTTP", "Larder"]),
+    .target(name: "LarderTestSupport", dependencies: ["LarderHTTP", "Larder", "LarderPostgres", "LarderS3Store"]),
 
     // S3-compatible blob storage over libcurl (which signs requests itself); CCurl stays inside.
     .target(name: "LarderS3", dependencies: ["CCurl", "LarderCrypto"]),
@@ -72,8 +91,10 @@ let package = Package(
         "LarderServer", "LarderHTTP", "LarderLogging", "Larder", "LarderRules", "LarderAuth", "LarderCrypto",
         "LarderTestSupport",
       ]),
-    .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder"]),
-    .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderTestSupport"]),
-    .testTarget(name: "LarderS3Tests", dependencies: ["LarderS3", "Larder", "LarderCrypto", "LarderTestSupport"]),
+    .testTarget(
+      name: "LarderClientTests", dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder", "LarderTestSupport"]),
+    .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderS3Store", "LarderTestSupport"]),
+    .testTarget(
+      name: "LarderS3Tests", dependencies: ["LarderS3", "LarderS3Store", "Larder", "LarderCrypto", "LarderTestSupport"]),
   ]
 )

@@ -12,7 +12,7 @@ import Foundation
 /// serialises their writes and temp files are locked by their writers.
 public final class Larder: Sendable {
   public struct Configuration: Sendable {
-    /// Test hook for failure and crash injection; by default only `LARDER_CRASH_AT` acts.
+    /// Failure and crash injection, for tests; production passes none.
     public var faults: FaultInjector
     /// Bytes kept in `<data>/reserve` so deletes and gc can commit on a full disk; 0 keeps none.
     /// Created only while the disk has four times as much free.
@@ -22,24 +22,25 @@ public final class Larder: Sendable {
     /// every 10 s for what other processes left. Off, the
     /// blobs keep `md5` NULL until a process that has it on (or ``FileStore/withMD5(_:)``) fills it.
     public var backgroundMD5: Bool
-    /// Where the catalog lives; nil: `larder.sqlite` in the data directory (or, as a test hook
-    /// like `LARDER_CRASH_AT`, a schema of `LARDER_TEST_CATALOG`'s database: see
-    /// ``CatalogLocation``).
+    /// Where the catalog lives; nil: `larder.sqlite` in the data directory.
     public var catalog: CatalogLocation?
-    /// Where committed bytes live; nil: `blobs/` in the data directory (or, as a test hook, a
-    /// prefix of `LARDER_TEST_BLOBS`'s bucket: see ``BlobLocation``). Temp files and the
+    /// Where committed bytes live; nil: `blobs/` in the data directory. Temp files and the
     /// staging files of resumable uploads stay in the data directory either way (with S3, the
     /// bucket holds their bytes too: see ``UploadStore``).
     public var blobs: BlobLocation?
+    /// The backends that open a catalog or blobs outside the data directory (`.postgres` from
+    /// `LarderPostgres`, `.s3` from `LarderS3Store`); the embedded default needs none.
+    public var backends: StoreBackends
     public init(
-      faults: FaultInjector = .fromEnvironment, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
-      catalog: CatalogLocation? = nil, blobs: BlobLocation? = nil
+      faults: FaultInjector = .none, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
+      catalog: CatalogLocation? = nil, blobs: BlobLocation? = nil, backends: StoreBackends = .embedded
     ) {
       self.faults = faults
       self.reserveBytes = reserveBytes
       self.backgroundMD5 = backgroundMD5
       self.catalog = catalog
       self.blobs = blobs
+      self.backends = backends
     }
   }
 
@@ -74,22 +75,27 @@ public final class Larder: Sendable {
     self.directory = directory.standardizedFileURL
     self.removeOnDeinit = removeOnDeinit
     blobs = try BlobStore(root: self.directory)
-    blobLocation = configuration.blobs ?? BlobLocation.defaultLocation(for: self.directory)
+    blobLocation = configuration.blobs ?? .dataDirectory
     switch blobLocation {
     case .dataDirectory: blobBackend = FilesystemBlobBackend(store: blobs)
     case .s3(let url, let credentialsFile):
+      guard let open = configuration.backends.s3 else {
+        throw LarderError.invalidArgument(
+          "blobs in S3 need the LarderS3Store module: open the store with backends: [.s3]")
+      }
       do {
-        blobBackend = try S3BlobBackend(url: url, credentialsFile: credentialsFile)
+        blobBackend = try open(url, credentialsFile)
       } catch let error as LarderError {
         throw error
       } catch {
-        throw LarderError.invalidArgument("--blobs: \(error)")
+        throw LarderError.invalidArgument("the blob store \(blobLocation): \(error)")
       }
     }
     let reserve = SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
     catalog = try Catalog(
-      location: configuration.catalog ?? CatalogLocation.defaultLocation(for: self.directory),
-      sqlitePath: self.directory.appendingPathComponent("larder.sqlite").path, reserve: reserve)
+      location: configuration.catalog ?? .dataDirectory,
+      sqlitePath: self.directory.appendingPathComponent("larder.sqlite").path, backends: configuration.backends,
+      reserve: reserve)
     reserve.replenish()
     files = FileStore(
       catalog: catalog, blobs: blobs, backend: blobBackend, faults: configuration.faults,
@@ -103,8 +109,18 @@ public final class Larder: Sendable {
 
   /// A store in a new temporary directory, removed when the store is released (for tests).
   public static func temporary(configuration: Configuration = .init()) throws -> Larder {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString)")
-    return try Larder(at: dir, configuration: configuration, removeOnDeinit: true)
+    try temporary(at: newTemporaryDirectory(), configuration: configuration)
+  }
+
+  /// A store in `directory`, which the store removes when it is released (for tests that need
+  /// to know the directory before the store opens).
+  public static func temporary(at directory: URL, configuration: Configuration) throws -> Larder {
+    try Larder(at: directory, configuration: configuration, removeOnDeinit: true)
+  }
+
+  /// A path in the temporary directory that nothing uses yet.
+  public static func newTemporaryDirectory() -> URL {
+    FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString)")
   }
 
   /// Moves the catalog's write-ahead log into its database file and truncates it, so a stopped
@@ -117,8 +133,10 @@ public final class Larder: Sendable {
 
   /// Copies the SQLite catalog of the data directory `source` into the empty catalog at
   /// `destination`, checking every table's count; returns them. See ``CatalogCopy``.
-  public static func copyCatalog(from source: URL, to destination: CatalogLocation) throws -> [(String, Int64)] {
-    try CatalogCopy.run(from: source, to: destination)
+  public static func copyCatalog(
+    from source: URL, to destination: CatalogLocation, backends: StoreBackends
+  ) throws -> [(String, Int64)] {
+    try CatalogCopy.run(from: source, to: destination, backends: backends)
   }
 
   /// Saves and deletes models atomically: `try larder.write { tx in try tx.save(a); try tx.delete(b) }`.

@@ -55,12 +55,6 @@ public enum KeyLoader {
     return try jwks(bytes, source: url.path)
   }
 
-  /// Every key of a Google x509 JSON file (`{"<kid>": "-----BEGIN CERTIFICATE-----\n…", …}`).
-  /// - Throws: `AuthConfigurationError.invalidKeyFile` or `.io`.
-  public static func x509CertificatesFile(at url: URL) throws(AuthConfigurationError) -> [VerificationKey] {
-    try x509Certificates(readFile(url), source: url.path)
-  }
-
   /// Every key of a `kid` → PEM certificate map, each with its `kid`: a token naming a kid that is
   /// not in the map is refused (Google signs with one kid at a time and publishes the next early).
   /// - Throws: `AuthConfigurationError.invalidKeyFile` for a document that is not such a map, or a

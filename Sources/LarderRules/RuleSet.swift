@@ -31,6 +31,8 @@ public struct RuleSet: Sendable {
 
   /// Decides one request: allowed iff any `allow` for its operation, in a `match` whose path
   /// matches, has a condition that evaluates to `true`. Default deny; runtime errors deny.
+  /// When fields of `request.resource` are unknown (``RuleResource/unknownFields``), a condition
+  /// may evaluate to unknown: if no other allows, the decision is ``RuleDecision/undecided``.
   public func evaluate(_ request: RuleRequest) -> RuleDecision {
     var name = Substring(request.objectName)
     if name.hasSuffix("/") { name = name.dropLast() }
@@ -63,22 +65,39 @@ public struct RuleSet: Sendable {
 
     let evaluator = Evaluator(globals: globals(for: request, path: path))
     var failures: [String] = []
+    // The first allow whose condition depends on a field not known yet.
+    var undecided: String?
     for (rule, scope) in candidates {
       guard let condition = rule.condition else {
         return RuleDecision(
           allowed: true, rule: rule.origin, reason: "allowed by \(rule.origin) (unconditional)")
       }
       do {
-        if try evaluator.condition(condition, scope: scope) {
+        switch try evaluator.condition(condition, scope: scope) {
+        case true?:
           return RuleDecision(allowed: true, rule: rule.origin, reason: "allowed by \(rule.origin)")
+        case false?:
+          failures.append("\(rule.origin): false")
+        case nil:
+          undecided = undecided ?? rule.origin
+          failures.append("\(rule.origin): unknown (needs a field not known yet)")
         }
-        failures.append("\(rule.origin): false")
       } catch {
         failures.append(
           "\(rule.origin): error at \(fileName):\(error.location.line):\(error.location.column): \(error.message)"
         )
-        if error.exhausted { break }
+        // The budget is the request's: what is left undecided stays denied.
+        if error.exhausted {
+          undecided = nil
+          break
+        }
       }
+    }
+    if let undecided {
+      return RuleDecision(
+        allowed: false, undecided: true, rule: undecided,
+        reason: "'\(request.operation.rawValue)' on \(shownPath) not decided yet: "
+          + failures.joined(separator: "; "))
     }
     return RuleDecision(
       allowed: false, rule: nil,

@@ -4,10 +4,10 @@ import Testing
 
 /// Which catalog this test run's stores use: SQLite in their data directory, or, when
 /// `LARDER_TEST_CATALOG` names a PostgreSQL database (`make test`'s second pass), a fresh schema
-/// of it per store (see `CatalogLocation.defaultLocation(for:)`). One definition for every test
-/// target, so the store, server and CLI suites split their runs the same way.
+/// of it per store (see ``TestStore``). One definition for every test target, so the store,
+/// server and CLI suites split their runs the same way.
 public enum TestCatalog {
-  public static let isPostgres = !(ProcessInfo.processInfo.environment["LARDER_TEST_CATALOG"] ?? "").isEmpty
+  public static let isPostgres = TestStore.catalogBase != nil
 
   /// For tests of SQLite itself (its file, PRAGMAs, WAL, raw edits of `larder.sqlite`): they
   /// run in the SQLite pass and say so in the PostgreSQL one.
@@ -22,9 +22,9 @@ public enum TestCatalog {
 
 /// Where this test run's stores keep their blobs: the data directory, or, when
 /// `LARDER_TEST_BLOBS` names a bucket (`make test`'s S3 pass), a prefix of it per store (see
-/// `BlobLocation.defaultLocation(for:)`).
+/// ``TestStore``).
 public enum TestBlobs {
-  public static let isS3 = (ProcessInfo.processInfo.environment["LARDER_TEST_BLOBS"] ?? "").hasPrefix("s3://")
+  public static let isS3 = TestStore.blobsBase != nil
 
   /// For tests that break the data directory's `blobs/` on purpose to make a write fail: they
   /// run in the filesystem pass and say so in the S3 one.

@@ -67,15 +67,38 @@ enum CLI {
 
   static func binary() throws -> String { try located.get() }
 
-  /// Environment for children: ours minus every LARDER_* variable but the catalog and blobs of
-  /// this run (`LARDER_TEST_CATALOG`, `LARDER_TEST_BLOBS`, so the CLI finds the stores the test
-  /// made), plus `extra`.
-  static func environment(_ extra: [String: String]) -> [String: String] {
-    var env = ProcessInfo.processInfo.environment.filter {
-      !$0.key.hasPrefix("LARDER_") || $0.key == "LARDER_TEST_CATALOG" || $0.key == "LARDER_TEST_BLOBS"
+  /// Environment for children: ours minus every LARDER_* variable, plus the catalog and blobs
+  /// this run's tests use for the data directory the arguments name (`LARDER_CATALOG`,
+  /// `LARDER_BLOBS`: see `TestStore.processEnvironment(for:)`, so the CLI finds the stores the
+  /// test made), plus `extra`.
+  static func environment(_ extra: [String: String], arguments: [[UInt8]]) -> [String: String] {
+    var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LARDER_") }
+    if let data = dataDirectory(in: arguments.map { String(decoding: $0, as: UTF8.self) }) ?? extra["LARDER_DATA"],
+      !data.isEmpty
+    {
+      for (k, v) in TestStore.processEnvironment(for: URL(fileURLWithPath: data)) { env[k] = v }
     }
     for (k, v) in extra { env[k] = v }
     return env
+  }
+
+  /// The value of `--data DIR` or `--data=DIR` (`catalog copy --from DIR` too), if given.
+  private static func dataDirectory(in arguments: [String]) -> String? {
+    for (index, argument) in arguments.enumerated() {
+      for option in ["--data", "--from"] {
+        if argument == option, index + 1 < arguments.count { return arguments[index + 1] }
+        if argument.hasPrefix(option + "=") { return String(argument.dropFirst(option.count + 1)) }
+      }
+    }
+    return nil
+  }
+
+  /// The executable for `larder` with `environment`: the test-only `larder-crashing` build
+  /// beside it when the test names a crash point (`LARDER_CRASH_AT`), else `larder`.
+  static func binary(for environment: [String: String]) throws -> String {
+    let larder = try binary()
+    guard environment["LARDER_CRASH_AT"] != nil else { return larder }
+    return URL(fileURLWithPath: larder).deletingLastPathComponent().appendingPathComponent("larder-crashing").path
   }
 
   /// Starts `executable` with stdin from `stdinPath` (or /dev/null) and stdout/stderr into files.
@@ -96,7 +119,7 @@ enum CLI {
     stdinPath: String? = nil, stdoutPath: String, stderrPath: String
   ) throws -> pid_t {
     try Subprocess.spawn(
-      executable, rawArguments: arguments, environment: Self.environment(environment), stdinPath: stdinPath,
+      executable, rawArguments: arguments, environment: Self.environment(environment, arguments: arguments), stdinPath: stdinPath,
       stdoutPath: stdoutPath, stderrPath: stderrPath)
   }
 
@@ -122,7 +145,7 @@ enum CLI {
     stdin: [UInt8]? = nil, timeout: Double = 120
   ) throws -> RunResult {
     try Subprocess.run(
-      executable, rawArguments: arguments, environment: Self.environment(environment), stdin: stdin,
+      executable, rawArguments: arguments, environment: Self.environment(environment, arguments: arguments), stdin: stdin,
       timeout: timeout)
   }
 
@@ -130,7 +153,7 @@ enum CLI {
   static func larder(
     _ arguments: [String], environment: [String: String] = [:], stdin: [UInt8]? = nil
   ) throws -> RunResult {
-    try run(try binary(), arguments, environment: environment, stdin: stdin)
+    try run(try binary(for: environment), arguments, environment: environment, stdin: stdin)
   }
 
   /// `openssl dgst -sha256` of a file: an implementation independent of the code under test.
@@ -164,6 +187,10 @@ final class Sandbox {
   }
 
   deinit { try? FileManager.default.removeItem(at: root) }
+
+  /// The variables that make a `larder` run by a script (not by ``larder(_:environment:stdin:)``,
+  /// which adds them itself) open this run's store for the data directory.
+  var storeEnvironment: [String: String] { TestStore.processEnvironment(for: data) }
 
   /// Path of a scratch file (outside the data directory).
   func path(_ name: String) -> String { root.appendingPathComponent(name).path }

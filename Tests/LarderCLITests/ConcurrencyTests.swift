@@ -15,7 +15,7 @@ import Testing
     var expected: [String: [UInt8]] = [:]
     var pids: [(pid_t, String)] = []
     // The catalog exists before the race starts (as with a running server).
-    let larder = try Larder(at: box.data)
+    let larder = try TestStore.open(at: box.data)
     for i in 0..<16 {
       let bytes = i < 8 ? shared[i] : shared[i % 8]  // the second eight duplicate the first
       let name = "cli-\(i)"
@@ -72,7 +72,7 @@ import Testing
   /// shared WAL-index header, which the other process's commit rewrote.
   @Test(TestCatalog.sqliteOnly) func aCachingStoreSeesAnotherProcesssWritesAtItsNextLookup() throws {
     let box = try Sandbox()
-    let larder = try Larder(at: box.data)
+    let larder = try TestStore.open(at: box.data)
     let first = try larder.objects.put(bucket: "b", name: "hot.txt", data: Data("first".utf8))
     for _ in 0..<20 { #expect(try larder.objects.find(bucket: "b", name: "hot.txt") == first) }
 

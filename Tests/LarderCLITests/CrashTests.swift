@@ -36,7 +36,7 @@ import Testing
 
     // The catalog: no row for the crashed content; every blobs row has its file (I1).
     do {
-      let larder = try Larder(at: box.data)
+      let larder = try TestStore.open(at: box.data)
       #expect(try Sandbox.blobRows(larder) == [keptSHA])
       #expect(try Sandbox.count(larder, "files") == 1)
       #expect(try Sandbox.count(larder, "objects") == 1)
@@ -60,7 +60,7 @@ import Testing
         findings.first?["sha256"] as? String == sha
           || (findings.first?["path"] as? String)?.hasSuffix(sha) == true)
       // The library's own report of the same directory says what to do about it.
-      let library = try Verifier(larder: Larder(at: box.data)).verify()
+      let library = try Verifier(larder: TestStore.open(at: box.data)).verify()
       #expect(library.isClean)
       #expect(
         library.reclaimableSummary
@@ -104,7 +104,7 @@ import Testing
     let stat = try box.larder("stat", "b/committed", "--json").jsonObject()
     #expect(stat["sha256"] as? String == (try CLI.opensslSHA256(src)))
     do {
-      let larder = try Larder(at: box.data)
+      let larder = try TestStore.open(at: box.data)
       #expect(try Sandbox.blobRows(larder) == [try CLI.opensslSHA256(src)])
       #expect(box.blobFileNames == [try CLI.opensslSHA256(src)])
     }
@@ -173,7 +173,7 @@ import Testing
     #expect(box.entries("trash") == [])
     try fixture.expectLiveIntact()
     do {
-      let larder = try Larder(at: box.data)
+      let larder = try TestStore.open(at: box.data)
       let rows = try Sandbox.blobRows(larder)
       #expect(rows == box.blobFileNames)
       #expect(rows.count == 3 + removedAfter)

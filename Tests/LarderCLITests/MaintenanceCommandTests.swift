@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Testing
 
@@ -11,7 +12,7 @@ import Testing
     let filesBefore = box.files(under: "blobs")
     #expect(filesBefore.count == 7)
     let rowsBefore: (Int64, Int64) = try {
-      let larder = try Larder(at: box.data)
+      let larder = try TestStore.open(at: box.data)
       return (try Sandbox.count(larder, "files"), try Sandbox.count(larder, "blobs"))
     }()
     #expect(rowsBefore == (8, 7))
@@ -33,7 +34,7 @@ import Testing
     #expect(try box.larder("ls", "b", "--recursive", "--json").stdout == listingBefore.stdout)
     #expect(box.files(under: "blobs") == filesBefore)
     do {
-      let larder = try Larder(at: box.data)
+      let larder = try TestStore.open(at: box.data)
       #expect(try Sandbox.count(larder, "files") == 8)
       #expect(try Sandbox.count(larder, "blobs") == 7)
     }

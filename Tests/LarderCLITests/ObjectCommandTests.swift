@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Testing
 
@@ -221,7 +222,7 @@ import Testing
     #expect(put.status == 0, "\(put)")
     #expect(try box.larder("get", "b/env.txt").stdoutBytes == Array("env".utf8))
     // The library sees what the CLI wrote.
-    let larder = try Larder(at: box.data)
+    let larder = try TestStore.open(at: box.data)
     #expect(
       try larder.files.data(of: try larder.objects.get(bucket: "b", name: "env.txt").file) == Data("env".utf8)
     )

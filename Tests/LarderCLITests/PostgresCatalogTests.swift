@@ -24,7 +24,7 @@ struct PostgresCatalogTests {
     let binary = try CLI.binary()
     let contents = (0..<3).map { pseudoRandomBytes(3_000 + $0 * 100, seed: 900 + UInt64($0)) }
     for (i, bytes) in contents.enumerated() { try box.write("c\(i)", bytes) }
-    let larder = try Larder(at: box.data)  // the catalog exists before the race starts
+    let larder = try TestStore.open(at: box.data)  // the catalog exists before the race starts
     let rounds = 20
     let stop = box.path("stop")
     var writers: [pid_t] = []
@@ -37,13 +37,13 @@ struct PostgresCatalogTests {
         """
       writers.append(
         try CLI.spawn(
-          "/bin/bash", ["-c", script], environment: ["BIN": binary, "DATA": box.dataPath, "SRC": box.root.path],
+          "/bin/bash", ["-c", script], environment: box.storeEnvironment.merging(["BIN": binary, "DATA": box.dataPath, "SRC": box.root.path]) { $1 },
           stdoutPath: box.path("w\(k).out"), stderrPath: box.path("w\(k).err")))
     }
     let collector = try CLI.spawn(
       "/bin/bash",
       ["-c", "n=0; while [ ! -e \"$STOP\" ]; do \"$BIN\" gc --grace 0s --data \"$DATA\" >/dev/null || exit 12; n=$((n+1)); done; echo $n"],
-      environment: ["BIN": binary, "DATA": box.dataPath, "STOP": stop],
+      environment: box.storeEnvironment.merging(["BIN": binary, "DATA": box.dataPath, "STOP": stop]) { $1 },
       stdoutPath: box.path("gc.out"), stderrPath: box.path("gc.err"))
     for (k, pid) in writers.enumerated() {
       #expect(try CLI.wait(pid, timeout: 300) == 0, "writer \(k): \(String(decoding: box.read("w\(k).err") ?? [], as: UTF8.self))")
@@ -71,7 +71,7 @@ struct PostgresCatalogTests {
   /// the page-token key, checks the counts, and refuses a destination that holds a store.
   @Test func catalogCopyMovesEveryRowAndRefusesAStoreThatIsNotEmpty() throws {
     let box = try Sandbox()
-    let source = try Larder(at: box.data, configuration: .init(catalog: .dataDirectory))
+    let source = try TestStore.open(at: box.data, configuration: .init(catalog: .dataDirectory))
     for i in 0..<5 { _ = try source.objects.put(bucket: "b", name: "n\(i)", data: Data("same".utf8)) }
     _ = try source.objects.put(bucket: "b", name: "other", data: Data("other".utf8))
     let page = try source.objects.list(bucket: "b", maxResults: 2)
@@ -82,7 +82,7 @@ struct PostgresCatalogTests {
     #expect(copy.stdout.contains("blobs        2\nfiles        6\nobjects      6\n"), "\(copy.stdout)")
     #expect(copy.stdout.hasSuffix("counts match\n"))
 
-    let moved = try Larder(at: box.data, configuration: .init(catalog: CatalogLocation(parsing: destination)))
+    let moved = try TestStore.open(at: box.data, configuration: .init(catalog: CatalogLocation(parsing: destination)))
     #expect(try moved.objects.list(bucket: "b").items.map(\.name) == ["n0", "n1", "n2", "n3", "n4", "other"])
     #expect(try moved.files.data(of: moved.objects.get(bucket: "b", name: "n3").file) == Data("same".utf8))
     // The key moved with the rows: a page token from before the move still works.

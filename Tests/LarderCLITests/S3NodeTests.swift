@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderS3Store
 import LarderTestSupport
 import Synchronization
 import Testing
@@ -343,7 +344,9 @@ struct S3CommandTests {
     let scheme = try CLI.larder(["put", file, "app/x", "--data", box.dataPath, "--blobs", "ftp://bucket"])
     #expect(scheme.status == 2)
     #expect(scheme.stderrLines.first == "larder: error: --blobs: blobs are an s3:// URL or 'filesystem', not 'ftp://bucket'")
-    let lone = try CLI.larder(["get", "app/x", "--data", box.dataPath, "--s3-credentials", box.path("none")])
+    // No --blobs at all: not even the bucket the harness hands `larder` for this data directory.
+    let lone = try CLI.larder(
+      ["get", "app/x", "--data", box.dataPath, "--s3-credentials", box.path("none")], environment: ["LARDER_BLOBS": ""])
     #expect(lone.status == 2)
     #expect(lone.stderrLines.first == "larder: error: --s3-credentials needs --blobs s3://…")
     let noCredentials = try CLI.larder(

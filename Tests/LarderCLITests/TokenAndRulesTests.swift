@@ -63,7 +63,7 @@ import Testing
 
   /// The `token_secret` row of the sandbox's catalog, nil when there is none.
   static func catalogSecret(_ box: Sandbox) throws -> [UInt8]? {
-    try Larder(at: box.data).catalog.read { db in
+    try TestStore.open(at: box.data).catalog.read { db in
       try db.row("SELECT value FROM settings WHERE key = 'token_secret'")?.bytes("value")
     }
   }

@@ -87,7 +87,7 @@ struct ServedLarder {
   init(_ box: Sandbox, environment: [String: String] = [:], arguments: [String] = []) throws {
     let out = box.path("serve-\(UUID().uuidString).out")
     pid = try CLI.spawn(
-      try CLI.binary(),
+      try CLI.binary(for: environment),
       ["serve", "--data", box.dataPath, "--allow-all", "--port", "0", "--threads", "2"] + arguments,
       environment: environment, stdoutPath: out, stderrPath: box.path("serve.err"))
     let deadline = Date().addingTimeInterval(60)

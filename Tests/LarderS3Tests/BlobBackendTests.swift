@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderS3Store
 import LarderCrypto
 import LarderTestSupport
 import Testing
@@ -16,7 +17,7 @@ struct BlobBackendTests {
   /// A backend of `kind` over an empty store, and a temporary store that stages content; nil
   /// when `kind` is S3 and no engine is installed (the SKIPPED line says so).
   static func make(_ kind: Kind) throws -> (backend: any BlobBackend, stager: Larder, bucketPrefix: String)? {
-    let stager = try Larder.temporary(configuration: .init(backgroundMD5: false))
+    let stager = try TestStore.temporary(configuration: .init(backgroundMD5: false))
     switch kind {
     case .filesystem:
       return (FilesystemBlobBackend(store: stager.blobs), stager, "")

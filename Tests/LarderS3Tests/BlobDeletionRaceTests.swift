@@ -33,7 +33,7 @@ struct BlobDeletionRaceTests {
     let credentials = directory.deletingLastPathComponent().appendingPathComponent("\(prefix).credentials")
     try "aws_access_key_id = \(engine.accessKeyID)\naws_secret_access_key = \(engine.secretAccessKey)\n"
       .write(to: credentials, atomically: true, encoding: .utf8)
-    return try Larder(
+    return try TestStore.open(
       at: directory,
       configuration: .init(
         faults: faults, backgroundMD5: false,
@@ -171,7 +171,7 @@ struct BlobDeletionRaceTests {
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let credentials = directory.appendingPathComponent("credentials")
     try "aws_access_key_id = k\naws_secret_access_key = s\n".write(to: credentials, atomically: true, encoding: .utf8)
-    let larder = try Larder(
+    let larder = try TestStore.open(
       at: directory,
       configuration: .init(
         backgroundMD5: false,

@@ -37,25 +37,20 @@ struct FencedDeletionTests {
   }
 
   /// A connection of the test's own, to find and end the collector's sessions.
-  static func admin() throws -> PostgresDatabase {
-    let base = ProcessInfo.processInfo.environment["LARDER_TEST_CATALOG"] ?? ""
-    let (conninfo, _) = try CatalogLocation(parsing: base).postgresParts()
-    return try PostgresDatabase(conninfo: conninfo, schema: nil)
-  }
+  static func admin(_ larder: Larder) throws -> any Database { try larder.catalog.dedicatedConnection() }
 
-  /// Every session of `larder`'s catalog that a collection of it uses: its writer connection
-  /// and whoever holds its collector lock (`LRDG`). Asked of the writer connection itself.
-  static func sessions(of larder: Larder) throws -> (writer: Int64, schema: String) {
-    try larder.catalog.write { db in
-      let row = try db.row("SELECT pg_backend_pid() AS pid, current_schema() AS schema")
-      return (row?.int("pid") ?? 0, row?.string("schema") ?? "")
-    }
+  /// What identifies the sessions a collection of `larder` uses: its writer connection's pid
+  /// (asked of that connection itself) and the key of its collector lock (`LRDG`).
+  static func sessions(of larder: Larder) throws -> (writer: Int64, lockKey: Int64) {
+    let pid = try larder.catalog.write { db in try db.row("SELECT pg_backend_pid() AS pid")?.int("pid") ?? 0 }
+    let key = try #require(try larder.catalog.dedicatedConnection() as? any SessionLockingDatabase).collectorLockKey
+    return (pid, key)
   }
 
   /// Ends the collector's writer session and its lock session, as a restart, a failover or an
   /// idle-in-transaction timeout would: PostgreSQL releases the collector lock with it.
-  static func terminate(writer pid: Int64, schema: String, on admin: PostgresDatabase) throws -> Int {
-    let key = UInt64(bitPattern: PostgresDatabase.collectorLockKey(schema: schema))
+  static func terminate(writer pid: Int64, lockKey: Int64, on admin: any Database) throws -> Int {
+    let key = UInt64(bitPattern: lockKey)
     let lockHolders = try admin.rows(
       "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND classid = ?::oid AND objid = ?::oid",
       [Int64(key >> 32), Int64(key & 0xFFFF_FFFF)]
@@ -127,13 +122,13 @@ struct FencedDeletionTests {
     let contents = Self.contents(200)
     for bytes in contents { _ = try writer.files.put(Data(bytes)) }
     Thread.sleep(forTimeInterval: 0.01)
-    let (pid, schema) = try Self.sessions(of: collector)
+    let (pid, lockKey) = try Self.sessions(of: collector)
     let ended = Mutex(0)
     let failures = Mutex<[String]>([])
     let reversed = Array(contents.enumerated().map { ($0.offset, $0.element) }.reversed())
     hook.arm {
       // Halfway through the DELETEs of the one batch (its intents committed): the sessions go.
-      let n = try Self.terminate(writer: pid, schema: schema, on: try Self.admin())
+      let n = try Self.terminate(writer: pid, lockKey: lockKey, on: try Self.admin(writer))
       ended.withLock { $0 = n }
       failures.withLock { $0 = Self.upload(reversed, to: writer) }
     }
@@ -200,7 +195,7 @@ struct FencedDeletionTests {
     // The second data directory on the first one's catalog schema and bucket prefix.
     let engine = try LoopbackS3.engine()
     let credentials = first.deletingLastPathComponent().appendingPathComponent("\(prefix).credentials")
-    let b = try Larder(
+    let b = try TestStore.open(
       at: second,
       configuration: .init(
         backgroundMD5: false, catalog: a.catalogLocation,
@@ -209,7 +204,7 @@ struct FencedDeletionTests {
     for bytes in contents { _ = try a.files.put(Data(bytes)) }
     let original = try contents.map { try #require(try Race.address(of: $0, in: a)) }
     Thread.sleep(forTimeInterval: 0.01)
-    let (pid, schema) = try Self.sessions(of: a)
+    let (pid, lockKey) = try Self.sessions(of: a)
     // Every third content is uploaded again while both collect.
     let kept = contents.enumerated().filter { $0.offset % 3 == 0 }.map { ($0.offset, $0.element) }
     let reportB = Mutex<GCReport?>(nil)
@@ -217,7 +212,7 @@ struct FencedDeletionTests {
     hook.arm {
       // In A's first batch, half its DELETEs sent: A's sessions end (so its lock is free),
       // writers upload, and B collects the whole store while A is still going.
-      _ = try Self.terminate(writer: pid, schema: schema, on: try Self.admin())
+      _ = try Self.terminate(writer: pid, lockKey: lockKey, on: try Self.admin(b))
       failures.withLock { $0 = Self.upload(kept, to: b) }
       let r = try GarbageCollector(larder: b).collect(
         options: .init(grace: .zero, batchSize: 50, tempAge: .zero))

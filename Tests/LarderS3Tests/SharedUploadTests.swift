@@ -35,7 +35,7 @@ struct SharedUploadTests {
       let blobs = BlobLocation.s3(url: engine.url + "&prefix=su\(id)", credentialsFile: credentials.path)
       let root = root
       func node(_ name: String, _ faults: FaultInjector) throws -> Larder {
-        try Larder(
+        try TestStore.open(
           at: root.appendingPathComponent(name),
           configuration: .init(faults: faults, backgroundMD5: false, catalog: catalog, blobs: blobs))
       }

@@ -33,18 +33,20 @@ package final class Catalog: @unchecked Sendable {
   /// Reads SQLite's commit counter; nil on PostgreSQL (see ``commitStamp()``).
   private let commitWatch: WALIndexWatch?
 
-  /// Reader connections a PostgreSQL catalog opens at most, besides its one writer.
-  package static let postgresReaders = 8
-
   /// Opens the SQLite catalog at `path`, creating it and running migrations as needed.
   /// - Throws: ``DatabaseError`` when SQLite fails, ``LarderError/catalogTooNew(version:supported:)``
   ///   when a newer Larder wrote the file.
   convenience init(path: String, maxIdleReaders: Int = 8, reserve: SpaceReserve? = nil) throws {
-    try self.init(location: .dataDirectory, sqlitePath: path, maxIdleReaders: maxIdleReaders, reserve: reserve)
+    try self.init(
+      location: .dataDirectory, sqlitePath: path, backends: .embedded, maxIdleReaders: maxIdleReaders, reserve: reserve)
   }
 
-  /// Opens the catalog at `location` (`sqlitePath` for ``CatalogLocation/dataDirectory``).
-  init(location: CatalogLocation, sqlitePath: String, maxIdleReaders: Int = 8, reserve: SpaceReserve? = nil) throws {
+  /// Opens the catalog at `location` (`sqlitePath` for ``CatalogLocation/dataDirectory``), with
+  /// the engine `backends` has for it.
+  init(
+    location: CatalogLocation, sqlitePath: String, backends: StoreBackends, maxIdleReaders: Int = 8,
+    reserve: SpaceReserve? = nil
+  ) throws {
     self.location = location
     self.maxIdleReaders = maxIdleReaders
     self.reserve = reserve
@@ -60,14 +62,18 @@ package final class Catalog: @unchecked Sendable {
       // The writer has put the file in WAL mode and read it, so its index is mapped now.
       commitWatch = (writer as? SQLiteDatabase).flatMap { WALIndexWatch(connection: $0) }
     case .postgres:
-      let (conninfo, schema) = try location.postgresParts()
+      guard let open = backends.postgres else {
+        throw LarderError.invalidArgument(
+          "a PostgreSQL catalog needs the LarderPostgres module: open the store with backends: [.postgres]")
+      }
+      let engine = try open(location)
       path = ""
-      dialect = .postgres
-      readerSlots = DispatchSemaphore(value: Self.postgresReaders)
-      connect = { try PostgresDatabase(conninfo: conninfo, schema: schema) }
+      dialect = engine.dialect
+      readerSlots = engine.readerLimit.map { DispatchSemaphore(value: $0) }
+      connect = { try engine.connect() }
       commitWatch = nil
-      let writer = try PostgresDatabase(conninfo: conninfo, schema: schema)
-      try PostgresMigrations.run(on: writer)
+      let writer = try engine.connect()
+      try engine.migrate(writer)
       self.writer = writer
     }
   }
@@ -96,6 +102,7 @@ package final class Catalog: @unchecked Sendable {
   /// `releasingReserve` is true, the reserve is given back and `body` runs once more in a new
   /// transaction: deletes and the collector, which free space, still commit on a full disk.
   /// Writes that add content pass false.
+  @discardableResult
   package func write<T>(releasingReserve: Bool = true, _ body: (Database) throws -> T) throws -> T {
     writerLock.lock()
     defer { writerLock.unlock() }
@@ -153,6 +160,10 @@ package final class Catalog: @unchecked Sendable {
     defer { writerLock.unlock() }
     try writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
   }
+
+  /// Whether other processes on other machines may share this catalog (a catalog engine, not
+  /// the data directory's SQLite file).
+  package var isShared: Bool { path.isEmpty }
 
   /// A connection of its own, outside the pool (the collector holds its session-level
   /// advisory lock on one for a whole run).

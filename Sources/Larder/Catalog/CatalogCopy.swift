@@ -7,7 +7,7 @@ import Foundation
 /// same bucket) and at the new catalog. The destination must be empty; the page-token key moves
 /// with the rows, so page tokens handed out before the move stay valid.
 /// ```swift
-/// let counts = try CatalogCopy.run(from: dataURL, to: CatalogLocation(parsing: "postgres://db/larder"))
+/// let counts = try CatalogCopy.run(from: dataURL, to: CatalogLocation(parsing: "postgres://db/larder"), backends: [.postgres])
 /// ```
 package enum CatalogCopy {
   /// The tables, parents before children (foreign keys hold at every insert).
@@ -20,13 +20,15 @@ package enum CatalogCopy {
   /// Copies every row; returns the row count per table (equal on both sides, or it throws).
   /// - Throws: ``LarderError/invalidArgument(_:)`` when the destination already holds a store
   ///   or a count differs afterwards (the transaction then rolls back), ``DatabaseError``.
-  package static func run(from directory: URL, to destination: CatalogLocation) throws -> [(String, Int64)] {
+  package static func run(
+    from directory: URL, to destination: CatalogLocation, backends: StoreBackends
+  ) throws -> [(String, Int64)] {
     let sqlitePath = directory.standardizedFileURL.appendingPathComponent("larder.sqlite").path
     guard FileManager.default.fileExists(atPath: sqlitePath) else {
       throw LarderError.invalidArgument("no catalog at \(sqlitePath)")
     }
     let source = try Catalog(path: sqlitePath)
-    let target = try Catalog(location: destination, sqlitePath: sqlitePath + ".copy-target")
+    let target = try Catalog(location: destination, sqlitePath: sqlitePath + ".copy-target", backends: backends)
     return try source.read { from in
       try target.write { to in
         for table in tables where !seeded.contains(table) {

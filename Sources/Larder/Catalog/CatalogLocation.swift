@@ -29,23 +29,8 @@ public enum CatalogLocation: Sendable, Equatable, CustomStringConvertible {
     _ = try postgresParts()
   }
 
-  /// The catalog a store in `directory` uses when none is configured: the data directory's
-  /// SQLite file, unless the test hook `LARDER_TEST_CATALOG` names a PostgreSQL database. Then
-  /// the store gets a schema of its own named after the directory, so every test's store is
-  /// fresh, a store reopened from the same directory finds its rows again, and a `larder`
-  /// process started on that directory (which inherits the variable) shares them.
-  static func defaultLocation(for directory: URL) -> CatalogLocation {
-    guard let base = ProcessInfo.processInfo.environment["LARDER_TEST_CATALOG"], !base.isEmpty,
-      case .postgres(let url)? = try? CatalogLocation(parsing: base)
-    else { return .dataDirectory }
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a of the standardised path
-    for byte in directory.standardizedFileURL.path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-    let separator = url.contains("?") ? "&" : "?"
-    return .postgres(url + separator + "schema=t_" + String(hash, radix: 16))
-  }
-
   /// The libpq connection string (the URL without `schema`) and the schema, if one is named.
-  func postgresParts() throws -> (conninfo: String, schema: String?) {
+  package func postgresParts() throws -> (conninfo: String, schema: String?) {
     guard case .postgres(let url) = self else { return ("", nil) }
     guard let components = URLComponents(string: url) else {
       throw LarderError.invalidArgument("the catalog URL is malformed")

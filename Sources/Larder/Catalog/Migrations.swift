@@ -1,8 +1,8 @@
 /// Numbered schema migrations, run at open in one transaction.
 ///
 /// `PRAGMA user_version` records how many have run. Append new migrations; never edit old ones.
-enum Migrations {
-  static let all: [String] = [
+package enum Migrations {
+  package static let all: [String] = [
     // 1: the store's tables (ARCHITECTURE §5). Times are integer milliseconds since 1970.
     """
     CREATE TABLE blobs(

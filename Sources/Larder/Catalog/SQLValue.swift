@@ -38,7 +38,7 @@ package final class RowLayout: Sendable {
   package let columns: [String]
   let index: [String: Int]
 
-  init(columns: [String]) {
+  package init(columns: [String]) {
     self.columns = columns
     // The first of two equal names wins, as in SQL's own name resolution order.
     index = Dictionary(columns.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
@@ -51,6 +51,11 @@ package struct Row: Sendable {
   package let values: [SQLValue]
 
   package var columns: [String] { layout.columns }
+
+  package init(layout: RowLayout, values: [SQLValue]) {
+    self.layout = layout
+    self.values = values
+  }
 
   package subscript(_ index: Int) -> SQLValue { values[index] }
 

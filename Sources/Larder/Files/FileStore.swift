@@ -286,13 +286,7 @@ public struct FileStore: Sendable {
       ])
     let value = try then(db, file)
     try faults.hit(.beforeCommit)
-    do { try faults.hit(.commit) } catch {
-      // Test hook: the COMMIT fails for real, on a foreign-key violation deferred to it.
-      // (PostgreSQL's RESTRICT keys cannot be deferred: there the UPDATE itself fails.)
-      if db.dialect == .sqlite { try db.execute("PRAGMA defer_foreign_keys = ON") }
-      try db.execute(
-        "UPDATE files SET blob_sha256 = ? WHERE id = ?", [[UInt8](repeating: 0, count: 32), file.id])
-    }
+    try faults.hitCommit(db, fileID: file.id)
     return value
   }
 

@@ -17,7 +17,7 @@ final class CollectorLock: @unchecked Sendable {
   let path: String
   private var fd: Int32
   /// The PostgreSQL session holding the advisory lock, and its key.
-  private var session: (PostgresDatabase, Int64)?
+  private var session: (any SessionLockingDatabase, Int64)?
 
   private init(path: String, fd: Int32) {
     self.path = path
@@ -35,10 +35,10 @@ final class CollectorLock: @unchecked Sendable {
   /// - Throws: ``MaintenanceError/collectorBusy(lockPath:)`` when someone else holds it.
   static func acquire(in directory: URL, create: Bool = true, catalog: Catalog? = nil) throws -> CollectorLock? {
     let local = try acquireFile(in: directory, create: create)
-    guard let catalog, catalog.dialect == .postgres,
-      let db = try catalog.dedicatedConnection() as? PostgresDatabase
+    guard let catalog, catalog.isShared,
+      let db = try catalog.dedicatedConnection() as? any SessionLockingDatabase
     else { return local }
-    let key = PostgresDatabase.collectorLockKey(schema: db.schema)
+    let key = db.collectorLockKey
     guard try db.tryLock(key) else {
       throw MaintenanceError.collectorBusy(lockPath: "the catalog's advisory lock \(key)")
     }

@@ -28,18 +28,18 @@ final class ModelChangeListener: Sendable {
   }
 
   private func listen(catalog: Catalog, center: ObservationCenter) {
-    var connection: PostgresDatabase?
+    var connection: (any CommitAnnouncingDatabase)?
     while center.count > 0 {
       do {
         if connection == nil {
-          let db = try catalog.dedicatedConnection() as? PostgresDatabase
-          try db?.listen(db?.modelChannel ?? "")
+          let db = try catalog.dedicatedConnection() as? any CommitAnnouncingDatabase
+          try db?.listenForModelChanges()
           connection = db
           // Anything committed while nobody listened: every observer looks again.
           center.committed(types: center.types)
         }
         guard let db = connection else { return }
-        let types = try db.notifications(timeout: .milliseconds(500))
+        let types = try db.modelChanges(timeout: .milliseconds(500))
         center.committed(types: Set(types))
       } catch {
         connection = nil

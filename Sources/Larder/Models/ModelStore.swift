@@ -41,10 +41,8 @@ public struct ModelStore: Sendable {
       defer { tx.isOpen = false }
       let value = try body(tx)
       // On PostgreSQL other processes and nodes observe too: NOTIFY is delivered at commit.
-      if let pg = db as? PostgresDatabase {
-        for type in tx.touchedTypes.sorted() {
-          try db.execute("SELECT pg_notify(?, ?)", [pg.modelChannel, type])
-        }
+      if let announcing = db as? any CommitAnnouncingDatabase, !tx.touchedTypes.isEmpty {
+        try announcing.announce(modelTypes: tx.touchedTypes.sorted())
       }
       return (value, tx.touchedTypes, tx.indexedTypes)
     }

@@ -5,8 +5,9 @@ public enum FaultPoint: String, Sendable, CaseIterable {
   case afterStage = "after-stage"
   case afterLink = "after-link"
   case beforeCommit = "before-commit"
-  /// The write transaction's `COMMIT` itself: a test's fault here makes it fail for real, after
-  /// everything in the transaction succeeded (what a full or failing disk does at COMMIT).
+  /// The write transaction's `COMMIT` itself: an injector made with a commit breaker makes it
+  /// fail for real there, after everything in the transaction succeeded (what a full or
+  /// failing disk does at COMMIT).
   case commit = "commit"
   case afterCommit = "after-commit"
   case gcAfterTrash = "gc-after-trash"
@@ -14,25 +15,44 @@ public enum FaultPoint: String, Sendable, CaseIterable {
   case gcMidBatch = "gc-mid-batch"
 }
 
-/// Calls a test's closure at each ``FaultPoint``; in production it does nothing.
+/// Calls a test's closure at each ``FaultPoint``; the default, ``none``, does nothing.
 ///
-/// Setting `LARDER_CRASH_AT=<point>` in the environment makes the process exit abruptly
-/// (`_exit(86)`, no cleanup, like a power cut for everything not yet fsync'ed) at that point:
-/// crash tests run the real CLI that way.
+/// An explicit configuration value (``Larder/Configuration/faults``): production code never
+/// makes one from the environment. Crash tests run a test-only build of the CLI
+/// (`larder-crashing`) that exits abruptly at a point its environment names.
+/// ```swift
+/// let faults = FaultInjector { if $0 == .beforeCommit { throw InjectedFailure() } }
+/// let larder = try Larder(at: dir, configuration: .init(faults: faults))
+/// ```
 public struct FaultInjector: Sendable {
   private let body: @Sendable (FaultPoint) throws -> Void
+  /// What a test does, inside the write transaction, so that its COMMIT fails once `body` threw
+  /// at ``FaultPoint/commit`` (given the connection and the new file's id); nil: the error
+  /// `body` threw fails the transaction's body instead.
+  private let commitBreaker: (@Sendable (any Database, _ fileID: String) throws -> Void)?
 
-  public init(_ body: @escaping @Sendable (FaultPoint) throws -> Void) { self.body = body }
+  public init(_ body: @escaping @Sendable (FaultPoint) throws -> Void) {
+    self.body = body
+    commitBreaker = nil
+  }
+
+  package init(
+    _ body: @escaping @Sendable (FaultPoint) throws -> Void,
+    breakingCommit: @escaping @Sendable (any Database, _ fileID: String) throws -> Void
+  ) {
+    self.body = body
+    commitBreaker = breakingCommit
+  }
 
   public static let none = FaultInjector { _ in }
 
-  /// Crashes at `LARDER_CRASH_AT` if set, else does nothing.
-  public static let fromEnvironment: FaultInjector = {
-    guard let name = ProcessInfo.processInfo.environment["LARDER_CRASH_AT"],
-      let point = FaultPoint(rawValue: name)
-    else { return .none }
-    return FaultInjector { hit in if hit == point { _exit(86) } }
-  }()
-
   public func hit(_ point: FaultPoint) throws { try body(point) }
+
+  /// ``FaultPoint/commit`` in the write transaction that inserted file `fileID`.
+  package func hitCommit(_ db: any Database, fileID: String) throws {
+    do { try body(.commit) } catch {
+      guard let commitBreaker else { throw error }
+      try commitBreaker(db, fileID)
+    }
+  }
 }

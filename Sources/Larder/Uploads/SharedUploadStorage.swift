@@ -9,7 +9,7 @@ import Foundation
 /// 5 MiB, plus the commit in flight) and restores the SHA-256 state from the catalog row: it
 /// never re-reads the upload. Every call is idempotent or writes a key no one reads until the
 /// catalog says so, so a failure in the middle leaves garbage, never a wrong answer.
-protocol SharedUploadStorage: Sendable {
+package protocol SharedUploadStorage: Sendable {
   /// S3's minimum part size: a part below it may only be the last.
   var minimumPartSize: Int64 { get }
   /// Starts the multipart upload that will hold upload `id`'s parts, to be assembled as `data`.
@@ -45,18 +45,23 @@ protocol SharedUploadStorage: Sendable {
 extension SharedUploadStorage {
   /// Removes everything stored for an upload whose row said `state` (nil: no state recorded):
   /// its keys, and its multipart upload unless the assembly used it up.
-  func removeUpload(_ id: String, state: SharedUploadState?) throws {
+  package func removeUpload(_ id: String, state: SharedUploadState?) throws {
     try removeUpload(id, data: state?.data ?? "data", multipart: state?.assembled == true ? nil : state?.multipart)
   }
 }
 
 /// What the catalog row of an upload in shared mode records besides its offset (the
 /// `shared_state` column, JSON): enough for any node to continue or finish it.
-struct SharedUploadState: Codable, Equatable, Sendable {
-  struct Part: Codable, Equatable, Sendable {
-    var number: Int
-    var etag: String
-    var size: Int64
+package struct SharedUploadState: Codable, Equatable, Sendable {
+  package struct Part: Codable, Equatable, Sendable {
+    package var number: Int
+    package var etag: String
+    package var size: Int64
+    package init(number: Int, etag: String, size: Int64) {
+      self.number = number
+      self.etag = etag
+      self.size = size
+    }
   }
 
   struct Piece: Codable, Equatable, Sendable {

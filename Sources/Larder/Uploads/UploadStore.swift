@@ -329,6 +329,8 @@ public final class UploadStore: Sendable {
     let inner: (any ObjectAdmission)?
     /// Set on the publishing thread only, read after the write returns.
     var refused = false
+    /// Forwarded: the store computes the MD5 before the write only when its admission step asks.
+    var readsMD5: Bool { inner?.readsMD5 ?? false }
     init(_ inner: (any ObjectAdmission)?) { self.inner = inner }
     func admit(_ incoming: IncomingObject, replacing current: StoredObject?) throws {
       do {

@@ -139,8 +139,9 @@ extension Evaluator {
     case "math.min", "math.max":
       let values = args.count == 1 ? try list(args[0], "\(qualified) argument", location) : args
       guard var best = values.first else { throw fail("\(qualified) needs at least one value", location) }
+      if values.contains(where: \.isUnknown) { return .unknown }
       for v in values.dropFirst() {
-        let c = try compare(v, best, location)
+        guard let c = try compare(v, best, location) else { return .unknown }
         if (name == "min" && c < 0) || (name == "max" && c > 0) { best = v }
       }
       _ = try number(best, location)
@@ -325,14 +326,12 @@ extension Evaluator {
     }
   }
 
-  /// Whether `items` contains `element`, using `keys` when the element is a scalar.
+  /// Whether `items` contains `element`, using `keys` (when given) if the element is a scalar.
   private func member(
-    of items: [RuleValue], keys: Set<String>, _ element: RuleValue, _ location: SourceLocation
-  ) throws(EvaluationError) -> Bool {
-    if let key = setKey(element) { return keys.contains(key) }
-    try charge(items.count / 16, at: location)
-    for item in items where try equals(item, element, location) { return true }
-    return false
+    of items: [RuleValue], keys: Set<String>?, _ element: RuleValue, _ location: SourceLocation
+  ) throws(EvaluationError) -> Bool? {
+    if let keys, let key = setKey(element) { return keys.contains(key) }
+    return try contains(.list(items), element, location)
   }
 
   private func listMethod(
@@ -348,18 +347,24 @@ extension Evaluator {
       try charge((items.count + other.count) / 64, at: location)
       // hasAll/hasAny ask about `other`'s elements in `items`; hasOnly asks the reverse.
       let (haystack, needles) = name == "hasOnly" ? (other, items) : (items, other)
-      let keys = Set(haystack.compactMap(setKey))
+      // A scalar's key says nothing about an element not known yet: then every look is a scan.
+      let keys = haystack.contains(where: \.isUnknown) ? nil : Set(haystack.compactMap(setKey))
+      let found: Bool?
       switch name {
       case "hasAny":
-        for n in needles where try member(of: haystack, keys: keys, n, location) { return .bool(true) }
-        return .bool(false)
+        found = try some(needles) { n throws(EvaluationError) in
+          try member(of: haystack, keys: keys, n, location)
+        }
       default:
-        for n in needles where !(try member(of: haystack, keys: keys, n, location)) { return .bool(false) }
-        return .bool(true)
+        found = try some(needles) { n throws(EvaluationError) in
+          try member(of: haystack, keys: keys, n, location).map(!)
+        }.map(!)
       }
+      return found.map { .bool($0) } ?? .unknown
     case "join":
       try arity(name, args, 1, location)
       let separator = try string(args[0], "join() separator", location)
+      if items.contains(where: \.isUnknown) { return .unknown }
       var parts: [String] = []
       for item in items { parts.append(try string(item, "joined element", location)) }
       try charge(items.count / 64, at: location)
@@ -369,13 +374,16 @@ extension Evaluator {
       return try binary(.add, .list(items), args[0], location)
     case "toSet":
       try arity(name, args, 0, location)
+      // Which elements an unknown one duplicates is unknown, and with it the set.
+      if items.contains(where: \.isUnknown) { return .unknown }
       var seen = Set<String>()
       var out: [RuleValue] = []
       for item in items {
         if let key = setKey(item) {
           if seen.insert(key).inserted { out.append(item) }
-        } else if !(try contains(.list(out), item, location)) {
-          out.append(item)
+        } else {
+          guard let present = try contains(.list(out), item, location) else { return .unknown }
+          if !present { out.append(item) }
         }
       }
       return .list(out)
@@ -405,6 +413,7 @@ extension Evaluator {
       if case .list(let l) = args[0] { path = l } else { path = [args[0]] }
       var current: RuleValue = .map(m)
       for key in path {
+        if key.isUnknown { return .unknown }
         let k = try string(key, "get() key", location)
         guard case .map(let inner) = current, let next = inner[k] else { return args[1] }
         current = next

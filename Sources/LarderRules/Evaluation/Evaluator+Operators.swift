@@ -12,6 +12,8 @@ extension Evaluator {
     case .map(let m):
       guard let v = m[name] else { throw fail("no such key '\(name)' in map", location) }
       return v
+    case .unknown:
+      return .unknown
     case .null:
       throw fail("cannot read '\(name)' of null", location)
     default:
@@ -23,6 +25,8 @@ extension Evaluator {
     -> RuleValue
   {
     switch (base, index) {
+    case (.unknown, _), (_, .unknown):
+      return .unknown
     case (.map(let m), .string(let key)):
       guard let v = m[key] else { throw fail("no such key '\(key)' in map", location) }
       return v
@@ -47,6 +51,7 @@ extension Evaluator {
     -> RuleValue
   {
     switch (op, value) {
+    case (_, .unknown): return .unknown
     case (.not, .bool(let b)): return .bool(!b)
     case (.negate, .int(let i)):
       guard i != .min else { throw fail("integer overflow", location) }
@@ -63,23 +68,29 @@ extension Evaluator {
   func binary(_ op: BinaryOperator, _ l: RuleValue, _ r: RuleValue, _ location: SourceLocation)
     throws(EvaluationError) -> RuleValue
   {
+    /// A known truth value, or unknown.
+    func truth(_ b: Bool?) -> RuleValue { b.map { .bool($0) } ?? .unknown }
     switch op {
-    case .equal: return .bool(try equals(l, r, location))
-    case .notEqual: return .bool(!(try equals(l, r, location)))
-    case .less: return .bool(try compare(l, r, location) < 0)
-    case .lessEqual: return .bool(try compare(l, r, location) <= 0)
-    case .greater: return .bool(try compare(l, r, location) > 0)
-    case .greaterEqual: return .bool(try compare(l, r, location) >= 0)
-    case .in: return .bool(try contains(r, l, location))
-    case .add, .subtract, .multiply, .divide, .remainder: return try arithmetic(op, l, r, location)
+    case .equal: return truth(try equals(l, r, location))
+    case .notEqual: return truth(try equals(l, r, location).map { !$0 })
+    case .less: return truth(try compare(l, r, location).map { $0 < 0 })
+    case .lessEqual: return truth(try compare(l, r, location).map { $0 <= 0 })
+    case .greater: return truth(try compare(l, r, location).map { $0 > 0 })
+    case .greaterEqual: return truth(try compare(l, r, location).map { $0 >= 0 })
+    case .in: return truth(try contains(r, l, location))
+    case .add, .subtract, .multiply, .divide, .remainder:
+      if l.isUnknown || r.isUnknown { return .unknown }
+      return try arithmetic(op, l, r, location)
     case .and, .or: throw fail("internal: logical operator in binary()", location)
     }
   }
 
   /// Language equality: numbers compare across int/float, a path equals its string form,
-  /// values of different types are simply unequal.
-  func equals(_ l: RuleValue, _ r: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> Bool {
+  /// values of different types are simply unequal. Nil when it depends on a value not known
+  /// yet: lists and maps are unequal as soon as one known element (or the size, or a key) differs.
+  func equals(_ l: RuleValue, _ r: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> Bool? {
     switch (l, r) {
+    case (.unknown, _), (_, .unknown): return nil
     case (.int(let a), .float(let b)): return Double(a) == b
     case (.float(let a), .int(let b)): return a == Double(b)
     case (.path(let a), .string(let b)), (.string(let b), .path(let a)):
@@ -88,24 +99,29 @@ extension Evaluator {
     case (.list(let a), .list(let b)):
       guard a.count == b.count else { return false }
       try charge(a.count / 16, at: location)
-      for (x, y) in zip(a, b) where !(try equals(x, y, location)) { return false }
-      return true
+      let unequal = try some(zip(a, b)) { (x, y) throws(EvaluationError) in
+        try equals(x, y, location).map(!)
+      }
+      return unequal.map(!)
     case (.map(let a), .map(let b)):
       guard a.count == b.count else { return false }
       try charge(a.count / 16, at: location)
-      for (key, x) in a {
-        guard let y = b[key], try equals(x, y, location) else { return false }
+      for key in a.keys where b[key] == nil { return false }
+      let unequal = try some(a) { (key, x) throws(EvaluationError) in
+        try equals(x, b[key]!, location).map(!)
       }
-      return true
+      return unequal.map(!)
     default:
       return l == r
     }
   }
 
-  /// -1, 0 or 1; only numbers, strings, timestamps, durations and bools are ordered.
-  func compare(_ l: RuleValue, _ r: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> Int {
+  /// -1, 0 or 1; only numbers, strings, timestamps, durations and bools are ordered. Nil when
+  /// either is not known yet.
+  func compare(_ l: RuleValue, _ r: RuleValue, _ location: SourceLocation) throws(EvaluationError) -> Int? {
     func order<T: Comparable>(_ a: T, _ b: T) -> Int { a < b ? -1 : (a == b ? 0 : 1) }
     switch (l, r) {
+    case (.unknown, _), (_, .unknown): return nil
     case (.int(let a), .int(let b)): return order(a, b)
     case (.int(let a), .float(let b)): return order(Double(a), b)
     case (.float(let a), .int(let b)): return order(a, Double(b))
@@ -123,20 +139,39 @@ extension Evaluator {
     }
   }
 
+  /// `element in collection`: nil when no known element is equal and some is not known yet.
   func contains(_ collection: RuleValue, _ element: RuleValue, _ location: SourceLocation)
-    throws(EvaluationError) -> Bool
+    throws(EvaluationError) -> Bool?
   {
     switch collection {
     case .list(let items):
       try charge(items.count / 16, at: location)
-      for item in items where try equals(item, element, location) { return true }
-      return false
+      return try some(items) { item throws(EvaluationError) in try equals(item, element, location) }
     case .map(let m):
+      if element.isUnknown { return nil }
       guard case .string(let key) = element else { return false }
       return m[key] != nil
+    case .unknown:
+      return nil
     default:
       throw fail("'in' needs a list or map on the right, got \(collection.typeName)", location)
     }
+  }
+
+  /// Kleene's "for some": true when `test` is true for an element, else nil when it is unknown
+  /// for one, else false. Stops at the first true.
+  func some<Elements: Sequence>(
+    _ elements: Elements, _ test: (Elements.Element) throws(EvaluationError) -> Bool?
+  ) throws(EvaluationError) -> Bool? {
+    var known = true
+    for element in elements {
+      switch try test(element) {
+      case true?: return true
+      case false?: break
+      case nil: known = false
+      }
+    }
+    return known ? false : nil
   }
 
   func checkedString(_ s: String, _ location: SourceLocation) throws(EvaluationError) -> RuleValue {

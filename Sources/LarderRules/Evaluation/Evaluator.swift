@@ -1,5 +1,11 @@
 /// Evaluates rule conditions for one request with a shared step budget.
 ///
+/// Three-valued: a field not known yet reads as ``RuleValue/unknown``, and so is whatever
+/// depends on it (operators, built-in functions and methods, `is`, a ternary's condition),
+/// unless the known operands decide alone: `&&`/`||` follow Kleene logic, equality of lists and
+/// maps, `in` and `hasAny`/`hasAll`/`hasOnly` answer when a known element decides. Without
+/// unknown inputs nothing is unknown, so the two-valued semantics are unchanged.
+///
 /// Per-request and single-threaded; `RuleSet.evaluate` creates one for each call.
 final class Evaluator {
   /// `request` and `resource`.
@@ -24,13 +30,16 @@ final class Evaluator {
     }
   }
 
-  /// Evaluates a condition; a non-boolean result is an error.
-  func condition(_ expr: Expr, scope: Scope) throws(EvaluationError) -> Bool {
+  /// Evaluates a condition: nil when it depends on a value not known yet; any other
+  /// non-boolean result is an error.
+  func condition(_ expr: Expr, scope: Scope) throws(EvaluationError) -> Bool? {
     let value = try eval(expr, Frame(locals: [:], scope: scope))
-    guard case .bool(let b) = value else {
+    switch value {
+    case .bool(let b): return b
+    case .unknown: return nil
+    default:
       throw EvaluationError(message: "condition is \(value.typeName), not bool", location: expr.location)
     }
-    return b
   }
 
   func eval(_ expr: Expr, _ frame: Frame) throws(EvaluationError) -> RuleValue {
@@ -63,6 +72,7 @@ final class Evaluator {
       return try binary(op, l, r, expr.location)
     case .ternary(let condition, let whenTrue, let whenFalse):
       let c = try eval(condition, frame)
+      if c.isUnknown { return .unknown }
       guard case .bool(let b) = c else {
         throw EvaluationError(
           message: "ternary condition is \(c.typeName), not bool", location: condition.location)
@@ -79,6 +89,7 @@ final class Evaluator {
       return .map(values)
     case .isType(let operand, let typeName):
       let v = try eval(operand, frame)
+      if v.isUnknown { return .unknown }
       if typeName == "number" {
         if case .int = v { return .bool(true) }
         if case .float = v { return .bool(true) }
@@ -102,30 +113,38 @@ final class Evaluator {
 
   /// Firebase's error-tolerant `&&`/`||`: an error on one side is absorbed when the other
   /// side alone decides the result (`error || true` is true, `error && false` is false).
+  /// With Kleene's unknown: `true || unknown` is true and `false && unknown` false, either way
+  /// round; otherwise unknown, except that `&&` with an error on the other side is that error
+  /// (false or an error, it denies whatever the unknown turns out to be).
   private func logical(
     isAnd: Bool, _ lhs: Expr, _ rhs: Expr, _ frame: Frame, _ location: SourceLocation
   ) throws(EvaluationError) -> RuleValue {
     let decisive = !isAnd  // the value that short-circuits: false for &&, true for ||
-    var leftError: EvaluationError?
-    do throws(EvaluationError) {
-      let l = try eval(lhs, frame)
-      guard case .bool(let b) = l else {
-        throw EvaluationError(
-          message: "'\(isAnd ? "&&" : "||")' needs bool operands, got \(l.typeName)", location: lhs.location)
+    /// One side: a bool, nil for unknown, or the error it failed with (unless the budget ran out).
+    func side(_ expr: Expr) throws(EvaluationError) -> Result<Bool?, EvaluationError> {
+      do throws(EvaluationError) {
+        switch try eval(expr, frame) {
+        case .bool(let b): return .success(b)
+        case .unknown: return .success(nil)
+        case let other:
+          throw EvaluationError(
+            message: "'\(isAnd ? "&&" : "||")' needs bool operands, got \(other.typeName)",
+            location: expr.location)
+        }
+      } catch {
+        if error.exhausted { throw error }
+        return .failure(error)
       }
-      if b == decisive { return .bool(decisive) }
-    } catch {
-      if error.exhausted { throw error }
-      leftError = error
     }
-    let r = try eval(rhs, frame)
-    guard case .bool(let b) = r else {
-      throw EvaluationError(
-        message: "'\(isAnd ? "&&" : "||")' needs bool operands, got \(r.typeName)", location: rhs.location)
-    }
-    if b == decisive { return .bool(decisive) }
-    if let leftError { throw leftError }
-    return .bool(b)
+    let left = try side(lhs)
+    if case .success(decisive?) = left { return .bool(decisive) }
+    let right = try side(rhs)
+    if case .success(decisive?) = right { return .bool(decisive) }
+    let unknown = [left, right].contains { if case .success(nil) = $0 { true } else { false } }
+    if unknown && !isAnd { return .unknown }
+    if case .failure(let error) = right { throw error }
+    if case .failure(let error) = left { throw error }
+    return unknown ? .unknown : .bool(!decisive)
   }
 
   private func call(
@@ -136,21 +155,29 @@ final class Evaluator {
       for a in arguments { values.append(try eval(a, frame)) }
       return values
     }
+    // A built-in applied to a value not known yet gives one not known yet; a user function's
+    // body sees its unknown arguments and decides for itself.
     switch callee.kind {
     case .identifier(let name):
       if let (function, declaringScope) = frame.scope.function(name) {
         return try invoke(function, declaringScope, try evalArguments(), location)
       }
-      return try globalFunction(name, try evalArguments(), location)
+      let values = try evalArguments()
+      if values.contains(where: \.isUnknown) { return .unknown }
+      return try globalFunction(name, values, location)
     case .member(let receiver, let name):
       if case .identifier(let namespace) = receiver.kind,
         ["math", "timestamp", "duration"].contains(namespace),
         frame.locals[namespace] == nil, frame.scope.variable(namespace) == nil
       {
-        return try namespaceFunction(namespace, name, try evalArguments(), location)
+        let values = try evalArguments()
+        if values.contains(where: \.isUnknown) { return .unknown }
+        return try namespaceFunction(namespace, name, values, location)
       }
       let target = try eval(receiver, frame)
-      return try method(target, name, try evalArguments(), location)
+      let values = try evalArguments()
+      if target.isUnknown || values.contains(where: \.isUnknown) { return .unknown }
+      return try method(target, name, values, location)
     default:
       throw EvaluationError(message: "expression is not callable", location: location)
     }

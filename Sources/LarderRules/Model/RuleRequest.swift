@@ -34,8 +34,7 @@ public struct RuleResource: Sendable, Equatable {
   /// The declared type, as in Firebase (`application/octet-stream` when none was declared).
   public var contentType: String
   /// A Larder extension: the type found in the bytes, for rules that must not trust the client
-  /// (`null` when unknown). Before a body arrives the server passes the declared type here, and
-  /// asks again with the real one before the object becomes visible.
+  /// (`null` when none was given).
   public var detectedContentType: String?
   public var metadata: [String: String]
   public var md5Hash: String
@@ -44,12 +43,21 @@ public struct RuleResource: Sendable, Equatable {
   public var updated: Date
   public var generation: Int64
   public var metageneration: Int64
+  /// The fields not known yet, which read as ``RuleValue/unknown`` whatever their value here:
+  /// before a body arrives the server knows what the client declares, not what the bytes are,
+  /// and asks again with every field known before the object becomes visible.
+  public var unknownFields: Set<Field>
+
+  /// The fields only the content tells.
+  public enum Field: Sendable, CaseIterable {
+    case size, md5Hash, sha256, detectedContentType
+  }
 
   public init(
     name: String, bucket: String, size: Int64, contentType: String, detectedContentType: String? = nil,
     metadata: [String: String] = [:], md5Hash: String = "", sha256: String? = nil,
     timeCreated: Date = Date(timeIntervalSince1970: 0), updated: Date = Date(timeIntervalSince1970: 0),
-    generation: Int64 = 1, metageneration: Int64 = 1
+    generation: Int64 = 1, metageneration: Int64 = 1, unknownFields: Set<Field> = []
   ) {
     self.name = name
     self.bucket = bucket
@@ -63,19 +71,24 @@ public struct RuleResource: Sendable, Equatable {
     self.updated = updated
     self.generation = generation
     self.metageneration = metageneration
+    self.unknownFields = unknownFields
   }
 
-  /// The map the rules see; `sha256` and `detectedContentType` are `null` when unknown.
+  /// The map the rules see; `sha256` and `detectedContentType` are `null` when not given, and
+  /// ``unknownFields`` are ``RuleValue/unknown``.
   var ruleValue: RuleValue {
-    .map([
+    func known(_ field: Field, _ value: RuleValue) -> RuleValue {
+      unknownFields.contains(field) ? .unknown : value
+    }
+    return .map([
       "name": .string(name),
       "bucket": .string(bucket),
-      "size": .int(size),
+      "size": known(.size, .int(size)),
       "contentType": .string(contentType),
-      "detectedContentType": detectedContentType.map { .string($0) } ?? .null,
+      "detectedContentType": known(.detectedContentType, detectedContentType.map { .string($0) } ?? .null),
       "metadata": .map(metadata.mapValues { .string($0) }),
-      "md5Hash": .string(md5Hash),
-      "sha256": sha256.map { .string($0) } ?? .null,
+      "md5Hash": known(.md5Hash, .string(md5Hash)),
+      "sha256": known(.sha256, sha256.map { .string($0) } ?? .null),
       "timeCreated": .timestamp(timeCreated),
       "updated": .timestamp(updated),
       "generation": .int(generation),
@@ -117,16 +130,22 @@ public struct RuleRequest: Sendable, Equatable {
 /// The outcome of `RuleSet.evaluate`, with enough detail for an access log.
 public struct RuleDecision: Sendable, Equatable, CustomStringConvertible {
   public var allowed: Bool
-  /// `file:line:col` of the `allow` that granted access (nil when denied).
+  /// True when access is not granted on what is known, but an `allow` whose condition depends on
+  /// a field not known yet (``RuleResource/unknownFields``) might grant it: not denied yet, to be
+  /// decided again with every field known. Never true when no field is unknown; `allowed` is
+  /// false then, so a caller that does not ask denies.
+  public var undecided: Bool
+  /// `file:line:col` of the `allow` that granted access, or of the first left undecided (nil when denied).
   public var rule: String?
   /// Why: which rule allowed, or why every candidate failed.
   public var reason: String
 
-  public init(allowed: Bool, rule: String?, reason: String) {
+  public init(allowed: Bool, undecided: Bool = false, rule: String?, reason: String) {
     self.allowed = allowed
+    self.undecided = undecided && !allowed
     self.rule = rule
     self.reason = reason
   }
 
-  public var description: String { (allowed ? "ALLOW" : "DENY") + ": " + reason }
+  public var description: String { (allowed ? "ALLOW" : undecided ? "UNDECIDED" : "DENY") + ": " + reason }
 }

@@ -18,6 +18,12 @@ public indirect enum RuleValue: Sendable, Equatable {
   case duration(nanoseconds: Int64)
   /// A path as its segments, e.g. `/b/bkt/o/a/b` is `["b", "bkt", "o", "a", "b"]`.
   case path([String])
+  /// A value not known yet: a field of `request.resource` that only the content tells, asked
+  /// about before the body has arrived (``RuleResource/unknownFields``). Whatever is computed
+  /// from it is unknown too, except where the rest decides alone (`true || unknown` is true,
+  /// `false && unknown` false, `unknown in []` false); an `allow` whose condition ends up
+  /// unknown leaves the request undecided (``RuleDecision/undecided``).
+  case unknown
 
   /// The language's type name, as `is` and error messages use it.
   public var typeName: String {
@@ -33,6 +39,14 @@ public indirect enum RuleValue: Sendable, Equatable {
     case .timestamp: "timestamp"
     case .duration: "duration"
     case .path: "path"
+    case .unknown: "unknown"
     }
+  }
+}
+
+extension RuleValue {
+  var isUnknown: Bool {
+    if case .unknown = self { return true }
+    return false
   }
 }

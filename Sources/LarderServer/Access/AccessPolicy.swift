@@ -24,8 +24,8 @@ public struct AccessResource: Sendable, Equatable {
   public var size: Int64
   /// The declared type (`request.resource.contentType`, as in Firebase).
   public var contentType: String
-  /// The type found in the bytes (`request.resource.detectedContentType`); before a body has
-  /// arrived (or when not given), the declared type, the only one known yet.
+  /// The type found in the bytes (`request.resource.detectedContentType`); the declared type
+  /// when not given.
   public var detectedContentType: String
   public var metadata: [String: String]
   public var md5Hash: String
@@ -34,6 +34,14 @@ public struct AccessResource: Sendable, Equatable {
   public var updated: Date
   public var generation: Int64
   public var metageneration: Int64
+  /// The fields not known yet, whatever their value here: before its body, an incoming
+  /// object is only what the client declares (``declared(bucket:name:size:options:)``).
+  public var unknownFields: Set<ContentField> = []
+
+  /// The fields only the content tells.
+  public enum ContentField: Sendable, CaseIterable {
+    case size, md5Hash, sha256, detectedContentType
+  }
 
   public init(
     bucket: String, name: String, size: Int64, contentType: String, detectedContentType: String? = nil,
@@ -54,18 +62,20 @@ public struct AccessResource: Sendable, Equatable {
     self.metageneration = metageneration
   }
 
-  /// The object a write of new content would create, as the policy sees it: its declared type
-  /// from `options`, and `detectedContentType` once the bytes are known (the declared type before).
+  /// The object a write would create, as known before its body: the name, declared type and
+  /// metadata of `options`, and `size` when the client declared one. `md5Hash`, `sha256` and
+  /// `detectedContentType` (and an undeclared size) are ``unknownFields``.
   ///
-  ///     try context.authorizeWrite(.incoming(bucket: b, name: n, size: declaredLength, options: options), identity: id)
-  public static func incoming(
-    bucket: String, name: String, size: Int64, options: ObjectWriteOptions, detectedContentType: String? = nil,
-    md5Hash: String = "", sha256: String? = nil
-  ) -> AccessResource {
-    AccessResource(
-      bucket: bucket, name: name, size: size, contentType: options.contentType,
-      detectedContentType: detectedContentType, metadata: options.metadata, md5Hash: md5Hash,
-      sha256: sha256)
+  ///     try context.authorizeWrite(.declared(bucket: b, name: n, size: declaredLength, options: options), identity: id)
+  public static func declared(bucket: String, name: String, size: Int64?, options: ObjectWriteOptions)
+    -> AccessResource
+  {
+    var resource = AccessResource(
+      bucket: bucket, name: name, size: size ?? 0, contentType: options.contentType,
+      metadata: options.metadata)
+    resource.unknownFields = [.md5Hash, .sha256, .detectedContentType]
+    if size == nil { resource.unknownFields.insert(.size) }
+    return resource
   }
 
   public init(_ object: StoredObject) {
@@ -109,12 +119,21 @@ public struct AccessDecision: Sendable, Equatable {
   public var allowed: Bool
   /// Why, for the log (never sent to the client beyond "permission denied").
   public var reason: String
+  /// Not allowed on what is known, but not denied either: the answer depends on
+  /// ``AccessResource/unknownFields``, and is given when they are known.
+  public var undecided = false
   public static func allow(_ reason: String) -> AccessDecision { .init(allowed: true, reason: reason) }
   public static func deny(_ reason: String) -> AccessDecision { .init(allowed: false, reason: reason) }
+  public static func undecided(_ reason: String) -> AccessDecision {
+    .init(allowed: false, reason: reason, undecided: true)
+  }
 }
 
 /// Every request of the REST and tus APIs passes through one policy.
 public protocol AccessPolicy: Sendable {
+  /// Decides `request`. A write is asked twice: before its body, with the fields only the
+  /// content tells unknown (``AccessResource/unknownFields``), where a policy must not deny on
+  /// them (it answers undecided, and the write goes on); and inside the write, with all known.
   func decide(_ request: AccessRequest) -> AccessDecision
   /// True when decisions may read `md5Hash`: the server then computes an MD5 not known yet
   /// before asking (it is computed after the upload otherwise; see `MD5Backfill`).

@@ -49,7 +49,8 @@ public final class RulesPolicy: AccessPolicy {
         auth: request.identity.map { RuleAuth(uid: $0.uid, token: $0.claims.mapValues(Self.ruleValue)) },
         time: request.time, resource: request.resource.map(Self.ruleResource),
         requestResource: request.incoming.map(Self.ruleResource)))
-    return AccessDecision(allowed: decision.allowed, reason: decision.description)
+    return AccessDecision(
+      allowed: decision.allowed, reason: decision.description, undecided: decision.undecided)
   }
 
   /// A switch, not a raw-value lookup, so a new operation on either side fails to compile.
@@ -68,7 +69,18 @@ public final class RulesPolicy: AccessPolicy {
       name: r.name, bucket: r.bucket, size: r.size, contentType: r.contentType,
       detectedContentType: r.detectedContentType, metadata: r.metadata,
       md5Hash: r.md5Hash, sha256: r.sha256, timeCreated: r.timeCreated, updated: r.updated,
-      generation: r.generation, metageneration: r.metageneration)
+      generation: r.generation, metageneration: r.metageneration,
+      unknownFields: Set(r.unknownFields.map(ruleField)))
+  }
+
+  /// A switch, not a name lookup, so a new field on either side fails to compile.
+  static func ruleField(_ field: AccessResource.ContentField) -> RuleResource.Field {
+    switch field {
+    case .size: .size
+    case .md5Hash: .md5Hash
+    case .sha256: .sha256
+    case .detectedContentType: .detectedContentType
+    }
   }
 
   static func ruleValue(_ json: JSONValue) -> RuleValue {

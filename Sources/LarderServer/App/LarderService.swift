@@ -3,6 +3,8 @@ import Larder
 import LarderAuth
 import LarderHTTP
 import LarderLogging
+import LarderPostgres
+import LarderS3Store
 
 /// A running Larder HTTP service: the store, the policy, the endpoints and the server.
 ///
@@ -26,6 +28,8 @@ public final class LarderService: Sendable {
     public var catalog: CatalogLocation?
     /// Where committed bytes live; nil: the data directory.
     public var blobs: BlobLocation?
+    /// Failure and crash injection in the store, for tests; none in production.
+    public var faults = FaultInjector.none
     public var policy: Policy
     public var http = HTTPServer.Configuration()
     public var maxUploadSize: Int64 = 5 << 30
@@ -66,7 +70,12 @@ public final class LarderService: Sendable {
   /// - Throws: store, rules (with `file:line:col` diagnostics) or key errors.
   public init(options: Options, larder: Larder? = nil) throws {
     self.options = options
-    let larder = try larder ?? Larder(at: options.dataDirectory, configuration: .init(catalog: options.catalog, blobs: options.blobs))
+    let larder =
+      try larder
+      ?? Larder(
+        at: options.dataDirectory,
+        configuration: .init(
+          faults: options.faults, catalog: options.catalog, blobs: options.blobs, backends: [.postgres, .s3]))
     self.larder = larder
     secret = try Self.tokenSecret(of: larder)
     let verifier = JWTVerifier(

@@ -39,15 +39,17 @@ public struct ServiceContext: Sendable {
   }
 
   /// Asks the policy about writing `incoming` at `path`: a `create`, or an `update` of the object
-  /// stored there now. This is the early ask, on what the client declares; the store's
-  /// admission step (``PolicyAdmission``) decides again inside the write.
+  /// stored there now. This is the early ask, on what the client declares, which only saves
+  /// work: an undecided answer (it depends on what only the bytes tell) lets the body come,
+  /// and the store's admission step (``PolicyAdmission``) decides inside the write.
   /// - Throws: ``AccessError/denied(reason:)``, or the store's error reading the row.
   func authorizeWrite(_ incoming: AccessResource, at path: ObjectPath, identity: Identity?) throws {
     let existing = try larder.objects.find(path)
-    try authorize(
+    let decision = policy.decide(
       AccessRequest(
         operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,
         identity: identity, resource: existing.map(resource), incoming: incoming))
+    guard decision.allowed || decision.undecided else { throw AccessError.denied(reason: decision.reason) }
   }
 
   /// `object` as the policy sees it, with its MD5 computed now if the policy reads `md5Hash`

@@ -64,7 +64,8 @@ final class FirebaseMultipartSink: HTTPBodySink {
     options = resource.writeOptions(declaredFallback: part.contentPartType, ifGenerationMatch: ifGenerationMatch)
     try options.validate()
     try FirebaseUploads.authorize(
-      context: context, path: path!, size: max(0, (declaredLength ?? 0) - part.contentOffset - closingLength),
+      context: context, path: path!,
+      size: declaredLength.map { max(0, $0 - part.contentOffset - closingLength) },
       options: options, identity: identity)
     writer = try context.larder.files.makeWriter(
       options: .init(sizeLimit: context.maxUploadSize, expectedMD5: try resource.expectedMD5()))

@@ -151,7 +151,7 @@ struct FirebaseUploads {
         let options = resource.writeOptions(declaredFallback: headerType)
         try options.validate()
         _ = try resource.expectedMD5()
-        try Self.authorize(context: context, path: path, size: length ?? 0, options: options, identity: identity)
+        try Self.authorize(context: context, path: path, size: length, options: options, identity: identity)
         let upload = try store.create(
           bucket: bucket, name: name, owner: identity?.uid, length: length,
           metadata: try resource.uploadMetadata(name: name, declaredType: options.declaredContentType))
@@ -320,10 +320,11 @@ struct FirebaseUploads {
   /// Asks the rules about writing `path` with what the client declares (before any byte); the
   /// admission step asks again on the real content, inside the write that publishes it.
   static func authorize(
-    context: ServiceContext, path: ObjectPath, size: Int64, options: ObjectWriteOptions, identity: Identity?
+    context: ServiceContext, path: ObjectPath, size: Int64?, options: ObjectWriteOptions, identity: Identity?
   ) throws {
     try context.authorizeWrite(
-      .incoming(bucket: path.bucket, name: path.name, size: size, options: options), at: path, identity: identity)
+      .declared(bucket: path.bucket, name: path.name, size: size, options: options), at: path,
+      identity: identity)
   }
 
   /// Decimal digits only, within 64 bits.

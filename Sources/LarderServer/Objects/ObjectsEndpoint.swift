@@ -126,7 +126,7 @@ struct ObjectsEndpoint {
     try options.validate()
     // Ask before reading a byte, on what the client declares; asked again on the real content.
     try context.authorizeWrite(
-      .incoming(bucket: bucket, name: name, size: request.contentLength ?? 0, options: options), at: path,
+      .declared(bucket: bucket, name: name, size: request.contentLength, options: options), at: path,
       identity: identity)
     return try ObjectUploadSink(
       context: context, path: path, identity: identity, options: options, expectedMD5: expectedMD5)

@@ -165,7 +165,7 @@ struct TusEndpoint {
     }
     let path = try ObjectPath(bucket: bucket, name: target)
     let options = UploadStore.objectOptions(metadata: metadata)
-    try authorize(path, identity: identity, size: length ?? 0, options: options)
+    try authorize(path, identity: identity, size: length, options: options)
     let withBody = request.headers["Content-Type"].map(Self.isOffsetStream) ?? false
     let checksum = withBody ? try TusProtocol.parseChecksum(request.headers["Upload-Checksum"]) : nil
     if let length, withBody, let declared = request.contentLength, declared > length {
@@ -359,9 +359,10 @@ struct TusEndpoint {
 
   /// Asks on what the client declares (before any byte); the admission step asks again on the
   /// real content when the upload is published.
-  func authorize(_ path: ObjectPath, identity: Identity?, size: Int64, options: ObjectWriteOptions) throws {
+  func authorize(_ path: ObjectPath, identity: Identity?, size: Int64?, options: ObjectWriteOptions) throws {
     try context.authorizeWrite(
-      .incoming(bucket: path.bucket, name: path.name, size: size, options: options), at: path, identity: identity)
+      .declared(bucket: path.bucket, name: path.name, size: size, options: options), at: path,
+      identity: identity)
   }
 
   func tooLarge() -> RequestError {

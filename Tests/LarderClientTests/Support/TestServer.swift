@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import LarderClient
 import LarderHTTP
@@ -22,7 +23,7 @@ final class TestServer: Sendable {
     options.http.accessLog = .disabled
     options.http.threadPoolSize = 2
     do {
-      service = try LarderService(options: options)
+      service = try LarderService(options: options.onTestStores())
       try service.start()
     } catch {
       try? FileManager.default.removeItem(at: directory)

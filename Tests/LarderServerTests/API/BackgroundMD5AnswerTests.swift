@@ -81,7 +81,7 @@ import Testing
     }
   }
 
-  /// The early ask, before any byte, sees no `md5Hash`; the admission step inside the write and
+  /// The early ask, before any byte, sees `md5Hash` unknown; the admission step inside the write and
   /// reads of stored objects see it, computed at once if the background hasher has not yet.
   @Test func rulesThatReadMD5HashSeeItForLargeContent() throws {
     let rules = try temporaryRulesFile(

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import LarderHTTP
 import Testing
@@ -29,7 +30,7 @@ import Testing
 
   @Test func writesByAnotherStoreOnTheDirectoryAreServedAtOnce() throws {
     try withService { s in
-      let other = try Larder(at: s.directory)
+      let other = try TestStore.open(at: s.directory)
       _ = try other.objects.put(bucket: "app", name: "pics/a.bin", data: Data("first".utf8))
       for _ in 0..<5 { #expect(try s.send(.get(Self.media)).body == Array("first".utf8)) }
 
@@ -63,7 +64,7 @@ import Testing
       """.utf8
     ).write(to: rules)
     try withService(policy: .rulesFile(rules)) { s in
-      let other = try Larder(at: s.directory)
+      let other = try TestStore.open(at: s.directory)
       let object = try other.objects.put(bucket: "app", name: "pics/a.bin", data: Data("secret".utf8))
       let old = try #require(object.downloadTokens.first)
       #expect(try s.send(.get(Self.media)).status == 403)

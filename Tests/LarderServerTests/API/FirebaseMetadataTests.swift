@@ -243,7 +243,7 @@ import Testing
   }
 
   @Test func rulesSeeTheDeclaredAndTheDetectedType() throws {
-    // Before the body only the declared type is known, so it stands in for the detected one;
+    // Before the body the detected type is unknown, so the create rule is not decided there;
     // the second check, on the real bytes, sees what libmagic found. An update's `resource`
     // carries the stored object's detected type while its declared type changes.
     let file = try temporaryRulesFile(

@@ -26,7 +26,7 @@ struct DiskFullTests {
 
   @Test func libraryWriteOnAFullDiskThrowsDiskFullAndLeavesNothing() throws {
     try withTinyFilesystem(bytes: 4 << 20) { dir in
-      let larder = try Larder(at: dir.appendingPathComponent("data"))
+      let larder = try TestStore.open(at: dir.appendingPathComponent("data"))
       let small = try larder.objects.put(bucket: "b", name: "small", data: Data("kept".utf8))
       #expect(throws: LarderError.diskFull) {
         _ = try larder.objects.put(bucket: "b", name: "big", data: Data(repeating: 0x5a, count: 8 << 20))
@@ -46,7 +46,7 @@ struct DiskFullTests {
     try withTinyFilesystem(bytes: 4 << 20) { dir in
       var options = LarderService.Options(dataDirectory: dir.appendingPathComponent("data"), policy: .allowAll)
       options.http.accessLog = .disabled
-      let service = try LarderService(options: options)
+      let service = try LarderService(options: options.onTestStores())
       try service.start()
       defer { service.stop() }
       let base = "http://127.0.0.1:\(service.port)/v0/b/app/o"
@@ -97,7 +97,7 @@ struct DiskFullTests {
   @Test func deletesAndTheCollectorCommitOnAFullDiskThanksToTheReserve() throws {
     try withTinyFilesystem(bytes: 40 << 20) { dir in
       let data = dir.appendingPathComponent("data")
-      let larder = try Larder(at: data)
+      let larder = try TestStore.open(at: data)
       // Room enough at open: the reserve is made, whole.
       #expect(Self.reserveBytes(data) == 4 << 20)
       for i in 0..<20 {
@@ -138,7 +138,7 @@ struct DiskFullTests {
     try withTinyFilesystem(bytes: 40 << 20) { dir in
       var options = LarderService.Options(dataDirectory: dir.appendingPathComponent("data"), policy: .allowAll)
       options.http.accessLog = .disabled
-      let service = try LarderService(options: options)
+      let service = try LarderService(options: options.onTestStores())
       try service.start()
       defer { service.stop() }
       let base = "http://127.0.0.1:\(service.port)/v0/b/app/o"
@@ -167,7 +167,7 @@ struct DiskFullTests {
   @Test func withoutAReserveADeleteOnAFullDiskFailsAndChangesNothing() throws {
     try withTinyFilesystem(bytes: 40 << 20) { dir in
       let data = dir.appendingPathComponent("data")
-      let larder = try Larder(at: data, configuration: .init(reserveBytes: 0))
+      let larder = try TestStore.open(at: data, configuration: .init(reserveBytes: 0))
       #expect(Self.reserveBytes(data) == nil)
       _ = try larder.objects.put(bucket: "b", name: "kept", data: Data("kept".utf8))
       try larder.catalog.checkpoint()
@@ -187,7 +187,7 @@ struct DiskFullTests {
     // 4 MiB of reserve needs four times as much free: a 12 MiB filesystem has less.
     try withTinyFilesystem(bytes: 12 << 20) { dir in
       let data = dir.appendingPathComponent("data")
-      let larder = try Larder(at: data)
+      let larder = try TestStore.open(at: data)
       #expect(Self.reserveBytes(data) == nil)
       _ = try larder.objects.put(bucket: "b", name: "x", data: Data("x".utf8))
       #expect(Self.reserveBytes(data) == nil)
@@ -319,8 +319,8 @@ struct DiskFullTests {
   @Test func aReserveSpentByAnotherProcessRefusesContentHere() throws {
     try withTinyFilesystem(bytes: 40 << 20) { dir in
       let data = dir.appendingPathComponent("data")
-      let server = try Larder(at: data)
-      let cli = try Larder(at: data)
+      let server = try TestStore.open(at: data)
+      let cli = try TestStore.open(at: data)
       for i in 0..<3 { _ = try server.objects.put(bucket: "b", name: "o\(i)", data: Data(testBytes(64 << 10, seed: UInt64(i)))) }
       try server.catalog.checkpoint()
       let filler = try Self.fillDisk(dir)
@@ -349,7 +349,7 @@ struct DiskFullTests {
   @Test func aSpentReserveKeepsContentTwiceItsSizeAwayFromAFullDisk() throws {
     try withTinyFilesystem(bytes: 40 << 20) { dir in
       let data = dir.appendingPathComponent("data")
-      let larder = try Larder(at: data)
+      let larder = try TestStore.open(at: data)
       _ = try larder.objects.put(bucket: "b", name: "kept", data: Data("kept".utf8))
       try larder.catalog.checkpoint()
       let filler = try Self.fillDisk(dir)

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import LarderCrypto
 import LarderServer
@@ -270,7 +271,7 @@ import Testing
     func serve() throws -> LarderService {
       var options = LarderService.Options(dataDirectory: directory, policy: .allowAll)
       options.http.accessLog = .disabled
-      let service = try LarderService(options: options)
+      let service = try LarderService(options: options.onTestStores())
       try service.start()
       return service
     }

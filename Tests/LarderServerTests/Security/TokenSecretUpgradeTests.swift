@@ -33,7 +33,7 @@ import Testing
           atPath: directory.appendingPathComponent("secret").path, contents: Data(legacy),
           attributes: [.posixPermissions: 0o600]))
       let before = TokenIssuer(secret: legacy).issue(uid: "alice", ttl: 3600)
-      let service = try LarderService(options: .init(dataDirectory: directory, policy: .rulesFile(exampleRulesURL)))
+      let service = try LarderService(options: LarderService.Options(dataDirectory: directory, policy: .rulesFile(exampleRulesURL)).onTestStores())
       defer { service.stop(timeout: .seconds(1)) }
       #expect(service.secret == legacy)
       #expect(try post(service, before).status == 200)
@@ -48,7 +48,7 @@ import Testing
           options.dataDirectory = other
           options.catalog = service.larder.catalogLocation
         }
-        let node = try LarderService(options: options)
+        let node = try LarderService(options: options.onTestStores())
         defer { node.stop(timeout: .seconds(1)) }
         #expect(node.secret == legacy)
         #expect(try post(node, before).status == 200)
@@ -59,7 +59,7 @@ import Testing
 
   @Test func aNewStoreKeepsItsKeyInTheCatalogOnly() throws {
     try withDirectory { directory in
-      let service = try LarderService(options: .init(dataDirectory: directory, policy: .rulesFile(exampleRulesURL)))
+      let service = try LarderService(options: LarderService.Options(dataDirectory: directory, policy: .rulesFile(exampleRulesURL)).onTestStores())
       defer { service.stop(timeout: .seconds(1)) }
       #expect(service.secret.count == 32)
       #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("secret").path))
@@ -68,7 +68,7 @@ import Testing
         try db.row("SELECT value FROM settings WHERE key = 'token_secret'")?.bytes("value")
       }
       #expect(row == service.secret)
-      let again = try LarderService(options: .init(dataDirectory: directory, policy: .allowAll))
+      let again = try LarderService(options: LarderService.Options(dataDirectory: directory, policy: .allowAll).onTestStores())
       defer { again.stop(timeout: .seconds(1)) }
       #expect(again.secret == service.secret)
     }

@@ -31,7 +31,7 @@ final class InProcessService: ServiceHarness {
     var options = LarderService.Options(dataDirectory: directory, policy: policy)
     configure(&options)
     do {
-      service = try LarderService(options: options)
+      service = try LarderService(options: options.onTestStores())
     } catch {
       try? FileManager.default.removeItem(at: directory)
       throw error

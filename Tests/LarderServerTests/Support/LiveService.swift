@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import LarderHTTP
 import LarderServer
@@ -29,7 +30,7 @@ final class LiveService: ServiceHarness, @unchecked Sendable {
     options.http = .loopback
     configure(&options)
     do {
-      service = try LarderService(options: options)
+      service = try LarderService(options: options.onTestStores())
       try service.start()
     } catch {
       try? FileManager.default.removeItem(at: directory)

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 @testable import Larder
@@ -29,7 +30,7 @@ import Testing
 
   @Test func verifierLeavesYoungAndLockedTempFilesAlone() throws {
     let dir = ScratchDirectory("verify-temp")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let tmp = larder.blobs.tmpDirectory.path
     // A writer between open(O_EXCL) and flock: young, no lock yet.
     try Fixture.plantTemp(larder, name: "young.part", bytes: 4, age: 0)

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 @testable import Larder
@@ -7,7 +8,7 @@ import Testing
 @Suite struct CollectorLockTests {
   @Test func plainVerifyTakesTheCollectorLockEvenOnAFreshStore() throws {
     let dir = ScratchDirectory("verify-lock")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let lockPath = CollectorLock.path(in: larder.directory)
     #expect(!FileManager.default.fileExists(atPath: lockPath))
     _ = try Verifier(larder: larder).verify()

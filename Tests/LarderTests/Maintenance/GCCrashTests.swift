@@ -21,7 +21,7 @@ import Testing
     try FileManager.default.removeItem(at: crashCopy.url)
     let copyURL = crashCopy.url
     let directory = dir.url
-    let larder = try Larder(
+    let larder = try TestStore.open(
       at: dir.url,
       configuration: .init(
         faults: FaultInjector { hit in
@@ -55,7 +55,7 @@ import Testing
     #expect(try Verifier(larder: larder).verify().findings == [])
 
     // 2. The directory as a crash there would leave it: open (recovery runs), verify, collect.
-    let reopened = try Larder(at: copyURL)
+    let reopened = try TestStore.open(at: copyURL)
     if point == .gcAfterCommit {
       #expect(reopened.recovery == RecoveryReport(tempFilesRemoved: 0, trashRestored: 0, trashRemoved: 4))
       #expect(try Fixture.count(reopened, "blobs") == 16)

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 @testable import Larder
@@ -17,7 +18,7 @@ import Testing
   @Test(.enabled(if: directory != nil)) func collectLargeStore() throws {
     let url = URL(fileURLWithPath: try #require(Self.directory))
     let openStart = Date()
-    let larder = try Larder(at: url)
+    let larder = try TestStore.open(at: url)
     print(
       "gc-scale: opened in \(String(format: "%.1f", Date().timeIntervalSince(openStart))) s, VmHWM \(Self.peakKiB()) KiB"
     )

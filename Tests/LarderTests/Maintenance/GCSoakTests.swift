@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import LarderCrypto
 import Synchronization
 import Testing
@@ -15,8 +16,8 @@ import Testing
 @Suite struct GCSoakTests {
   @Test func dedupeAgainstCollectionLosesNothing() throws {
     let dir = ScratchDirectory("soak")
-    let uploads = try Larder(at: dir.url)
-    let collectorSide = try Larder(at: dir.url)
+    let uploads = try TestStore.open(at: dir.url)
+    let collectorSide = try TestStore.open(at: dir.url)
     let shared = Fixture.contents(4, tag: "shared")
     let tally = Tally()
     let running = Mutex(true)

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import LarderCrypto
 import Synchronization
 import Testing
@@ -8,7 +9,7 @@ import Testing
 @Suite struct GarbageCollectorTests {
   @Test func collectsUnreferencedAndKeepsReferenced() throws {
     let dir = ScratchDirectory()
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let kept = Data("kept content".utf8)
     let dropped = Data("content of a deleted object".utf8)
     let loose = Data("never attached".utf8)
@@ -40,7 +41,7 @@ import Testing
 
   @Test func graceKeepsYoungFilesAndCollectsOldOnes() throws {
     let dir = ScratchDirectory()
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let old = try larder.files.put(Data("old upload".utf8))
     try Fixture.age(larder, by: 7200)
     let young = try larder.files.put(Data("young upload".utf8))
@@ -60,7 +61,7 @@ import Testing
 
   @Test func dryRunChangesNothingAndSecondRunDoesNothing() throws {
     let dir = ScratchDirectory()
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let victim = dir.url.appendingPathComponent("victim")
     try Data("must survive".utf8).write(to: victim)
     // Something of every kind the collector removes.
@@ -133,7 +134,7 @@ import Testing
 
   @Test func uploadFilesWithoutARowAreCollectedOnceOld() throws {
     let dir = ScratchDirectory()
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let uploads = larder.blobs.uploadsDirectory.path
     // A crash between creating an upload's file and committing its row leaves the file alone.
     try Data(repeating: 1, count: 100).write(to: URL(fileURLWithPath: "\(uploads)/orphan1"))
@@ -161,8 +162,8 @@ import Testing
 
   @Test func secondCollectorIsRefusedWhileOneRuns() throws {
     let dir = ScratchDirectory()
-    let larder = try Larder(at: dir.url)
-    let other = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
+    let other = try TestStore.open(at: dir.url)
     let tally = Tally()
     let lockPath = "\(larder.directory.path)/gc.lock"
     _ = try GarbageCollector(larder: larder).collect(
@@ -188,8 +189,8 @@ import Testing
 
   @Test func attachingDuringCollectionNeverPointsAtMissingBlob() throws {
     let dir = ScratchDirectory()
-    let larder = try Larder(at: dir.url)
-    let collectorSide = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
+    let collectorSide = try TestStore.open(at: dir.url)
     let contents = Fixture.contents(3, tag: "attach")
     var files: [File] = []
     for i in 0..<90 { files.append(try larder.files.put(contents[i % 3])) }
@@ -247,7 +248,7 @@ import Testing
 
   @Test func trashLeftoversGoBackOnlyWhenSafe() throws {
     let dir = ScratchDirectory()
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let contents = Fixture.contents(3, tag: "trash")
     for (i, data) in contents.enumerated() {
       _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data)

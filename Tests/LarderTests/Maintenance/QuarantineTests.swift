@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import LarderCrypto
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 @Suite struct QuarantineTests {
   @Test func quarantiningABlobNoFileUsesDropsItsRow() throws {
     let dir = ScratchDirectory("verify-quarantine")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let content = Data("a blob no file uses".utf8)
     let hex = Fixture.sha256Hex(content)
     let path = larder.blobs.path(forHex: hex)

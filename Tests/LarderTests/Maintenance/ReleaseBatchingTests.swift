@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Synchronization
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 @Suite struct ReleaseBatchingTests {
   @Test func unreferencedFilesAreReleasedInBatches() throws {
     let dir = ScratchDirectory("gc-batches")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     for data in Fixture.contents(5, tag: "batch") { _ = try larder.files.put(data) }
     _ = try larder.objects.put(bucket: "b", name: "kept", data: Data("kept".utf8))
     try Fixture.age(larder, by: 60)

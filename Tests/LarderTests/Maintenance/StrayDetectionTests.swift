@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 @testable import Larder
@@ -18,7 +19,7 @@ import Testing
 
   @Test func strayDetectionUsesEachLeafsRows() throws {
     let dir = ScratchDirectory("gc-leaf")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     // Blobs sharing a leaf with strays, and a blob in the last leaf of all.
     let kept = Fixture.contents(40, tag: "leaf")
     for (i, data) in kept.enumerated() { _ = try larder.objects.put(bucket: "b", name: "k\(i)", data: data) }
@@ -54,7 +55,7 @@ import Testing
 
   @Test func unexpectedDirectoriesAreReportedAndLeftForAHuman() throws {
     let dir = ScratchDirectory("verify-dirs")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let content = Data("a blob beside odd directories".utf8)
     _ = try larder.objects.put(bucket: "b", name: "o", data: content)
     let leaf = (Fixture.blobPath(larder, content) as NSString).deletingLastPathComponent

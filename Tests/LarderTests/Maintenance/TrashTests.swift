@@ -9,7 +9,7 @@ import Testing
 @Suite struct TrashTests {
   @Test(TestCatalog.sqliteOnly) func failedCommitPutsTrashedBlobsBackAtOnce() throws {
     let dir = ScratchDirectory("gc-commit")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let orphans = Fixture.contents(3, tag: "commit")
     for data in orphans { _ = try larder.files.put(data) }
     try Fixture.age(larder, by: 60)
@@ -38,7 +38,7 @@ import Testing
 
   @Test func trashEntryWithASuffixIsNotABlob() throws {
     let dir = ScratchDirectory("trash-suffix")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let content = Data("in trash with a suffix".utf8)
     _ = try larder.objects.put(bucket: "b", name: "o", data: content)
     let hex = Fixture.sha256Hex(content)

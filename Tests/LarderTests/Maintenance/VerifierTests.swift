@@ -8,7 +8,7 @@ import Testing
 @Suite struct VerifierTests {
   @Test func cleanStoreVerifiesClean() throws {
     let dir = ScratchDirectory("verify")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let contents = Fixture.contents(3, tag: "clean")
     for (i, data) in contents.enumerated() {
       _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data)
@@ -28,7 +28,7 @@ import Testing
 
   @Test(TestCatalog.sqliteOnly) func findsEveryPlantedFaultAndRepairs() throws {
     let dir = ScratchDirectory("verify")
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let contents = Fixture.contents(7, tag: "planted")
     for (i, data) in contents.enumerated() {
       _ = try larder.objects.put(bucket: "b", name: "o\(i)", data: data)

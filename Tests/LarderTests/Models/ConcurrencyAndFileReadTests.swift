@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import LarderCrypto
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 @Suite struct ModelConcurrencyTests {
   /// 8 tasks × 200 random saves and deletes over shared ids; the catalog must stay consistent.
   @Test func manyTasksSavingAndDeletingKeepTheCatalogConsistent() async throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let files = try (0..<8).map { try larder.files.put(Data("shared-\($0)".utf8)) }
     try await withThrowingTaskGroup(of: Void.self) { group in
       for worker in 0..<8 {
@@ -47,7 +48,7 @@ import Testing
 
 @Suite struct FileReadTests {
   @Test func maxSizeEqualUnderAndOver() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let file = try larder.files.put(Data("0123456789".utf8))
     #expect(try larder.files.data(of: file, maxSize: 10) == Data("0123456789".utf8))
     #expect(try larder.files.data(of: file, maxSize: 11) == Data("0123456789".utf8))
@@ -59,7 +60,7 @@ import Testing
 
   /// 200 MiB streamed in from an async sequence and back out in 1 MiB chunks.
   @Test func streamsTwoHundredMebibytesInAndOutInBoundedChunks() async throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let chunkSize = 1 << 20
     let chunkCount = 200
     var rng = SeededGenerator(seed: 200)

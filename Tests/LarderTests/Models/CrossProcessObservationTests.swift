@@ -12,8 +12,8 @@ struct CrossProcessObservationTests {
   @Test func aCommitThroughAnotherStoreReachesThisStoresObserver() async throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    let here = try Larder(at: directory)
-    let elsewhere = try Larder(at: directory)  // its own connections, as another node has
+    let here = try TestStore.open(at: directory)
+    let elsewhere = try TestStore.open(at: directory)  // its own connections, as another node has
     try here.models.save(Score(id: "a", name: "Ada", points: 3, visible: true))
 
     let log = ChangeLog<Score>()

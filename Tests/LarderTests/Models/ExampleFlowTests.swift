@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 @testable import Larder
@@ -15,7 +16,7 @@ import Testing
   }
 
   @Test func uploadAttachQueryObserveDelete() async throws {
-    let larder = try Larder.temporary()  // or: try Larder(at: URL(fileURLWithPath: "data"))
+    let larder = try TestStore.temporary()  // or: try TestStore.open(at: URL(fileURLWithPath: "data"))
 
     // 1. Upload: bytes in, a File out (also put(contentsOf:) and a streaming put).
     let avatar = try larder.files.put(Data("PNG…pretend".utf8), filename: "ada.png")

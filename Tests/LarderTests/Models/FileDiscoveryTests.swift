@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 @testable import Larder
@@ -9,7 +10,7 @@ import Testing
   }
 
   @Test func findsFilesInEveryPosition() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let f = try (0..<10).map { try upload(larder, "file-\($0)") }
     let gallery = Gallery(
       id: "g1", name: "Trip", avatar: f[0], album: [f[1], f[2]], profile: Profile(bio: "hi", header: f[3]),
@@ -33,7 +34,7 @@ import Testing
   }
 
   @Test func saveRoundTripsAndRecordsEveryAttachment() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let f = try (0..<6).map { try upload(larder, "round-\($0)") }
     let gallery = Gallery(
       id: "g1", name: "Trip", avatar: f[0], album: [f[1], f[2]], profile: Profile(bio: "b", header: f[3]),
@@ -55,7 +56,7 @@ import Testing
   }
 
   @Test func replaceRemoveAndDeleteLeaveExactlyTheExpectedRows() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let f = try (0..<5).map { try upload(larder, "seq-\($0)") }
     var g = Gallery(id: "g", name: "n", avatar: f[0], album: [f[1], f[2]])
     var note = Note(id: "n1", text: "keep", attachment: f[4])
@@ -115,7 +116,7 @@ import Testing
   }
 
   @Test func savingAModelWithAMissingFileFailsAndSavesNothing() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let real = try upload(larder, "real")
     let ghost = File(
       id: "0000000000000000000000000000", sha256: real.sha256, size: real.size, md5: real.md5,
@@ -141,7 +142,7 @@ import Testing
   }
 
   @Test func rejectsEmptyIdentifiersAndHostileTypeNames() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     #expect(throws: ModelError.emptyIdentifier(type: "note")) { try larder.models.save(Note(id: "", text: "x")) }
     struct Quoted: Model {
       static let modelType = "it's \"quoted\"; DROP TABLE records; --"
@@ -159,7 +160,7 @@ import Testing
   }
 
   @Test func storedBodyThatNoLongerDecodesIsATypedError() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     try larder.catalog.write { db in
       try db.execute(
         "INSERT INTO records(type, id, body, created_at, updated_at) VALUES ('note', 'bad', '{\"id\":\"bad\"}', 0, 0)")

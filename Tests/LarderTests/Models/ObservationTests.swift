@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 @testable import Larder
@@ -31,7 +32,7 @@ struct Score: Model, Equatable {
   }
 
   @Test func randomisedChangesApplyExactlyToThePreviousResult() async throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let query = Query(Score.self).filter(Field("visible") == true)
       .sorted(by: "points", .descending).sorted(by: "name").limit(12)
     var rng = SeededGenerator(seed: 0x5EED_0006)
@@ -123,7 +124,7 @@ struct Score: Model, Equatable {
   }
 
   @Test func callbackStopsWhenTheTokenIsCancelledOrReleased() async throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     try larder.models.save(Score(id: "a", name: "a", points: 1, visible: true))
     let query = Query(Score.self).sorted(by: "points")
     #expect(larder.models.observerCount == 0)
@@ -162,7 +163,7 @@ struct Score: Model, Equatable {
   }
 
   @Test func asyncSequenceDeliversAndEndsWithItsConsumer() async throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let query = Query(Score.self).filter(Field("points") >= 10).sorted(by: "points")
     do {
       var iterator = try larder.models.observations(of: query).makeAsyncIterator()
@@ -192,7 +193,7 @@ struct Score: Model, Equatable {
   }
 
   @Test func invalidQueriesFailBeforeObserving() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     #expect(throws: ModelError.invalidFieldPath("a b")) {
       _ = try larder.models.observe(Query(Score.self).sorted(by: "a b")) { _ in }
     }

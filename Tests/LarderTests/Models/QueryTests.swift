@@ -14,7 +14,7 @@ import Testing
   ]
 
   func seeded() throws -> Larder {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     try larder.models.save(Self.people)
     return larder
   }
@@ -128,7 +128,7 @@ import Testing
 
   /// 100 000 records of one type: a filtered fetch must search the declared expression index.
   @Test func filteredFetchUsesTheDeclaredIndex() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     try larder.models.save(Reading(id: "first", sensor: "s-first", value: -1))
     // Bulk-load in one statement so the test stays fast; bodies match what JSONEncoder writes.
     try larder.catalog.write { db in

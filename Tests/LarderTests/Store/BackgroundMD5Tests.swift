@@ -23,7 +23,7 @@ import Testing
     let expected = Hex.encode(Digest.hash(.md5, Self.large))
     let sha: String
     do {
-      let larder = try Larder(at: dir.url, configuration: .init(backgroundMD5: false))
+      let larder = try TestStore.open(at: dir.url, configuration: .init(backgroundMD5: false))
       #expect(larder.files.md5Backfill == nil)
       let object = try larder.objects.put(bucket: "b", name: "big", data: Data(Self.large))
       sha = object.file.sha256
@@ -36,7 +36,7 @@ import Testing
       #expect(json?["sha256"] as? String == sha)
     }
     // A restart: the table is the work list, and the pass at open finds it.
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let backfill = try #require(larder.files.md5Backfill)
     try Self.waitForRow(larder, sha)
     backfill.waitUntilIdle()
@@ -57,12 +57,12 @@ import Testing
     let dir = ScratchDirectory("md5-stop")
     var shas: [String] = []
     do {
-      let larder = try Larder(at: dir.url, configuration: .init(backgroundMD5: false))
+      let larder = try TestStore.open(at: dir.url, configuration: .init(backgroundMD5: false))
       for i in 0..<3 {
         shas.append(try larder.objects.put(bucket: "b", name: "big\(i)", data: Data(Self.large + [UInt8(i)])).file.sha256)
       }
     }
-    let larder = try Larder(at: dir.url)
+    let larder = try TestStore.open(at: dir.url)
     let backfill = try #require(larder.files.md5Backfill)
     backfill.stop()
     #expect(!backfill.isRunning)
@@ -80,7 +80,7 @@ import Testing
   }
 
   @Test func smallContentHasItsMD5AtCommit() throws {
-    let larder = try Larder.temporary(configuration: .init(backgroundMD5: false))
+    let larder = try TestStore.temporary(configuration: .init(backgroundMD5: false))
     let limit = [UInt8](repeating: 7, count: Int(FileStore.inlineMD5Limit))
     let object = try larder.objects.put(bucket: "b", name: "limit", data: Data(limit))
     #expect(object.file.md5 == Hex.encode(Digest.hash(.md5, limit)))
@@ -90,7 +90,7 @@ import Testing
   }
 
   @Test func aGivenMD5IsVerifiedInlineAndRecordedAndAMismatchStoresNothing() throws {
-    let larder = try Larder.temporary(configuration: .init(backgroundMD5: false))
+    let larder = try TestStore.temporary(configuration: .init(backgroundMD5: false))
     let md5 = Digest.hash(.md5, Self.large)
     var wrong = md5
     wrong[0] ^= 1
@@ -110,7 +110,7 @@ import Testing
   }
 
   @Test func aVerifiedMD5FillsADeduplicatedBlobWithoutOne() throws {
-    let larder = try Larder.temporary(configuration: .init(backgroundMD5: false))
+    let larder = try TestStore.temporary(configuration: .init(backgroundMD5: false))
     let first = try larder.files.put(Data(Self.large))
     #expect(try Self.rowMD5(larder, first.sha256) == .some(nil))
     let md5 = Digest.hash(.md5, Self.large)
@@ -122,7 +122,7 @@ import Testing
   }
 
   @Test func aCallerThatNeedsTheMD5GetsItAtOnceAndItIsRecorded() throws {
-    let larder = try Larder.temporary(configuration: .init(backgroundMD5: false))
+    let larder = try TestStore.temporary(configuration: .init(backgroundMD5: false))
     let file = try larder.files.put(Data(Self.large))
     #expect(file.md5 == "")
     let known = try larder.files.withMD5(file)
@@ -142,7 +142,7 @@ import Testing
         if let current { seen.add("current:\(current.file.md5)") }
       }
     }
-    let larder = try Larder.temporary(configuration: .init(backgroundMD5: false))
+    let larder = try TestStore.temporary(configuration: .init(backgroundMD5: false))
     let seen = Tally()
     try larder.objects.put(bucket: "b", name: "o", data: Data(Self.large))
     let writer = try larder.files.makeWriter()
@@ -153,7 +153,7 @@ import Testing
   }
 
   @Test func gcRemovingABlobWhileItIsHashedNeitherCrashesNorResurrectsIt() throws {
-    let larder = try Larder.temporary(configuration: .init(backgroundMD5: false))
+    let larder = try TestStore.temporary(configuration: .init(backgroundMD5: false))
     let doomed = try larder.objects.put(bucket: "b", name: "doomed", data: Data(Self.large))
     let kept = try larder.objects.put(bucket: "b", name: "kept", data: Data(Self.large + [2]))
     try larder.objects.delete(bucket: "b", name: "doomed")
@@ -179,7 +179,7 @@ import Testing
 
   @Test(TestCatalog.sqliteOnly) func verifyChecksAKnownMD5AndRepairsByForgettingIt() throws {
     let dir = ScratchDirectory("md5")
-    let larder = try Larder(at: dir.url, configuration: .init(backgroundMD5: false))
+    let larder = try TestStore.open(at: dir.url, configuration: .init(backgroundMD5: false))
     let small = try larder.files.put(Data("small".utf8))
     let big = try larder.files.put(Data(Self.large))
     var report = try Verifier(larder: larder).verify()
@@ -203,7 +203,7 @@ import Testing
     let dir = ScratchDirectory("md5")
     let md5: String
     do {
-      let larder = try Larder(at: dir.url)
+      let larder = try TestStore.open(at: dir.url)
       md5 = try larder.files.put(Data("old content".utf8)).md5
     }
     do {
@@ -222,7 +222,7 @@ import Testing
         PRAGMA user_version = 4;
         """)
     }
-    let larder = try Larder(at: dir.url, configuration: .init(backgroundMD5: false))
+    let larder = try TestStore.open(at: dir.url, configuration: .init(backgroundMD5: false))
     let version = try larder.catalog.read { try $0.row("PRAGMA user_version")?.int("user_version") }
     #expect(version == Int64(Larder.catalogSchemaVersion))
     // Every later migration ran too: migration 6's columns, dropped above, are back.

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 @testable import Larder
@@ -27,7 +28,7 @@ import Testing
   }
 
   private func measure(_ label: String, at directory: URL, catalog: CatalogLocation) throws {
-    let larder = try Larder(at: directory, configuration: .init(backgroundMD5: false, catalog: catalog))
+    let larder = try TestStore.open(at: directory, configuration: .init(backgroundMD5: false, catalog: catalog))
     var random = PseudoRandomBytes(seed: 42)
     let count = 400
     let bodies = (0..<count).map { _ in Data(random.bytes(4096)) }

@@ -14,7 +14,7 @@ import Testing
   }
 
   @Test(TestCatalog.sqliteOnly) func readerAndWriterConnectionsUseTheRequiredPragmas() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     for settings in [
       try larder.catalog.read { try pragmas($0) }, try larder.catalog.write { try pragmas($0) },
     ] {
@@ -34,14 +34,14 @@ import Testing
     #expect(Date(timeIntervalSince1970: -1e300).sqlValue == .integer(.min))
     #expect(Date(timeIntervalSince1970: 1.5).sqlValue == .integer(1500))
     // A collector asked for an absurd grace keeps everything instead of crashing.
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     _ = try larder.files.put(Data("young".utf8))
     let report = try GarbageCollector(larder: larder).collect(options: .init(grace: .seconds(Int64.max)))
     #expect(report.filesReleased == 0)
   }
 
   @Test func blobFilesAreReadOnly() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let file = try larder.files.put(Data("immutable".utf8))
     let path = larder.blobs.path(forHex: file.sha256)
     var st = stat()
@@ -57,7 +57,7 @@ import Testing
   }
 
   @Test(TestCatalog.sqliteOnly) func foreignKeysAreEnforced() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let file = try larder.files.put(Data("referenced".utf8))
     let missing = [UInt8](repeating: 7, count: 32)
     let insertError = #expect(throws: DatabaseError.self) {
@@ -77,7 +77,7 @@ import Testing
   }
 
   @Test(TestCatalog.sqliteOnly) func errorsCarryTheFailingSQL() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let error = #expect(throws: DatabaseError.self) {
       try larder.catalog.read { db in try db.row("SELECT nope FROM blobs") }
     }
@@ -90,7 +90,7 @@ import Testing
   }
 
   @Test func writeTransactionRollsBackOnError() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     #expect(throws: InjectedFailure.self) {
       try larder.catalog.write { db in
         try db.execute(
@@ -107,7 +107,7 @@ import Testing
   }
 
   @Test(TestCatalog.sqliteOnly) func valuesRoundTripThroughStatements() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let row = try larder.catalog.read { db in
       try db.row(
         "SELECT ? AS i, ? AS r, ? AS t, ? AS b, ? AS e, ? AS n, ? AS z, length(CAST(? AS BLOB)) AS zl, ? AS empty",

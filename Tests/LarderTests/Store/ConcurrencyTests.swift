@@ -8,9 +8,9 @@ import Testing
   @Test func concurrentPutsFromTasksAndASecondStoreAreAllConsistent() async throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    let first = try Larder(at: directory)
+    let first = try TestStore.open(at: directory)
     // A second instance has its own SQLite connections and locks, as a second process would.
-    let second = try Larder(at: directory)
+    let second = try TestStore.open(at: directory)
 
     // 32 puts through the first store and 16 through the second; contents 0..<8 are shared by
     // both stores so that dedupe races across connections, the rest are unique.
@@ -58,7 +58,7 @@ import Testing
   }
 
   @Test func concurrentReplacementsOfOneNameKeepIncreasingGenerations() async throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let generations = try await withThrowingTaskGroup(of: Int64.self) { group in
       for i in 0..<16 {
         group.addTask { try larder.objects.put(bucket: "c", name: "hot", data: Data("v\(i)".utf8)).generation }

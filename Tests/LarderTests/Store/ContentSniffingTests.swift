@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Testing
 
@@ -24,7 +25,7 @@ import Testing
   @Test(arguments: samples)
   func typeIsSniffedFromContentWhenTheDeclaredTypeLies(sample: Sample) throws {
     // `contentType` reports the declared type, as Firebase does; the sniffed one is kept beside it.
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let object = try larder.objects.put(
       bucket: "mime", name: sample.name, data: Data(sample.bytes),
       options: ObjectWriteOptions(declaredContentType: sample.declared))
@@ -43,7 +44,7 @@ import Testing
   }
 
   @Test func declaredTypeIsCleanedOrDropped() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let padded = try larder.files.put(Data("x".utf8), declaredContentType: "  image/png ")
     #expect(padded.declaredContentType == "image/png")
     let hostile = try larder.files.put(Data("x".utf8), declaredContentType: "text/html\r\nX-Evil: 1")

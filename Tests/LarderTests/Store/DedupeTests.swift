@@ -1,11 +1,12 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Testing
 
 /// Identical content is stored once, however many names and files refer to it.
 @Suite struct DedupeTests {
   @Test func hundredPutsOfTheSameBytesStoreOneBlob() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     var random = PseudoRandomBytes(seed: 100)
     let bytes = Data(random.bytes(70_000))
     var fileIDs = Set<String>()
@@ -34,7 +35,7 @@ import Testing
   /// A blob file left at its address by a crash between link and commit (no row) is replaced by the
   /// verified staged copy, not trusted.
   @Test func strayFileAtTheAddressIsReplacedByVerifiedContent() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let bytes = Data("the real content\n".utf8)
     let hex = sha256Hex(bytes)
     let leaf = larder.directory.appendingPathComponent("blobs/sha256/\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))")

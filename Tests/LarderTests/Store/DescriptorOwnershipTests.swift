@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Synchronization
 import Testing
 
@@ -20,7 +21,7 @@ import Testing
   private func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) != -1 }
 
   @Test func discardingAStagedBlobTwiceLeavesADescriptorReusedMeanwhileOpen() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let writer = try larder.files.makeWriter()
     try writer.write(Data("staged once".utf8))
     let staged = try writer.finish()
@@ -37,7 +38,7 @@ import Testing
   }
 
   @Test func concurrentDiscardsCloseEachDescriptorOnce() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let sentinel = open("/dev/null", O_RDONLY | O_CLOEXEC)
     defer { close(sentinel) }
     let tmp = larder.blobs.tmpDirectory.path
@@ -60,7 +61,7 @@ import Testing
   }
 
   @Test func aReaderHandsItsDescriptorToExactlyOneTaker() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let file = try larder.files.put(Data("read me".utf8))
     /// Races 16 takers; returns the one descriptor handed over, after the reader is released.
     func takeOnce() throws -> Int32? {

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
   func digestsAgreeWithOpenSSLCommandLine(size: Int) throws {
     let seed = UInt64(size) &* 31
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     var random = PseudoRandomBytes(seed: seed)
     let source = try scratch.file("random-\(size).bin", random.bytes(size))
 

@@ -1,11 +1,12 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Testing
 
 /// `data(of:maxSize:)` refuses oversize content before reading any of it.
 @Suite struct DownloadLimitTests {
   @Test func maxSizeAtUnderAndOverTheSize() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     var random = PseudoRandomBytes(seed: 77)
     let bytes = Data(random.bytes(10_000))
     let file = try larder.files.put(bytes)
@@ -22,7 +23,7 @@ import Testing
   /// With the blob file moved away, a too-small limit still answers downloadSizeExceeded: the
   /// decision came from the catalog, before any open or read.
   @Test func limitIsCheckedBeforeOpening() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let file = try larder.files.put(Data(count: 5_000))
     let path = larder.blobs.path(forHex: file.sha256)
     #expect(rename(path, path + ".away") == 0)
@@ -36,7 +37,7 @@ import Testing
   }
 
   @Test func malformedFileValueIsRefused() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let forged = File(
       id: "x", sha256: "../../etc/passwd", size: 1, md5: "", contentType: "text/plain", declaredContentType: nil,
       filename: nil, createdAt: Date())

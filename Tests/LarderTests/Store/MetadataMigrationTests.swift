@@ -12,7 +12,7 @@ import Testing
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
     do {
-      let larder = try Larder(at: directory)
+      let larder = try TestStore.open(at: directory)
       try larder.objects.put(
         bucket: "b", name: "declared", data: Self.text, options: .init(declaredContentType: "image/png"))
       try larder.objects.put(bucket: "b", name: "undeclared", data: Self.text)
@@ -43,7 +43,7 @@ import Testing
       #expect(try db.row("SELECT content_type FROM objects WHERE name = 'declared'")?.string("content_type") == "text/plain")
     }
 
-    let larder = try Larder(at: directory)
+    let larder = try TestStore.open(at: directory)
     let declared = try larder.objects.get(bucket: "b", name: "declared")
     #expect(declared.contentType == "image/png")
     #expect(declared.detectedContentType == "text/plain")
@@ -72,7 +72,7 @@ import Testing
   }
 
   @Test func writeOptionsAreValidatedLikeAPatch() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     for (options, field) in [
       (ObjectWriteOptions(cacheControl: "a\r\nb"), "cacheControl"),
       (ObjectWriteOptions(contentDisposition: "inline\n"), "contentDisposition"),

@@ -8,7 +8,7 @@ import Testing
 @Suite struct ObjectCacheTests {
   @Test(TestCatalog.sqliteOnly) func smallContentIsServedFromMemoryUntilTheCatalogChanges() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     let object = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("small".utf8))
     #expect(larder.objects.cache.contentCount == 0)
     #expect(try larder.objects.smallContent(of: object) == Array("small".utf8))
@@ -32,7 +32,7 @@ import Testing
 
   @Test(TestCatalog.sqliteOnly) func contentOverTheLimitIsNeitherReadNorKept() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     let limit = Int(ObjectStore.smallContentLimit)
     let atLimit = try larder.objects.put(bucket: "c", name: "at.bin", data: Data(repeating: 7, count: limit))
     let over = try larder.objects.put(bucket: "c", name: "over.bin", data: Data(repeating: 8, count: limit + 1))
@@ -88,7 +88,7 @@ import Testing
 
   @Test(TestCatalog.sqliteOnly) func aMemoLivesExactlyAsLongAsItsCachedRow() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     let path = try ObjectPath(bucket: "c", name: "a.bin")
     _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
     let (first, memo) = try larder.objects.findMemoized(path)
@@ -111,7 +111,7 @@ import Testing
 
   @Test(TestCatalog.sqliteOnly) func repeatedLookupsAreServedFromTheCache() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     let put = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
     #expect(larder.objects.cache.count == 0)
     let first = try larder.objects.find(bucket: "c", name: "a.bin")
@@ -124,7 +124,7 @@ import Testing
 
   @Test func overwriteUpdateAndDeleteInThisStoreAreSeenAtOnce() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
     _ = try larder.objects.find(bucket: "c", name: "a.bin")
 
@@ -152,8 +152,8 @@ import Testing
   @Test(TestCatalog.sqliteOnly) func writesThroughASecondStoreOnTheSameDirectoryAreSeenAtOnce() throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    let first = try Larder(at: directory)
-    let second = try Larder(at: directory)
+    let first = try TestStore.open(at: directory)
+    let second = try TestStore.open(at: directory)
     let original = try first.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
     // Fill the cache of every reader connection the first store may hand out.
     for _ in 0..<20 { #expect(try first.objects.find(bucket: "c", name: "a.bin") == original) }
@@ -178,8 +178,8 @@ import Testing
   @Test func concurrentLookupsNeverSeeAReplacedGenerationAfterTheWriteReturned() async throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    let reader = try Larder(at: directory)
-    let writer = try Larder(at: directory)
+    let reader = try TestStore.open(at: directory)
+    let writer = try TestStore.open(at: directory)
     var latest = try writer.objects.put(bucket: "c", name: "hot", data: Data("0".utf8)).generation
     for round in 1...30 {
       // Readers hammer the name on several connections while the other store replaces it.

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
   static let names = ["a/1", "a/2", "a/b/1", "b/1", "c"]
 
   private func store() throws -> Larder {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     // Insert out of order; listing must sort.
     for name in Self.names.reversed() {
       _ = try larder.objects.put(bucket: "list", name: name, data: Data(name.utf8))
@@ -108,7 +109,7 @@ import Testing
   /// Prefixes match bytes, as Firebase's do: a name whose first character combines with the next
   /// scalar (a decomposed "á") still starts with the prefix "a".
   @Test func prefixMatchesBytesNotGraphemes() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let decomposed = "a\u{301}/x"
     _ = try larder.objects.put(bucket: "u", name: decomposed, data: Data("1".utf8))
     _ = try larder.objects.put(bucket: "u", name: "ab", data: Data("2".utf8))
@@ -120,7 +121,7 @@ import Testing
 
   /// More than one scan batch (256 rows) under a folded prefix, then paging across it.
   @Test func largeFoldedPrefixIsSkippedWhole() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     for i in 0..<300 {
       _ = try larder.objects.put(bucket: "many", name: String(format: "dir/%03d", i), data: Data("x".utf8))
     }

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Testing
 
@@ -14,7 +15,7 @@ import Testing
   }
 
   @Test func pathMethodsReadWriteUpdateAndDeleteTheSameRow() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let path = try ObjectPath(bucket: "app", name: "doc.txt")
     let writer = try larder.files.makeWriter()
     try writer.write(Data("one".utf8))

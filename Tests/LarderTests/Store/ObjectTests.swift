@@ -1,11 +1,12 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Testing
 
 /// Objects: generations, conditional writes, updates, deletes, and names.
 @Suite struct ObjectTests {
   @Test func replacingContentBumpsGenerationAndUpdateBumpsMetageneration() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let first = try larder.objects.put(bucket: "b", name: "doc.txt", data: Data("one".utf8))
     #expect(first.metageneration == 1)
     #expect(first.generation > 0)
@@ -56,7 +57,7 @@ import Testing
   }
 
   @Test func ifGenerationMatchGuardsWrites() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let created = try larder.objects.put(
       bucket: "b", name: "once", data: Data("first".utf8), options: ObjectWriteOptions(ifGenerationMatch: 0))
     let exists = #expect(throws: LarderError.self) {
@@ -87,7 +88,7 @@ import Testing
   }
 
   @Test func deleteRemovesTheName() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let object = try larder.objects.put(bucket: "b", name: "gone", data: Data("bye".utf8))
     #expect(throws: LarderError.self) {
       try larder.objects.delete(bucket: "b", name: "gone", ifGenerationMatch: object.generation + 1)
@@ -109,7 +110,7 @@ import Testing
   }
 
   @Test func findAnswersNilOnlyForAbsenceAndThrowsEverythingElse() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let object = try larder.objects.put(bucket: "b", name: "here", data: Data("x".utf8))
     #expect(try larder.objects.find(bucket: "b", name: "here") == object)
     #expect(try larder.objects.find(bucket: "b", name: "absent") == nil)
@@ -119,7 +120,7 @@ import Testing
   }
 
   @Test func patchedContentTypeLeavesTheFilesSniffedTypeAlone() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let stored = try larder.objects.put(bucket: "b", name: "t.txt", data: Data("plain words\n".utf8))
     #expect(stored.file.contentType == "text/plain")
     let patched = try larder.objects.update(bucket: "b", name: "t.txt", patch: ObjectPatch(contentType: "text/csv"))
@@ -133,7 +134,7 @@ import Testing
   }
 
   @Test func clearingMetadataRemovesEveryKeyThenAppliesChanges() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     _ = try larder.objects.put(bucket: "b", name: "m", data: Data("x".utf8), options: .init(metadata: ["a": "1", "b": "2"]))
     let cleared = try larder.objects.update(
       bucket: "b", name: "m", patch: ObjectPatch(metadata: ["c": "3"], clearMetadata: true))
@@ -142,7 +143,7 @@ import Testing
   }
 
   @Test func bucketsAreSeparateNamespaces() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     _ = try larder.objects.put(bucket: "one", name: "same", data: Data("1".utf8))
     _ = try larder.objects.put(bucket: "two", name: "same", data: Data("2".utf8))
     #expect(try larder.files.data(of: try larder.objects.get(bucket: "one", name: "same").file) == Data("1".utf8))
@@ -160,7 +161,7 @@ import Testing
 
   @Test(arguments: invalidNames)
   func invalidObjectNamesAreRefused(name: String) throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let error = #expect(throws: LarderError.self) {
       try larder.objects.put(bucket: "b", name: name, data: Data("x".utf8))
     }
@@ -179,7 +180,7 @@ import Testing
 
   @Test(arguments: validNames)
   func validObjectNamesAreStoredVerbatim(name: String) throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let object = try larder.objects.put(bucket: "b", name: name, data: Data("x".utf8))
     #expect(object.name == name)
     #expect(try larder.objects.get(bucket: "b", name: name).name == name)
@@ -192,7 +193,7 @@ import Testing
     "", "UPPER", "-abc", "abc-", ".abc", "a b", "a/b", "a\u{0}", "bücket", String(repeating: "a", count: 223),
   ])
   func invalidBucketsAreRefused(bucket: String) throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let error = #expect(throws: LarderError.self) {
       try larder.objects.put(bucket: bucket, name: "x", data: Data("x".utf8))
     }
@@ -207,7 +208,7 @@ import Testing
   }
 
   @Test func customMetadataIsLimited() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     // Keys and values together: exactly 8192 bytes pass, 8193 fail.
     let atLimit = ["k": String(repeating: "v", count: 8191)]
     let object = try larder.objects.put(
@@ -240,7 +241,7 @@ import Testing
   }
 
   @Test func headerFieldsRefuseControlCharacters() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     _ = try larder.objects.put(bucket: "b", name: "h", data: Data("x".utf8))
     for patch in [
       ObjectPatch(cacheControl: "max-age=1\r\nSet-Cookie: x=1"),

@@ -32,7 +32,7 @@ struct PostgresCrashTests {
     let url = try Self.pg(["start", dir, port], fsync: true)
     defer { _ = try? Self.pg(["stop", dir]) }
     let scratch = try StoreScratch()
-    let larder = try Larder(
+    let larder = try TestStore.open(
       at: scratch.url.appendingPathComponent("data"),
       configuration: .init(backgroundMD5: false, catalog: CatalogLocation(parsing: url + "?schema=crash")))
 

@@ -8,7 +8,7 @@ import Testing
   @Test func abandonedTempFileIsRemovedAndLockedOneKept() throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    do { _ = try Larder(at: directory) }
+    do { _ = try TestStore.open(at: directory) }
     let tmp = directory.appendingPathComponent("tmp")
     let abandoned = tmp.appendingPathComponent("abandoned.part").path
     let locked = tmp.appendingPathComponent("locked.part").path
@@ -19,14 +19,14 @@ import Testing
     #expect(fd >= 0)
     #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
 
-    let reopened = try Larder(at: directory)
+    let reopened = try TestStore.open(at: directory)
     #expect(reopened.recovery.tempFilesRemoved == 1)
     #expect(!FileManager.default.fileExists(atPath: abandoned))
     #expect(FileManager.default.contents(atPath: locked) == Data("still being written".utf8))
 
     // Once the writer is gone, the next open removes it.
     close(fd)
-    let again = try Larder(at: directory)
+    let again = try TestStore.open(at: directory)
     #expect(again.recovery.tempFilesRemoved == 1)
     #expect(again.storeTempFiles() == [])
   }
@@ -35,16 +35,16 @@ import Testing
   @Test func liveWriterSurvivesAnotherStoreOpening() throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    let first = try Larder(at: directory)
+    let first = try TestStore.open(at: directory)
     let writer = try first.files.makeWriter()
     try writer.write(Data("part one, ".utf8))
-    let second = try Larder(at: directory)
+    let second = try TestStore.open(at: directory)
     #expect(second.recovery.tempFilesRemoved == 0)
     #expect(second.storeTempFiles().count == 1)
     try writer.write(Data("part two".utf8))
     let staged = try writer.finish()
     // Finished but not committed: still locked, so still kept.
-    let third = try Larder(at: directory)
+    let third = try TestStore.open(at: directory)
     #expect(third.recovery.tempFilesRemoved == 0)
     let file = try first.files.commit(staged)
     #expect(try second.files.data(of: file) == Data("part one, part two".utf8))
@@ -55,11 +55,11 @@ import Testing
   @Test func symlinkInTempIsRemovedWithoutFollowing() throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    do { _ = try Larder(at: directory) }
+    do { _ = try TestStore.open(at: directory) }
     let target = try scratch.file("precious.txt", Array("do not delete".utf8))
     let link = directory.appendingPathComponent("tmp/evil.part").path
     #expect(symlink(target.path, link) == 0)
-    let reopened = try Larder(at: directory)
+    let reopened = try TestStore.open(at: directory)
     #expect(reopened.recovery.tempFilesRemoved == 1)
     #expect(reopened.storeTempFiles() == [])
     #expect(FileManager.default.contents(atPath: target.path) == Data("do not delete".utf8))
@@ -72,7 +72,7 @@ import Testing
     let hex = sha256Hex(bytes)
     let blobPath = "blobs/sha256/\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))/\(hex)"
     do {
-      let larder = try Larder(at: directory)
+      let larder = try TestStore.open(at: directory)
       let object = try larder.objects.put(bucket: "b", name: "kept.txt", data: bytes)
       #expect(object.file.sha256 == hex)
     }
@@ -84,7 +84,7 @@ import Testing
     #expect(FileManager.default.createFile(atPath: directory.appendingPathComponent("trash/\(orphan)").path, contents: Data("no row for me".utf8)))
     #expect(FileManager.default.createFile(atPath: directory.appendingPathComponent("trash/not-a-digest").path, contents: Data()))
 
-    let reopened = try Larder(at: directory)
+    let reopened = try TestStore.open(at: directory)
     #expect(reopened.recovery.trashRestored == 1)
     #expect(reopened.recovery.trashRemoved == 2)
     #expect(reopened.storeTrashFiles() == [])
@@ -97,12 +97,12 @@ import Testing
   @Test(TestCatalog.sqliteOnly) func catalogFromANewerLarderIsRefused() throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    do { _ = try Larder(at: directory) }
+    do { _ = try TestStore.open(at: directory) }
     do {
       let db = try SQLiteDatabase(path: directory.appendingPathComponent("larder.sqlite").path)
       try db.execute("PRAGMA user_version = 9999")
     }
-    let error = #expect(throws: LarderError.self) { try Larder(at: directory) }
+    let error = #expect(throws: LarderError.self) { try TestStore.open(at: directory) }
     guard case .catalogTooNew(let version, let supported) = error else {
       Issue.record("expected catalogTooNew, got \(String(describing: error))")
       return

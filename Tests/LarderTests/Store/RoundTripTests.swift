@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import LarderCrypto
 import Testing
@@ -6,7 +7,7 @@ import Testing
 /// Content goes in and comes back byte for byte, whatever its size.
 @Suite struct RoundTripTests {
   @Test func emptyContentRoundTrips() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let file = try larder.files.put(Data(), filename: "empty")
     #expect(file.size == 0)
     #expect(file.sha256 == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
@@ -19,7 +20,7 @@ import Testing
   }
 
   @Test func knownDigestVectors() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let abc = try larder.files.put(Data("abc".utf8))
     #expect(abc.sha256 == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     #expect(abc.md5 == "900150983cd24fb0d6963f7d28e17f72")
@@ -29,7 +30,7 @@ import Testing
 
   @Test(arguments: [1, 2, 100, 4095, 4096, 65_537])
   func smallContentRoundTrips(size: Int) throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     var random = PseudoRandomBytes(seed: UInt64(size))
     let bytes = random.bytes(size)
     let file = try larder.files.put(Data(bytes), filename: "small.bin")
@@ -52,7 +53,7 @@ import Testing
   @Test(arguments: [(1 << 20) - 1, 1 << 20, (1 << 20) + 1, (2 << 20) + 1])
   func chunkBoundaryContentRoundTrips(size: Int) throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     var random = PseudoRandomBytes(seed: 0xC0FFEE ^ UInt64(size))
     let bytes = random.bytes(size)
     let source = try scratch.file("source.bin", bytes)
@@ -73,7 +74,7 @@ import Testing
 
   /// 200 MiB streamed in and out, compared chunk by chunk against a regenerated stream, never held whole.
   @Test func twoHundredMebibytesRoundTripExactly() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let chunk = 1 << 20
     let chunks = 200
     var buffer = [UInt8](repeating: 0, count: chunk)

@@ -7,12 +7,12 @@ import Testing
 /// need no SQL of their own.
 @Suite struct StoreStatisticsTests {
   @Test func anEmptyStoreCountsNothing() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     #expect(try larder.statistics() == StoreStatistics())
   }
 
   @Test func countsObjectsPerBucketFilesDistinctBlobsAndOpenUploads() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     // Two objects share one content: two files, one blob of 5 bytes.
     _ = try larder.objects.put(bucket: "photos", name: "a.txt", data: Data("same!".utf8))
     _ = try larder.objects.put(bucket: "photos", name: "b.txt", data: Data("same!".utf8))
@@ -40,7 +40,7 @@ import Testing
   }
 
   @Test(TestCatalog.sqliteOnly) func checkpointLeavesOneSelfContainedCatalogFile() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     _ = try larder.objects.put(bucket: "b", name: "x", data: Data("x".utf8))
     try larder.checkpoint()
     let wal = larder.directory.appendingPathComponent("larder.sqlite-wal").path

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import Synchronization
 import Testing
@@ -14,7 +15,7 @@ import Testing
 
   @Test func madeOnceAndSharedByEveryOpening() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url)
+    let larder = try TestStore.open(at: scratch.url)
     #expect(try Self.rows(larder).isEmpty)
     let first = try larder.tokenSecret(adopting: { nil })
     #expect(first.count == 32)
@@ -23,16 +24,16 @@ import Testing
     var asked = 0
     #expect(try larder.tokenSecret(adopting: { asked += 1; return Array(repeating: 1, count: 32) }) == first)
     #expect(asked == 0)
-    let reopened = try Larder(at: scratch.url)
+    let reopened = try TestStore.open(at: scratch.url)
     #expect(try reopened.tokenSecret(adopting: { nil }) == first)
     // Another store gets another key.
     let other = try StoreScratch()
-    #expect(try Larder(at: other.url).tokenSecret(adopting: { nil }) != first)
+    #expect(try TestStore.open(at: other.url).tokenSecret(adopting: { nil }) != first)
   }
 
   @Test func adoptsTheLegacyKeyWhileTheRowIsAbsent() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url)
+    let larder = try TestStore.open(at: scratch.url)
     let legacy = (0..<32).map { UInt8(255 - $0) }
     #expect(try larder.tokenSecret(adopting: { legacy }) == legacy)
     #expect(try Self.rows(larder) == [legacy])
@@ -40,7 +41,7 @@ import Testing
 
   @Test func aLegacyKeyOfTheWrongLengthIsRefusedAndNothingIsWritten() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url)
+    let larder = try TestStore.open(at: scratch.url)
     #expect(throws: LarderError.invalidArgument("the token secret to adopt is 16 bytes, expected 32")) {
       try larder.tokenSecret(adopting: { Array(repeating: 7, count: 16) })
     }
@@ -49,7 +50,7 @@ import Testing
 
   @Test func aMalformedRowIsRefused() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url)
+    let larder = try TestStore.open(at: scratch.url)
     try larder.catalog.write { db in
       try db.execute("INSERT INTO settings(key, value) VALUES ('token_secret', ?)", [[UInt8](repeating: 1, count: 5)])
     }
@@ -63,7 +64,7 @@ import Testing
     // Two openings of one store (two writer connections: on PostgreSQL, two sessions) race to
     // make the row; the write lock lets one insert and the others read it.
     let scratch = try StoreScratch()
-    let stores = [try Larder(at: scratch.url), try Larder(at: scratch.url)]
+    let stores = [try TestStore.open(at: scratch.url), try TestStore.open(at: scratch.url)]
     let results = Mutex<[[UInt8]]>([])
     let failures = Mutex<[String]>([])
     DispatchQueue.concurrentPerform(iterations: 8) { i in

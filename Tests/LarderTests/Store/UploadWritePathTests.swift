@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import LarderCrypto
 import Testing
 
@@ -22,7 +23,7 @@ import Testing
   @Test(arguments: chunkings)
   func chunksOfAnySizeAreStoredAndHashedExactly(sizes: [Int]) throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     var random = PseudoRandomBytes(seed: UInt64(sizes.count) &* 7_919)
     let content = random.bytes(sizes.reduce(0, +))
     let md5 = Digest.hash(.md5, content)
@@ -46,7 +47,7 @@ import Testing
 
   @Test func aWrongClientMD5IsRefusedAfterEveryBlockWasHashed() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     var random = PseudoRandomBytes(seed: 42)
     let content = random.bytes(3 * BlockSink.blockSize + 11)
     var wrong = Digest.hash(.md5, content)
@@ -68,7 +69,7 @@ import Testing
   /// commit (one fsync) per request is what a PATCH costs.
   @Test func anAppendThatKnowsItsBodyLengthTakesNoCheckpointAtItsEnd() throws {
     let scratch = try UploadScratch()
-    let larder = try Larder(at: scratch.url)
+    let larder = try TestStore.open(at: scratch.url)
     let store = UploadStore(larder: larder, checkpoints: UploadCheckpoints(bytes: 64 * 1024, interval: .seconds(3600)))
     let data = bytes(256 * 1024, seed: 9)
     let id = try store.create(bucket: "app", name: "k.bin", owner: nil, length: Int64(data.count)).id

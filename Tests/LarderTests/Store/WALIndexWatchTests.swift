@@ -10,8 +10,8 @@ import Testing
   @Test func aCommitByAnyConnectionMovesTheStampAndReadsDoNot() throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    let larder = try Larder(at: directory)
-    let other = try Larder(at: directory)
+    let larder = try TestStore.open(at: directory)
+    let other = try TestStore.open(at: directory)
     // A connection of the test's own, as another process would have.
     let watch = try #require(WALIndexWatch(connection: try SQLiteDatabase(path: larder.catalog.path)))
     _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
@@ -37,7 +37,7 @@ import Testing
 
   @Test func theCatalogsCommitStampIsTheHeadersCounter() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     let watch = try #require(WALIndexWatch(connection: try SQLiteDatabase(path: larder.catalog.path)))
     let before = try #require(larder.catalog.commitStamp())
     #expect(before == watch.stamp())
@@ -90,7 +90,7 @@ import Testing
     // connection still sees this store's commits through the same index.
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    let larder = try Larder(at: directory)
+    let larder = try TestStore.open(at: directory)
     for _ in 0..<3 { _ = WALIndexWatch(connection: try SQLiteDatabase(path: larder.catalog.path)) }
     let lock = try readLockState(of: larder.catalog.path + "-shm")
     #expect(lock.contains("READ") || lock.contains("WRITE"), "\(lock)")

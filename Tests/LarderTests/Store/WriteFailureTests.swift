@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import LarderCrypto
 import Testing
@@ -12,7 +13,7 @@ import Testing
   }
 
   @Test func sizeLimitExceededStoresNothing() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let error = #expect(throws: LarderError.self) {
       try larder.objects.put(bucket: "b", name: "big", data: Data(count: 11), sizeLimit: 10)
     }
@@ -26,7 +27,7 @@ import Testing
 
   @Test func sizeLimitExceededWhileStreamingStoresNothing() throws {
     let scratch = try StoreScratch()
-    let larder = try Larder(at: scratch.url.appendingPathComponent("data"))
+    let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
     var random = PseudoRandomBytes(seed: 9)
     let source = try scratch.file("source.bin", random.bytes((1 << 20) + 1))
     var progress: [Int64] = []
@@ -39,7 +40,7 @@ import Testing
   }
 
   @Test func expectedDigestMismatchStoresNothing() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let bytes = Data("checked content".utf8)
     let real = Digest.hash(.sha256, bytes)
     var wrong = real
@@ -65,7 +66,7 @@ import Testing
   }
 
   @Test func cancelledWriterLeavesNoTempFile() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let writer = try larder.files.makeWriter()
     try writer.write(Data(count: 300_000))
     #expect(larder.storeTempFiles().count == 1)
@@ -75,7 +76,7 @@ import Testing
   }
 
   @Test func writerReleasedWithoutFinishLeavesNoTempFile() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     func writeHalf() throws -> Int {
       let writer = try larder.files.makeWriter()
       try writer.write(Data(count: 300_000))
@@ -86,7 +87,7 @@ import Testing
   }
 
   @Test func stagedBlobDiscardedWithoutCommitLeavesNothing() throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     func stageOnly() throws -> Int {
       let writer = try larder.files.makeWriter()
       try writer.write(Data("staged".utf8))
@@ -99,7 +100,7 @@ import Testing
 
   /// The asynchronous put maps task cancellation to ``LarderError/cancelled`` and cleans up.
   @Test func cancelledAsyncPutStoresNothing() async throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     // An unstructured task, so that cancelling it does not cancel the test itself.
     let upload = Task { try await larder.files.put(SelfCancellingChunks(cancelAfter: 2), filename: "cancelled.bin") }
     let result = await upload.result
@@ -112,7 +113,7 @@ import Testing
   }
 
   @Test func failingChunkSourceStoresNothing() async throws {
-    let larder = try Larder.temporary()
+    let larder = try TestStore.temporary()
     let chunks = AsyncThrowingStream<Data, any Error> { continuation in
       continuation.yield(Data(count: 1000))
       continuation.yield(Data(count: 1000))
@@ -128,7 +129,7 @@ import Testing
   func failureBeforeCommitStoresNothing(point: FaultPoint) throws {
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
-    let faulty = try Larder(
+    let faulty = try TestStore.open(
       at: directory,
       configuration: .init(faults: FaultInjector { if $0 == point { throw InjectedFailure() } }))
     let bytes = Data("content that must not appear \(point.rawValue)".utf8)
@@ -141,7 +142,7 @@ import Testing
     }
 
     // Reopened without faults: recovery finds nothing to do, and the same content stores normally.
-    let healthy = try Larder(at: directory)
+    let healthy = try TestStore.open(at: directory)
     #expect(healthy.recovery.tempFilesRemoved == 0)
     #expect(healthy.recovery.trashRestored == 0)
     #expect(healthy.recovery.trashRemoved == 0)
@@ -156,8 +157,8 @@ import Testing
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
     let bytes = Data("shared content".utf8)
-    let first = try Larder(at: directory).objects.put(bucket: "b", name: "first", data: bytes)
-    let faulty = try Larder(
+    let first = try TestStore.open(at: directory).objects.put(bucket: "b", name: "first", data: bytes)
+    let faulty = try TestStore.open(
       at: directory,
       configuration: .init(faults: FaultInjector { if $0 == .beforeCommit { throw InjectedFailure() } }))
     #expect(throws: InjectedFailure.self) {
@@ -170,7 +171,7 @@ import Testing
 
   /// A failure after commit happens when the write is already durable: the object is there.
   @Test func failureAfterCommitLeavesTheCommittedObject() throws {
-    let larder = try Larder.temporary(
+    let larder = try TestStore.temporary(
       configuration: .init(faults: FaultInjector { if $0 == .afterCommit { throw InjectedFailure() } }))
     #expect(throws: InjectedFailure.self) {
       try larder.objects.put(bucket: "b", name: "kept", data: Data("kept".utf8))

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import Synchronization
 import Testing
 
@@ -11,7 +12,7 @@ import Testing
   private func open(_ scratch: UploadScratch, checkpoints: UploadCheckpoints?, faults: FaultInjector = .none) throws
     -> (Larder, UploadStore)
   {
-    let larder = try Larder(at: scratch.url, configuration: .init(faults: faults))
+    let larder = try TestStore.open(at: scratch.url, configuration: .init(faults: faults))
     return (larder, UploadStore(larder: larder, checkpoints: checkpoints))
   }
 
@@ -81,12 +82,8 @@ import Testing
   @Test func aFailedCommitUnlinksWhatItLinkedAndTheUploadResumesAtItsLastOffset() throws {
     let scratch = try UploadScratch()
     let failCommit = Mutex(true)
-    struct Injected: Error {}
     let (larder, store) = try open(
-      scratch, checkpoints: .default,
-      faults: FaultInjector { point in
-        if point == .commit, failCommit.withLock({ $0 }) { throw Injected() }
-      })
+      scratch, checkpoints: .default, faults: .failingCommit(while: { failCommit.withLock { $0 } }))
     let data = bytes(5000, seed: 13)
     let id = try store.create(bucket: "app", name: "f.bin", owner: nil, length: 5000).id
     try append(store, id, at: 0, data[0..<2000])

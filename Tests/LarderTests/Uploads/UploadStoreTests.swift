@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 import LarderCrypto
 import Synchronization
@@ -13,7 +14,7 @@ final class UploadScratch: Sendable {
   }
   deinit { try? FileManager.default.removeItem(at: url) }
   func open(faults: FaultInjector = .none) throws -> (Larder, UploadStore) {
-    let larder = try Larder(at: url, configuration: .init(faults: faults))
+    let larder = try TestStore.open(at: url, configuration: .init(faults: faults))
     return (larder, UploadStore(larder: larder))
   }
   func uploadPath(_ id: String) -> String { url.appendingPathComponent("uploads/\(id)").path }

@@ -1,10 +1,11 @@
 import Foundation
+import Larder
 internal import LarderS3
 
 /// Blobs as objects of one bucket in an S3-compatible store, keyed `sha256/ab/cd/<hex>[.<fence>]`
 /// (``BlobAddress/key``).
 ///
-/// The only file of `Larder` that knows S3: the rest of the store sees ``BlobBackend``. Every
+/// The one place that knows S3: the store sees ``BlobBackend`` and ``SharedUploadStorage``. Every
 /// PUT carries the content's SHA-256 as `x-amz-content-sha256`, so the store itself refuses
 /// bytes that do not match their address; content over 16 MiB goes up in parts. Errors are the
 /// S3 client's typed `S3Error` (its `isTransient` tells a 503-and-retry from a refusal).
@@ -125,13 +126,13 @@ public struct S3BlobBackend: BlobBackend {
 extension S3BlobBackend: SharedUploadStorage {
   private func uploadKey(_ id: String, _ name: String) -> String { "\(keyPrefix)uploads/\(id)/\(name)" }
 
-  var minimumPartSize: Int64 { 5 << 20 }
+  package var minimumPartSize: Int64 { 5 << 20 }
 
-  func startParts(upload id: String, data: String) throws -> String {
+  package func startParts(upload id: String, data: String) throws -> String {
     try Self.translating { try client.createMultipartUpload(key: uploadKey(id, data)) }
   }
 
-  func sendPart(
+  package func sendPart(
     upload id: String, data: String, multipart: String, number: Int, file: String, offset: Int64, length: Int64
   ) throws -> SharedUploadState.Part {
     try Self.translating {
@@ -142,7 +143,7 @@ extension S3BlobBackend: SharedUploadStorage {
     }
   }
 
-  func copyPart(
+  package func copyPart(
     upload id: String, data: String, multipart: String, number: Int, from source: String, range: Range<Int64>
   ) throws -> SharedUploadState.Part {
     try Self.translating {
@@ -153,21 +154,21 @@ extension S3BlobBackend: SharedUploadStorage {
     }
   }
 
-  func putPiece(upload id: String, name: String, file: String, offset: Int64, length: Int64) throws {
+  package func putPiece(upload id: String, name: String, file: String, offset: Int64, length: Int64) throws {
     try Self.translating {
       _ = try client.put(.file(path: file, offset: offset, length: length), key: uploadKey(id, name))
     }
   }
 
-  func removePiece(upload id: String, name: String) throws {
+  package func removePiece(upload id: String, name: String) throws {
     try Self.translating { try client.delete(uploadKey(id, name)) }
   }
 
-  func readPiece(upload id: String, name: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+  package func readPiece(upload id: String, name: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
     try Self.translating { _ = try client.get(uploadKey(id, name), body: body) }
   }
 
-  func assemble(upload id: String, data: String, multipart: String, parts: [SharedUploadState.Part]) throws {
+  package func assemble(upload id: String, data: String, multipart: String, parts: [SharedUploadState.Part]) throws {
     try Self.translating {
       _ = try client.completeMultipartUpload(
         key: uploadKey(id, data), uploadID: multipart,
@@ -175,11 +176,11 @@ extension S3BlobBackend: SharedUploadStorage {
     }
   }
 
-  func assembledSize(upload id: String, data: String) throws -> Int64? {
+  package func assembledSize(upload id: String, data: String) throws -> Int64? {
     try Self.translating { try client.head(uploadKey(id, data))?.size }
   }
 
-  func readData(upload id: String, data: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
+  package func readData(upload id: String, data: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
     throws
   {
     if let range, range.isEmpty { return }
@@ -189,7 +190,7 @@ extension S3BlobBackend: SharedUploadStorage {
     }
   }
 
-  func removeUpload(_ id: String, data: String, multipart: String?) throws {
+  package func removeUpload(_ id: String, data: String, multipart: String?) throws {
     try Self.translating {
       var keys: [String] = []
       try client.list(prefix: "\(keyPrefix)uploads/\(id)/") { keys.append($0.key) }
@@ -200,7 +201,7 @@ extension S3BlobBackend: SharedUploadStorage {
     }
   }
 
-  func forEachStoredUpload(_ body: (_ id: String, _ newest: Date) throws -> Void) throws {
+  package func forEachStoredUpload(_ body: (_ id: String, _ newest: Date) throws -> Void) throws {
     let prefix = "\(keyPrefix)uploads/"
     var current: (id: String, newest: Date)?
     try Self.translating {
@@ -220,4 +221,9 @@ extension S3BlobBackend: SharedUploadStorage {
       if let seen = current { try body(seen.id, seen.newest) }
     }
   }
+}
+
+extension StoreBackends {
+  /// Blobs in an S3-compatible bucket (``BlobLocation/s3(url:credentialsFile:)``).
+  public static let s3 = StoreBackends(s3: { try S3BlobBackend(url: $0, credentialsFile: $1) })
 }

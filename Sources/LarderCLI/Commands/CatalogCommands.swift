@@ -52,7 +52,7 @@ struct CatalogCopyCommand: Command {
   }
 
   func run() throws {
-    for (table, count) in try Larder.copyCatalog(from: source, to: destination) {
+    for (table, count) in try Larder.copyCatalog(from: source, to: destination, backends: StoreOptions.backends) {
       print("\(table.padding(toLength: 12, withPad: " ", startingAt: 0)) \(count)")
     }
     print("copied to \(destination); counts match")

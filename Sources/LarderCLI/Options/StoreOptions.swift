@@ -1,5 +1,7 @@
 import Foundation
 import Larder
+import LarderPostgres
+import LarderS3Store
 
 /// Where the store is: every command that opens it (serve, put, get, ls, stat, rm, gc, verify)
 /// takes this group, so an option about the store (a catalog URL, say) is added here once and
@@ -22,6 +24,12 @@ struct StoreOptions: OptionGroup {
     "--s3-credentials", "FILE", environment: "LARDER_S3_CREDENTIALS",
     help: "the S3 access key and secret (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")
   static let options = DataOptions.options + [catalog, blobs, s3Credentials]
+
+  /// Every backend the CLI can open a store on.
+  static let backends: StoreBackends = [.postgres, .s3]
+  /// What every store the process opens injects: none, but in the test-only `larder-crashing`.
+  /// Set once by ``LarderCLI/main(faults:)`` before any command runs, read-only after that.
+  nonisolated(unsafe) static var faults = FaultInjector.none
 
   var data: DataOptions
   /// nil: SQLite in the data directory.
@@ -54,6 +62,11 @@ struct StoreOptions: OptionGroup {
   /// must not leave a pass hashing (blobs it commits without an MD5 are filled by a running
   /// server's worker, or on demand).
   func open() throws -> Larder {
-    try Larder(at: data.directory, configuration: .init(backgroundMD5: false, catalog: catalog, blobs: blobs))
+    try Larder(at: data.directory, configuration: configuration(backgroundMD5: false))
+  }
+
+  /// The store's configuration as the options give it.
+  func configuration(backgroundMD5: Bool) -> Larder.Configuration {
+    .init(faults: Self.faults, backgroundMD5: backgroundMD5, catalog: catalog, blobs: blobs, backends: Self.backends)
   }
 }

@@ -1,5 +1,6 @@
 internal import CPostgres
 import Foundation
+import Larder
 
 /// One PostgreSQL connection (libpq), speaking the same ``Database`` shape as the SQLite one.
 ///
@@ -13,7 +14,7 @@ import Foundation
 /// ```
 /// A lost connection is reset at the start of the next transaction (or statement outside one),
 /// so a pooled connection heals after the server comes back.
-package final class PostgresDatabase: Database {
+package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDatabase {
   private let handle: OpaquePointer
   package let schema: String?
   package var dialect: SQLDialect { .postgres }
@@ -53,8 +54,9 @@ package final class PostgresDatabase: Database {
   deinit { PQfinish(handle) }
 
   private func configure(create: Bool) throws(DatabaseError) {
-    // NOTICEs ("already exists, skipping") would go to stderr.
-    var setup = "SET client_min_messages TO warning; SET TIME ZONE 'UTC';"
+    // NOTICEs ("already exists, skipping") would go to stderr. The timeouts bound what one
+    // stuck session can hold up (see ``sessionSettings``).
+    var setup = "SET client_min_messages TO warning; SET TIME ZONE 'UTC'; " + Self.sessionSettings
     if let schema {
       if create { setup += "CREATE SCHEMA IF NOT EXISTS \"\(schema)\";" }
       setup += "SET search_path TO \"\(schema)\";"
@@ -74,6 +76,8 @@ package final class PostgresDatabase: Database {
   static func writeLockKey(schema: String?) -> Int64 { lockKey(tag: 0x4C52_4457, schema: schema) }
   /// The collector's lock (`LRDG`), held for a whole gc run by its session.
   static func collectorLockKey(schema: String?) -> Int64 { lockKey(tag: 0x4C52_4447, schema: schema) }
+
+  package var collectorLockKey: Int64 { Self.collectorLockKey(schema: schema) }
 
   /// Resets a connection the server dropped; prepared statements die with it.
   private func reconnectIfLost() throws(DatabaseError) {
@@ -273,13 +277,29 @@ package final class PostgresDatabase: Database {
 
   /// PostgreSQL offers no cheap "did anyone commit?" probe, so nothing is cached across statements.
 
-  /// Write transactions take the catalog's one advisory lock with BEGIN (one round trip); read
-  /// transactions are REPEATABLE READ READ ONLY: one snapshot, as SQLite's read transactions.
+  /// Every session's limits, so that no stuck statement, lock wait or idle session holds the
+  /// catalog up for long (a hung node's session otherwise lasts as long as TCP lets it):
+  /// - `statement_timeout` 300 s: no statement of Larder's runs that long (migrations lift it);
+  /// - `lock_timeout` 120 s: a write waiting for the write lock gives up (503) after twice the
+  ///   time a dead holder can keep it;
+  /// - `idle_in_transaction_session_timeout` 600 s for reads (a long verify streams rows between
+  ///   calls), and 60 s inside write transactions (`SET LOCAL` at BEGIN): a writer that stops
+  ///   talking while it holds the write lock is cut off and its transaction rolled back.
+  /// TCP keepalives and `tcp_user_timeout` come with the connection string (``PostgresCatalogEngine``).
+  static let sessionSettings =
+    "SET statement_timeout = '300s'; SET lock_timeout = '120s'; SET idle_in_transaction_session_timeout = '600s';"
+
+  /// Write transactions are READ COMMITTED (pinned, whatever `default_transaction_isolation`
+  /// says: every statement then reads what committed before it, after the lock wait) and take the
+  /// catalog's one advisory lock with BEGIN (one round trip); read transactions are REPEATABLE
+  /// READ READ ONLY: one snapshot, as SQLite's read transactions.
   package func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
     try reconnectIfLost()
     let begin =
       immediate
-      ? "BEGIN; SELECT pg_advisory_xact_lock(\(writeLock))" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+      ? "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = '60s'; "
+        + "SELECT pg_advisory_xact_lock(\(writeLock))"
+      : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
     var failure: DatabaseError?
     do { try executeScript(begin) } catch { failure = error }
     if let failure {
@@ -316,12 +336,17 @@ package final class PostgresDatabase: Database {
   /// schema: channels are database-wide).
   var modelChannel: String { "larder_models_" + String(UInt64(bitPattern: writeLock), radix: 16) }
 
-  /// Starts listening on `channel`.
-  func listen(_ channel: String) throws(DatabaseError) { try executeScript("LISTEN \(channel)") }
+  package func announce(modelTypes types: [String]) throws {
+    for type in types { try execute("SELECT pg_notify(?, ?)", [modelChannel, type]) }
+  }
+
+  package func listenForModelChanges() throws { try executeScript("LISTEN \(modelChannel)") }
 
   /// Payloads of the notifications that arrived, waiting up to `timeout` for the first.
   /// - Throws: ``DatabaseError`` (connection lost) when the server went away.
-  func notifications(timeout: Duration) throws(DatabaseError) -> [String] {
+  package func modelChanges(timeout: Duration) throws -> [String] { try notifications(timeout: timeout) }
+
+  private func notifications(timeout: Duration) throws(DatabaseError) -> [String] {
     var out = Self.drainNotifications(handle)
     guard out.isEmpty else { return out }
     var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
@@ -345,11 +370,11 @@ package final class PostgresDatabase: Database {
   }
 
   /// Takes a session-level advisory lock without waiting; false if another session holds it.
-  func tryLock(_ key: Int64) throws(DatabaseError) -> Bool {
+  package func tryLock(_ key: Int64) throws -> Bool {
     try row("SELECT pg_try_advisory_lock(?::bigint) AS held", [key])?.int("held") == 1
   }
 
-  func unlock(_ key: Int64) throws(DatabaseError) {
+  package func unlock(_ key: Int64) throws {
     try execute("SELECT pg_advisory_unlock(?::bigint)", [key])
   }
 }

@@ -1,3 +1,5 @@
+import Larder
+
 /// PostgreSQL's schema migrations: the same numbering and intent as ``Migrations/all``, in
 /// PostgreSQL's types (`bytea`, `BIGINT`, `jsonb` bodies, byte-ordered `COLLATE "C"` names).
 ///
@@ -135,9 +137,11 @@ enum PostgresMigrations {
 
   /// Creates the schema if needed and applies what is missing, under the write lock.
   /// - Throws: ``LarderError/catalogTooNew(version:supported:)`` when a newer Larder migrated it.
-  static func run(on db: PostgresDatabase) throws {
+  static func run(on db: any Database) throws {
     precondition(all.count == Migrations.all.count, "the two catalogs' migrations keep one numbering")
     try db.transaction(immediate: true) { db in
+      // An index over a large catalog may take longer than any statement of normal work.
+      try db.executeScript("SET LOCAL statement_timeout = 0")
       if let schema = (db as? PostgresDatabase)?.schema {
         try db.executeScript("CREATE SCHEMA IF NOT EXISTS \"\(schema)\"")
       }
