@@ -179,6 +179,56 @@ struct FencedDeletionTests {
     #expect(try Verifier(larder: larder, deep: true).verify().findings.map(\.kind) == [])
   }
 
+  /// (b, through the network) Proves the same for a DELETE the client saw fail: a proxy in
+  /// front of the store keeps the collector's DELETE back and cuts its connection, so the
+  /// collector retries, gives up and leaves its intent; the content is uploaded again (a fresh
+  /// fence), and only then does the store get the kept DELETE, exactly as signed, and apply it.
+  /// It removes the old fence's object, which no row names: the content reads back, and the
+  /// next collection finishes the intent.
+  @Test func aDeleteTheClientGaveUpOnAndTheStoreAppliesLaterRemovesNothingAnyoneReliesOn() throws {
+    let (directory, prefix) = Race.fresh()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let engine = try LoopbackS3.engine()
+    let endpoint = try #require(engine.url.firstRange(of: "endpoint=http://127.0.0.1:"))
+    let upstream = try #require(UInt16(engine.url[endpoint.upperBound...].prefix(while: \.isNumber)))
+    let proxy = try DeleteHoldingProxy(upstreamPort: upstream)
+    defer { proxy.stop() }
+    let writer = try Race.store(at: directory, prefix: prefix)
+    // The collector reaches the store only through the proxy.
+    let credentials = directory.deletingLastPathComponent().appendingPathComponent("\(prefix).credentials")
+    let throughProxy = engine.url.replacingOccurrences(
+      of: "127.0.0.1:\(upstream)", with: "127.0.0.1:\(proxy.port)")
+    let collector = try Larder(
+      at: directory,
+      configuration: .init(
+        backgroundMD5: false,
+        blobs: .s3(url: throughProxy + "&prefix=\(prefix)", credentialsFile: credentials.path)))
+    let bytes = Self.contents(1, size: 70_000)[0]
+    _ = try writer.files.put(Data(bytes))
+    let old = try #require(try Race.address(of: bytes, in: writer))
+    Thread.sleep(forTimeInterval: 0.01)
+    proxy.holding = true
+    #expect(throws: LarderError.self) { try GarbageCollector(larder: collector).collect(options: Race.now) }
+    proxy.holding = false
+    // The row and its intent are committed; the object is still there, its DELETEs kept back.
+    #expect(proxy.heldCount >= 1)
+    #expect(try Race.address(of: bytes, in: writer) == nil)
+    #expect(try Race.count("blob_deletions", in: writer) == 1)
+    #expect(try writer.blobBackend.storedSize(of: old) == Int64(bytes.count))
+    let object = try writer.objects.put(bucket: "app", name: "late.bin", data: Data(bytes))
+    let fresh = try #require(try Race.address(of: bytes, in: writer))
+    #expect(fresh != old)
+    // Now the store applies the DELETEs it never answered.
+    #expect(Set(try proxy.release()) == [204])
+    #expect(try writer.blobBackend.storedSize(of: old) == nil)
+    #expect(try writer.files.data(of: object.file) == Data(bytes))
+    let report = try GarbageCollector(larder: writer).collect(options: Race.now)
+    #expect(report.deletionsResumed == 1)
+    #expect(report.blobsRemoved == 0)
+    #expect(try writer.files.data(of: object.file) == Data(bytes))
+    #expect(try Verifier(larder: writer, deep: true).verify().findings.map(\.kind) == [])
+  }
+
   /// (c) Proves that two collectors on one catalog, in two data directories, may both run (the
   /// first one's lock session was ended, so the second got the lock) without losing a
   /// referenced blob or counting one twice: each row is counted by the one DELETE that removed
