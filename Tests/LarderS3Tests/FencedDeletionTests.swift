@@ -198,7 +198,7 @@ struct FencedDeletionTests {
     let credentials = directory.deletingLastPathComponent().appendingPathComponent("\(prefix).credentials")
     let throughProxy = engine.url.replacingOccurrences(
       of: "127.0.0.1:\(upstream)", with: "127.0.0.1:\(proxy.port)")
-    let collector = try Larder(
+    let collector = try TestStore.open(
       at: directory,
       configuration: .init(
         backgroundMD5: false,
