@@ -32,7 +32,10 @@ final class DeleteHoldingProxy: Sendable {
   /// Sends every kept request to the store, each on a connection of its own; returns the
   /// status codes the store answered.
   func release() throws -> [Int] {
-    let requests = held.withLock { kept in defer { kept.removeAll() }; return kept }
+    let requests = held.withLock { kept in
+      defer { kept.removeAll() }
+      return kept
+    }
     return try requests.map { request in
       let fd = try Self.connect(to: upstream)
       defer { close(fd) }
@@ -50,10 +53,7 @@ final class DeleteHoldingProxy: Sendable {
     }
   }
 
-  func stop() {
-    shutdown(listener, Int32(SHUT_RDWR))
-    close(listener)
-  }
+  func stop() { CannedHTTPServer.stopListening(listener) }
 
   private func acceptLoop() {
     while true {
@@ -114,13 +114,17 @@ final class DeleteHoldingProxy: Sendable {
 
   private static func headerEnd(_ bytes: [UInt8]) -> Int? {
     guard bytes.count >= 4 else { return nil }
-    return (0...(bytes.count - 4)).first { bytes[$0] == 0x0D && bytes[$0 + 1] == 0x0A && bytes[$0 + 2] == 0x0D && bytes[$0 + 3] == 0x0A }
+    return (0...(bytes.count - 4)).first {
+      bytes[$0] == 0x0D && bytes[$0 + 1] == 0x0A && bytes[$0 + 2] == 0x0D && bytes[$0 + 3] == 0x0A
+    }
   }
 
   private static func send(_ bytes: [UInt8], to fd: Int32) throws {
     var offset = 0
     while offset < bytes.count {
-      let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+      let n = bytes[offset...].withUnsafeBytes {
+        Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+      }
       guard n > 0 else { throw POSIXError(.EPIPE) }
       offset += n
     }
