@@ -21,6 +21,14 @@ struct PostgresDialect: SQLDialect {
   /// PostgreSQL refuses a negative LIMIT; NULL is none.
   var noLimit: SQLValue { .null }
   var jsonArrayStrings: String { "SELECT jsonb_array_elements_text(?::jsonb)" }
+  /// A SEQUENCE: `nextval` takes no lock and is never rolled back, so no transaction is needed.
+  var nextFence: (sql: String, writes: Bool) { ("SELECT nextval('blob_fence_counter') AS fence", false) }
+  /// A sequence that was never called has `last_value` = its start, not yet handed out.
+  var firstUnissuedFence: String {
+    "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END AS next FROM blob_fence_counter"
+  }
+  /// The copy carries the `blob_fences` rows, not the sequence: it must start past every fence used.
+  var fenceCounterCatchUp: String? { "SELECT setval('blob_fence_counter', ?) AS f" }
   /// The server's time at the statement (`clock_timestamp()`, not `now()`: the transaction's
   /// start, which the lock wait can leave behind).
   var nowMilliseconds: String { "(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)" }

@@ -137,6 +137,19 @@ enum PostgresMigrations {
         CREATE INDEX service_account_keys_by_email ON service_account_keys(client_email);
         """)
     },
+    // 9: fenced blob deletion (see the SQLite migration 9). Fences come from a SEQUENCE:
+    // `nextval` takes no lock and is never rolled back, so no two writers ever get one fence.
+    { db in
+      try db.executeScript(
+        """
+        ALTER TABLE blobs ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;
+        CREATE TABLE blob_deletions(
+          sha256 bytea NOT NULL, fence BIGINT NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY(sha256, fence));
+        CREATE SEQUENCE blob_fence_counter;
+        CREATE TABLE blob_fences(name TEXT COLLATE "C" PRIMARY KEY, fence BIGINT NOT NULL, at BIGINT NOT NULL);
+        INSERT INTO blob_fences(name, fence, at) VALUES ('counter', 0, 0), ('floor', 1, 0), ('mark', 0, 0);
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

@@ -2,7 +2,8 @@ import Foundation
 import Larder
 internal import LarderS3
 
-/// Blobs as objects of one bucket in an S3-compatible store, keyed `sha256/ab/cd/<hex>`.
+/// Blobs as objects of one bucket in an S3-compatible store, keyed `sha256/ab/cd/<hex>[.<fence>]`
+/// (``BlobAddress/key``).
 ///
 /// The one place that knows S3: the store sees ``BlobBackend`` and ``SharedUploadStorage``. Every
 /// PUT carries the content's SHA-256 as `x-amz-content-sha256`, so the store itself refuses
@@ -45,7 +46,7 @@ public struct S3BlobBackend: BlobBackend {
     return (components.string ?? url, prefix)
   }
 
-  private func key(_ hex: String) -> String { keyPrefix + BlobAddress.key(forHex: hex) }
+  private func key(_ address: BlobAddress) -> String { keyPrefix + address.key }
 
   public var location: String {
     let c = client.configuration
@@ -53,24 +54,25 @@ public struct S3BlobBackend: BlobBackend {
     return "s3://\(c.bucket)?endpoint=\(c.endpoint)&region=\(c.region)&path-style=\(c.pathStyle ? 1 : 0)\(prefix)"
   }
 
-  /// An upload: it runs before the write transaction, never under the write lock.
+  /// An upload: it runs before the write transaction, never under the write lock, to a fresh
+  /// fence.
   public var publishesInsideTransaction: Bool { false }
 
   /// A staged file is uploaded; content a resumable upload assembled in the bucket
   /// (`uploads/<id>/data`) is copied to its address server-side, never through this node.
-  public func publish(_ staged: StagedBlob) throws {
+  public func publish(_ staged: StagedBlob, at address: BlobAddress) throws {
     try Self.translating {
       if let assembled = staged.assembledUpload {
-        _ = try client.copyObject(from: "\(keyPrefix)uploads/\(assembled)", to: key(staged.sha256Hex))
+        _ = try client.copyObject(from: "\(keyPrefix)uploads/\(assembled)", to: key(address))
       } else {
         _ = try client.putFile(
-          atPath: staged.path, key: key(staged.sha256Hex), sha256Hex: staged.sha256Hex)
+          atPath: staged.path, key: key(address), sha256Hex: staged.sha256Hex)
       }
     }
   }
 
-  public func storedSize(ofBlob hex: String) throws -> Int64? {
-    try Self.translating { try client.head(key(hex))?.size }
+  public func storedSize(of address: BlobAddress) throws -> Int64? {
+    try Self.translating { try client.head(key(address))?.size }
   }
 
   /// The store's own errors as ``LarderError``s, so no S3 type leaves this file: a missing key
@@ -86,14 +88,14 @@ public struct S3BlobBackend: BlobBackend {
     }
   }
 
-  public func read(blob hex: String, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
+  public func read(_ address: BlobAddress, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
     throws
   {
     if let range, range.isEmpty { return }
     try Self.translating {
       do {
         try client.get(
-          key(hex), range: range.map { $0.lowerBound...($0.upperBound - 1) }, body: body)
+          key(address), range: range.map { $0.lowerBound...($0.upperBound - 1) }, body: body)
       } catch let error as S3Error where error.status == 416 {
         // A range wholly past the end: nothing, as a file read clamps it (the blob's existence is
         // not in doubt: S3 answers 404, not 416, for a missing key).
@@ -101,16 +103,18 @@ public struct S3BlobBackend: BlobBackend {
     }
   }
 
-  public func remove(blob hex: String) throws {
-    try Self.translating { try client.delete(key(hex)) }
+  public func remove(_ address: BlobAddress) throws {
+    try Self.translating { try client.delete(key(address)) }
   }
 
-  public func forEachStoredBlob(dated body: (_ hex: String, _ size: Int64, _ stored: Date) throws -> Void) throws {
+  public func forEachStoredBlob(dated body: (_ address: BlobAddress, _ size: Int64, _ stored: Date) throws -> Void)
+    throws
+  {
     try Self.translating {
       try client.list(prefix: keyPrefix + "sha256/") { object in
-        if let hex = BlobAddress.hex(ofKey: String(object.key.dropFirst(keyPrefix.count))) {
+        if let address = BlobAddress(key: String(object.key.dropFirst(keyPrefix.count))) {
           // No date is taken as "just now": such a stray waits out the grace period.
-          try body(hex, object.size, object.lastModified ?? Date())
+          try body(address, object.size, object.lastModified ?? Date())
         }
       }
     }

@@ -314,7 +314,12 @@ struct S3CommandTests {
     #expect(clean.stdout.contains("checked 1 blobs (293.0 KiB): 0 findings"), "\(clean.stdout)")
     // The object vanishes behind the store's back: verify says so, and --repair quarantines.
     let sha = try CLI.opensslSHA256(file)
-    try S3BlobBackend(url: url, environment: environment).remove(blob: sha)
+    // (Its key carries the fence its upload took: the store's only object.)
+    let backend = try S3BlobBackend(url: url, environment: environment)
+    var stored: [BlobAddress] = []
+    try backend.forEachStoredBlob { address, _ in stored.append(address) }
+    #expect(stored.map(\.hex) == [sha])
+    for address in stored { try backend.remove(address) }
     let dirty = try CLI.larder(["verify"] + store)
     #expect(dirty.status == 1)
     #expect(dirty.stdout.contains("missing-blob-file  \(sha)  the blob's object is missing"), "\(dirty.stdout)")

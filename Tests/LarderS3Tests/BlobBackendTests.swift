@@ -41,9 +41,9 @@ struct BlobBackendTests {
     return try writer.finish()
   }
 
-  static func read(_ backend: any BlobBackend, _ hex: String, range: Range<Int64>? = nil) throws -> [UInt8] {
+  static func read(_ backend: any BlobBackend, _ address: BlobAddress, range: Range<Int64>? = nil) throws -> [UInt8] {
     var out: [UInt8] = []
-    try backend.read(blob: hex, range: range) { out.append(contentsOf: $0) }
+    try backend.read(address, range: range) { out.append(contentsOf: $0) }
     return out
   }
 
@@ -55,36 +55,41 @@ struct BlobBackendTests {
     bytes += Array(UUID().uuidString.utf8)  // unique content: the S3 bucket is shared between runs
     let staged = try Self.stage(bytes, in: stager)
     let hex = staged.sha256Hex
-    #expect(try backend.storedSize(ofBlob: hex) == nil)
+    // S3 keys carry the fence; the filesystem has fence 0 only.
+    let fence: Int64 = kind == .s3 ? 42 : 0
+    let address = BlobAddress(hex: hex, fence: fence)
+    #expect(try backend.storedSize(of: address) == nil)
 
-    try backend.publish(staged)
-    #expect(try backend.storedSize(ofBlob: hex) == Int64(bytes.count))
-    let whole = try Self.read(backend, hex)
+    try backend.publish(staged, at: address)
+    #expect(try backend.storedSize(of: address) == Int64(bytes.count))
+    if kind == .s3 { #expect(try backend.storedSize(of: BlobAddress(hex: hex)) == nil) }
+    let whole = try Self.read(backend, address)
     #expect(whole == bytes)
     #expect(Hex.encode(Digest.hash(.sha256, whole)) == hex)
-    #expect(try Self.read(backend, hex, range: 1000..<1010) == Array(bytes[1000..<1010]))
-    #expect(try Self.read(backend, hex, range: 5..<5) == [])
+    #expect(try Self.read(backend, address, range: 1000..<1010) == Array(bytes[1000..<1010]))
+    #expect(try Self.read(backend, address, range: 5..<5) == [])
     let size = Int64(bytes.count)
-    #expect(try Self.read(backend, hex, range: size - 5..<size + 100) == Array(bytes.suffix(5)))
-    #expect(try Self.read(backend, hex, range: size + 10..<size + 20) == [])
+    #expect(try Self.read(backend, address, range: size - 5..<size + 100) == Array(bytes.suffix(5)))
+    #expect(try Self.read(backend, address, range: size + 10..<size + 20) == [])
 
-    var listed: [String: Int64] = [:]
+    var listed: [BlobAddress: Int64] = [:]
     try backend.forEachStoredBlob { listed[$0] = $1 }
-    #expect(listed[hex] == Int64(bytes.count))
+    #expect(listed[address] == Int64(bytes.count))
 
-    try backend.remove(blob: hex)
-    try backend.remove(blob: hex)
-    #expect(try backend.storedSize(ofBlob: hex) == nil)
-    #expect(throws: (any Error).self) { try Self.read(backend, hex) }
+    try backend.remove(address)
+    try backend.remove(address)
+    #expect(try backend.storedSize(of: address) == nil)
+    #expect(throws: (any Error).self) { try Self.read(backend, address) }
   }
 
   @Test(arguments: Kind.allCases)
   func emptyContentIsABlobToo(kind: Kind) throws {
     guard let (backend, stager, _) = try Self.make(kind) else { return }
     let staged = try Self.stage([], in: stager)
-    try backend.publish(staged)
-    #expect(try backend.storedSize(ofBlob: staged.sha256Hex) == 0)
-    #expect(try Self.read(backend, staged.sha256Hex) == [])
+    let address = BlobAddress(hex: staged.sha256Hex)
+    try backend.publish(staged, at: address)
+    #expect(try backend.storedSize(of: address) == 0)
+    #expect(try Self.read(backend, address) == [])
     // Empty content is shared by every test that stores it: not removed here.
   }
 
@@ -97,13 +102,21 @@ struct BlobBackendTests {
     #expect(throws: S3ConfigurationError.self) { try S3BlobBackend(url: "s3://larder", environment: [:]) }
   }
 
-  @Test func addressesAreTheFanOutKeys() {
+  /// Fence 0 is the key every blob had before fences (backward compatible); any other fence
+  /// is a decimal suffix, parsed back only in its one canonical spelling.
+  @Test func addressesAreTheFanOutKeysWithTheFence() {
     let hex = String(repeating: "ab", count: 32)
     #expect(BlobAddress.key(forHex: hex) == "sha256/ab/ab/\(hex)")
-    #expect(BlobAddress.hex(ofKey: "sha256/ab/ab/\(hex)") == hex)
-    #expect(BlobAddress.hex(ofKey: "sha256/ab/cd/\(hex)") == nil)
-    #expect(BlobAddress.hex(ofKey: "sha256/ab/ab/\(hex.uppercased())") == nil)
-    #expect(BlobAddress.hex(ofKey: "other/ab/ab/\(hex)") == nil)
-    #expect(BlobAddress.hex(ofKey: "sha256/ab/ab/\(hex)/x") == nil)
+    #expect(BlobAddress(hex: hex).key == "sha256/ab/ab/\(hex)")
+    #expect(BlobAddress(hex: hex, fence: 17).key == "sha256/ab/ab/\(hex).17")
+    #expect(BlobAddress(key: "sha256/ab/ab/\(hex)") == BlobAddress(hex: hex))
+    #expect(BlobAddress(key: "sha256/ab/ab/\(hex).17") == BlobAddress(hex: hex, fence: 17))
+    for bad in [
+      "sha256/ab/cd/\(hex)", "sha256/ab/ab/\(hex.uppercased())", "other/ab/ab/\(hex)", "sha256/ab/ab/\(hex)/x",
+      "sha256/ab/ab/\(hex).", "sha256/ab/ab/\(hex).017", "sha256/ab/ab/\(hex).0", "sha256/ab/ab/\(hex).-1",
+      "sha256/ab/ab/\(hex).1x", "sha256/ab/ab/\(hex)x", "sha256/ab/ab/\(hex).99999999999999999999",
+    ] {
+      #expect(BlobAddress(key: bad) == nil, "\(bad)")
+    }
   }
 }

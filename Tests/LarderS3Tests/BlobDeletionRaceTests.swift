@@ -9,8 +9,9 @@ import Testing
 /// The race between a writer's PUT (made before its write transaction) and a collector's
 /// DELETE, forced step by step on a real store: the collector runs at the exact moment between
 /// the writer's upload and its transaction (the `after-link` fault point, which in S3 mode sits
-/// there). Each test fails without the blob-deletion epoch: the commit would reference an
-/// object the collector had just deleted, and verify would report it missing.
+/// there). Each test fails without fencing (ARCHITECTURE §11): were the writer to reuse the
+/// address it read or uploaded to, the commit would reference an object the collector had just
+/// deleted, and verify would report it missing.
 @Suite(.enabled(if: LoopbackS3.isAvailable, "needs the loopback S3 engine"))
 struct BlobDeletionRaceTests {
   /// Runs `body` once, the first time the writer reaches the point between its PUT and its
@@ -50,40 +51,64 @@ struct BlobDeletionRaceTests {
 
   static func sha(_ bytes: [UInt8]) -> String { Hex.encode(Digest.hash(.sha256, bytes)) }
 
+  /// Where the row of `bytes` says its object is (nil: no row).
+  static func address(of bytes: [UInt8], in larder: Larder) throws -> BlobAddress? {
+    let digest = Digest.hash(.sha256, bytes)
+    return try larder.catalog.read { db in
+      try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [digest])?.int("fence").map {
+        BlobAddress(hex: Hex.encode(digest), fence: $0)
+      }
+    }
+  }
+
+  static func count(_ table: String, in larder: Larder) throws -> Int64? {
+    try larder.catalog.read { db in try db.row("SELECT count(*) AS n FROM \(table)")?.int("n") }
+  }
+
   static let now = GarbageCollector.Options(grace: .zero, tempAge: .zero)
 
+  /// Proves the floor: a stray pass may delete an uploaded object whose commit is late only
+  /// once it raised the floor past that object's fence, and then the writer's transaction sees
+  /// it below the floor and uploads again to a fresh fence.
   @Test func aStrayDeletionBetweenThePutAndTheCommitIsUploadedAgain() throws {
     let (directory, prefix) = Self.fresh()
     defer { try? FileManager.default.removeItem(at: directory) }
     let hook = Hook()
     let larder = try Self.store(at: directory, prefix: prefix, faults: hook.faults)
     let bytes = Self.content(1)
-    let report = Mutex<GCReport?>(nil)
+    let reports = Mutex<[GCReport]>([])
     hook.arm {
       // The object is there, no row claims it yet: to the collector it is a stray (once its
-      // LastModified, which Swift rounds up to the second, is in the past).
+      // LastModified, which Swift rounds up to the second, is in the past). The first pass
+      // marks the fences handed out so far; the second raises the floor past them.
       Thread.sleep(forTimeInterval: 1.1)
-      let r = try GarbageCollector(larder: larder).collect(options: Self.now)
-      report.withLock { $0 = r }
+      for _ in 0..<2 {
+        let r = try GarbageCollector(larder: larder).collect(options: Self.now)
+        reports.withLock { $0.append(r) }
+      }
     }
     let object = try larder.objects.put(bucket: "app", name: "a.bin", data: Data(bytes))
-    #expect(report.withLock { $0?.strayFilesRemoved } == 1)
-    #expect(try larder.blobBackend.storedSize(ofBlob: Self.sha(bytes)) == Int64(bytes.count))
+    #expect(reports.withLock { $0.map(\.strayFilesRemoved) } == [0, 1])
+    let address = try #require(try Self.address(of: bytes, in: larder))
+    #expect(address.fence > 1)
+    #expect(try larder.blobBackend.storedSize(of: address) == Int64(bytes.count))
     #expect(try larder.files.data(of: object.file) == Data(bytes))
     let verify = try Verifier(larder: larder, deep: true).verify()
     #expect(verify.findings.map(\.kind) == [])
     #expect(verify.blobsChecked == 1)
   }
 
+  /// Proves fencing of orphans: the row the writer read is deleted (and its object) between the
+  /// writer's read and its transaction; the transaction finds no row and uploads to a fresh fence.
   @Test func anOrphanDeletionOfARowTheWriterDedupedAgainstIsUploadedAgain() throws {
     let (directory, prefix) = Self.fresh()
     defer { try? FileManager.default.removeItem(at: directory) }
     let hook = Hook()
     let larder = try Self.store(at: directory, prefix: prefix, faults: hook.faults)
     let bytes = Self.content(2)
-    let hex = Self.sha(bytes)
     // An unattached file: its row and object exist, so the writer below skips its PUT.
     _ = try larder.files.put(Data(bytes))
+    let before = try #require(try Self.address(of: bytes, in: larder))
     Thread.sleep(forTimeInterval: 0.01)
     let report = Mutex<GCReport?>(nil)
     hook.arm {
@@ -93,12 +118,18 @@ struct BlobDeletionRaceTests {
     let object = try larder.objects.put(bucket: "app", name: "b.bin", data: Data(bytes))
     #expect(report.withLock { $0?.filesReleased } == 1)
     #expect(report.withLock { $0?.blobsRemoved } == 1)
-    #expect(try larder.blobBackend.storedSize(ofBlob: hex) == Int64(bytes.count))
+    let after = try #require(try Self.address(of: bytes, in: larder))
+    #expect(after.fence > before.fence)
+    #expect(try larder.blobBackend.storedSize(of: before) == nil)
+    #expect(try larder.blobBackend.storedSize(of: after) == Int64(bytes.count))
     #expect(try larder.files.data(of: object.file) == Data(bytes))
     #expect(try Verifier(larder: larder, deep: true).verify().findings.map(\.kind) == [])
   }
 
-  @Test func aCollectorDyingMidBatchLeavesTheEpochOddAndWritersHealWhatItDeleted() throws {
+  /// Proves the committed intents: a collector that dies between its intents' commit and the
+  /// end of its DELETEs leaves intents (no rows), the next run finishes them without counting
+  /// the blobs twice, and a writer meanwhile uploads to a fresh fence.
+  @Test func aCollectorDyingMidDeletionLeavesIntentsTheNextRunFinishes() throws {
     let (directory, prefix) = Self.fresh()
     defer { try? FileManager.default.removeItem(at: directory) }
     struct Died: Error {}
@@ -107,26 +138,27 @@ struct BlobDeletionRaceTests {
     let writer = try Self.store(at: directory, prefix: prefix)
     let contents = [Self.content(3), Self.content(4)].sorted { Self.sha($0) < Self.sha($1) }
     for bytes in contents { _ = try writer.files.put(Data(bytes)) }
+    let old = try contents.map { try #require(try Self.address(of: $0, in: writer)) }
     Thread.sleep(forTimeInterval: 0.01)
     #expect(throws: Died.self) { try GarbageCollector(larder: collector).collect(options: Self.now) }
-    // Rolled back: both rows are back, the first object is gone, and the epoch says so.
-    let (rows, epoch) = try writer.catalog.read { db in
-      (try db.row("SELECT count(*) AS n FROM blobs")?.int("n"), try BlobDeletionEpoch.read(db))
-    }
-    #expect(rows == 2)
-    #expect(epoch % 2 == 1)
-    #expect(try writer.blobBackend.storedSize(ofBlob: Self.sha(contents[0])) == nil)
-    #expect(try writer.blobBackend.storedSize(ofBlob: Self.sha(contents[1])) == Int64(contents[1].count))
-    // A writer deduping against the row checks the bytes (the epoch is odd) and puts them back.
+    // Phase A committed: both rows gone, both intents there; the first object is gone.
+    #expect(try Self.count("blobs", in: writer) == 0)
+    #expect(try Self.count("blob_deletions", in: writer) == 2)
+    #expect(try writer.blobBackend.storedSize(of: old[0]) == nil)
+    #expect(try writer.blobBackend.storedSize(of: old[1]) == Int64(contents[1].count))
+    // A writer finds no row and uploads to a fresh fence.
     let object = try writer.objects.put(bucket: "app", name: "c.bin", data: Data(contents[0]))
     #expect(try writer.files.data(of: object.file) == Data(contents[0]))
-    #expect(try writer.blobBackend.storedSize(ofBlob: Self.sha(contents[0])) == Int64(contents[0].count))
-    // The next collection removes the other orphan and makes the epoch even again.
+    let fresh = try #require(try Self.address(of: contents[0], in: writer))
+    #expect(fresh != old[0])
+    // The next collection finishes both intents and counts no blob again.
     let report = try GarbageCollector(larder: writer).collect(options: Self.now)
+    #expect(report.deletionsResumed == 2)
     #expect(report.filesReleased == 0)
-    #expect(report.blobsRemoved == 1)
-    #expect(try writer.catalog.read { db in try BlobDeletionEpoch.read(db) } % 2 == 0)
-    #expect(try writer.blobBackend.storedSize(ofBlob: Self.sha(contents[1])) == nil)
+    #expect(report.blobsRemoved == 0)
+    #expect(try Self.count("blob_deletions", in: writer) == 0)
+    #expect(try writer.blobBackend.storedSize(of: old[1]) == nil)
+    #expect(try writer.blobBackend.storedSize(of: fresh) == Int64(contents[0].count))
     let verify = try Verifier(larder: writer, deep: true).verify()
     #expect(verify.findings.map(\.kind) == [])
     #expect(verify.blobsChecked == 1)

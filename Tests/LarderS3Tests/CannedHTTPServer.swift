@@ -54,7 +54,10 @@ final class CannedHTTPServer: Sendable {
   }
 
   /// Stops accepting; connections in progress end with their client.
-  func stop() {
+  func stop() { Self.stopListening(listener) }
+
+  /// Closes a socket from ``listen(backlog:)``, waking its accept loop.
+  static func stopListening(_ listener: Int32) {
     shutdown(listener, Int32(SHUT_RDWR))
     close(listener)
   }

@@ -136,8 +136,14 @@ public final class MD5Backfill: Sendable {
   func fill(sha256: [UInt8], beforeRecording: () throws -> Void = {}) throws -> [UInt8] {
     let md5: [UInt8]
     if let backend, !backend.publishesInsideTransaction {
+      // The row's fence names the object; no row: gc took it meanwhile, nothing to record.
+      guard
+        let fence = try catalog.read(snapshot: false, { db in
+          try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [sha256])?.int("fence")
+        })
+      else { throw LarderError.io(operation: "open", path: Hex.encode(sha256), errno: ENOENT) }
       let digest = Digest(.md5)
-      try backend.read(blob: Hex.encode(sha256), range: nil) { digest.update($0) }
+      try backend.read(BlobAddress(sha256: sha256, fence: fence), range: nil) { digest.update($0) }
       md5 = digest.finalize()
     } else {
       md5 = try Self.md5(ofFile: blobs.path(for: sha256))

@@ -52,10 +52,12 @@ enum StoreIdentity {
     }
     // No identity in the catalog: a store made before identities, or a new one.
     let sample = try catalog.read { db in
-      try db.rows("SELECT sha256 FROM blobs ORDER BY sha256 LIMIT 3").compactMap { $0.bytes("sha256") }
+      try db.rows("SELECT sha256, fence FROM blobs ORDER BY sha256 LIMIT 3").compactMap { row in
+        row.bytes("sha256").map { BlobAddress(hex: Hex.encode($0), fence: row.int("fence") ?? 0) }
+      }
     }
     if !sample.isEmpty {
-      let present = try sample.contains { try backend.storedSize(ofBlob: Hex.encode($0)) != nil }
+      let present = try sample.contains { try backend.storedSize(of: $0) != nil }
       guard present else { throw refuse("none of the catalog's first blobs is in the blob store") }
     } else if !recorded.isEmpty, try holdsContent(backend) {
       // A new, empty catalog on a blob store that is another store's: two stores must not share

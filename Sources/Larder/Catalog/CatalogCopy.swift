@@ -13,7 +13,10 @@ package enum CatalogCopy {
   /// The tables, parents before children (foreign keys hold at every insert).
   static let tables = [
     "blobs", "files", "objects", "records", "attachments", "uploads", "settings", "service_account_keys",
+    "blob_deletions", "blob_fences",
   ]
+  /// Tables the destination's migrations fill, whose rows the source's replace.
+  static let seeded: Set<String> = ["settings", "blob_fences"]
 
   /// Copies every row; returns the row count per table (equal on both sides, or it throws).
   /// - Throws: ``LarderError/invalidArgument(_:)`` when the destination already holds a store
@@ -29,13 +32,14 @@ package enum CatalogCopy {
     let target = try Catalog(location: destination, sqlitePath: sqlitePath + ".copy-target", backends: backends)
     return try source.read { from in
       try target.write { to in
-        for table in tables where table != "settings" {
+        for table in tables where !seeded.contains(table) {
           guard try to.row("SELECT count(*) AS n FROM \(table)")?.int("n") == 0 else {
             throw LarderError.invalidArgument("the destination catalog is not empty (\(table) has rows)")
           }
         }
         // The destination's migration made its own key: the source's replaces it.
         try to.execute("DELETE FROM settings")
+        try to.execute("DELETE FROM blob_fences")
         var counts: [(String, Int64)] = []
         for table in tables {
           try from.forEachRow("SELECT * FROM \(table)") { row in
@@ -50,6 +54,13 @@ package enum CatalogCopy {
           }
           counts.append((table, targetCount))
         }
+        // Fences are never handed out twice: PostgreSQL's counter is a sequence, which must
+        // start past every fence the source handed out (a reused one could be a condemned address).
+        let top = try [
+          "SELECT fence AS f FROM blob_fences WHERE name = 'counter'", "SELECT max(fence) AS f FROM blobs",
+          "SELECT max(fence) AS f FROM blob_deletions",
+        ].map { try from.row($0)?.int("f") ?? 0 }.max() ?? 0
+        if top > 0, let catchUp = to.dialect.fenceCounterCatchUp { _ = try to.row(catchUp, [top]) }
         return counts
       }
     }

@@ -136,6 +136,22 @@ package enum Migrations {
     ) WITHOUT ROWID;
     CREATE INDEX service_account_keys_by_email ON service_account_keys(client_email);
     """,
+    // 9: fenced blob deletion (ARCHITECTURE §11). A blob's bytes in S3 are at (sha256, fence);
+    // a fence is handed out once (`blob_fences` 'counter') and only to a writer about to upload,
+    // so an address whose row is gone is never claimed again and a late DELETE of it is harmless.
+    // Every existing row keeps fence 0, whose key is the one it always had. `blob_deletions`
+    // holds the collector's committed intents: addresses whose row is gone and whose bytes are
+    // still to be deleted. Addresses below 'floor' can no longer be committed by anyone (the
+    // stray pass raises it to an earlier 'mark' of the counter); it starts at 1, since no S3
+    // writer takes fence 0 any more. The filesystem uses fence 0 only.
+    """
+    ALTER TABLE blobs ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE blob_deletions(
+      sha256 BLOB NOT NULL, fence INTEGER NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY(sha256, fence)
+    ) WITHOUT ROWID;
+    CREATE TABLE blob_fences(name TEXT PRIMARY KEY, fence INTEGER NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO blob_fences(name, fence, at) VALUES ('counter', 0, 0), ('floor', 1, 0), ('mark', 0, 0);
+    """,
   ]
 
   static func run(on db: Database) throws {

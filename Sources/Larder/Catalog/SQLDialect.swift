@@ -21,6 +21,14 @@ package protocol SQLDialect: Sendable {
   /// expression. Leases are claimed, renewed and judged on it, never on a node's clock: a node
   /// whose clock runs ahead would otherwise see a live lease as run out and take it.
   var nowMilliseconds: String { get }
+  /// A query that hands out a new blob fence as column `fence` (``BlobFences``), and whether it
+  /// writes (it then runs in a write transaction of its own; else with none open).
+  var nextFence: (sql: String, writes: Bool) { get }
+  /// A query for the first fence not handed out yet, as column `next`.
+  var firstUnissuedFence: String { get }
+  /// A query that moves the fence counter to its one argument, after a catalog copy, when the
+  /// counter is not a row that the copy carries; nil when it is.
+  var fenceCounterCatchUp: String? { get }
   /// The steps the catalog plans for `sql`, one line each.
   func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String]
 }
@@ -52,6 +60,12 @@ package struct SQLiteDialect: SQLDialect {
   package var namesIndexes: Bool { true }
   package var noLimit: SQLValue { .integer(-1) }
   package var jsonArrayStrings: String { "SELECT value FROM json_each(?)" }
+  /// A counter row, bumped in a tiny write transaction of its own.
+  package var nextFence: (sql: String, writes: Bool) {
+    ("UPDATE blob_fences SET fence = fence + 1 WHERE name = 'counter' RETURNING fence", true)
+  }
+  package var firstUnissuedFence: String { "SELECT fence + 1 AS next FROM blob_fences WHERE name = 'counter'" }
+  package var fenceCounterCatchUp: String? { nil }
   /// One machine: its clock is the catalog's, read by SQLite itself.
   package var nowMilliseconds: String { "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)" }
 

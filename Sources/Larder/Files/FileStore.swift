@@ -86,10 +86,10 @@ public struct FileStore: Sendable {
   ///
   /// The dedupe decision is taken here, inside the transaction: if a `blobs` row exists the
   /// content is already durable and the staged copy is dropped; otherwise the staged file is
-  /// linked into place, its directory fsync'ed, and the row inserted. With S3 the upload happens
-  /// before the transaction (skipped when a read finds the row), and the transaction checks
-  /// the bytes are still there only when a collector may have deleted them since
-  /// (``BlobDeletionEpoch``). `then` runs in the same
+  /// linked into place, its directory fsync'ed, and the row inserted. With S3 nothing remote
+  /// happens inside the transaction: new content is uploaded before it, to a fresh fence
+  /// (``BlobFences``), and the transaction inserts the row at that fence, or references the row
+  /// that exists by then (ARCHITECTURE §11). `then` runs in the same
   /// transaction to add the rows that reference the file (an object, an attachment); if it
   /// throws, nothing is committed. `package`: the closure sees the SQL connection, which apps
   /// never do; the server and the store's own object and model writes use it.
@@ -105,60 +105,21 @@ public struct FileStore: Sendable {
     if staged.md5 == nil, staged.size <= Self.inlineMD5Limit, staged.assembledUpload == nil {
       _ = try staged.computeMD5()
     }
+    guard backend.publishesInsideTransaction else { return try commitRemote(staged, filename, declaredContentType, then) }
     // What the blob row says once committed: nil leaves it to the backfill.
     var recordedMD5: [UInt8]?
     let now = Date.nowInMilliseconds
     // What this write linked into blobs/, until a failure inside the transaction unlinks it.
     var placed: String?
-    // Remote blobs: uploaded before the write lock unless the row exists (then the bytes do,
-    // unless a collector removes both, which the epoch tells).
-    let local = backend.publishesInsideTransaction
-    var remote: (epoch: Int64, uploaded: Bool) = (0, false)
-    if !local {
-      let (epoch, known) = try catalog.read { db in
-        (try BlobDeletionEpoch.read(db), try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [staged.sha256]) != nil)
-      }
-      if !known { try backend.publish(staged) }
-      remote = (epoch, !known)
-      try faults.hit(.afterLink)
-    }
     let result: T
     do {
       // Content never uses the reserve: it is there so that deletes can free space.
       result = try catalog.write(releasingReserve: false) { db in
         do {
-          var md5 = staged.md5
           let existing = try db.row("SELECT md5 FROM blobs WHERE sha256 = ?", [staged.sha256])
-          if let existing {
-            // Deduplicated: a known MD5 is the row's; one this write verified fills a NULL.
-            if let known = existing.bytes("md5"), known.count == 16 {
-              md5 = known
-            } else if let md5 {
-              try db.execute("UPDATE blobs SET md5 = ? WHERE sha256 = ?", [md5, staged.sha256])
-            }
-          }
+          let md5 = try Self.settleMD5(staged, existing: existing, db)
           recordedMD5 = md5
-          if !local {
-            // A collector may have deleted this address after our read (and our PUT): make sure
-            // the bytes are there before a row claims them. Rare; under the write lock, so no
-            // collector can delete them again before we commit.
-            // (Or a `verify --repair` found them missing or corrupt: its files are quarantined,
-            // and these verified bytes heal them.)
-            let quarantined =
-              try existing != nil
-              && (db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [staged.sha256]) != nil)
-            if BlobDeletionEpoch.mayHaveDeleted(since: remote.epoch, now: try BlobDeletionEpoch.read(db))
-              || (existing == nil && !remote.uploaded) || quarantined
-            {
-              if try backend.storedSize(ofBlob: staged.sha256Hex) != staged.size { try backend.publish(staged) }
-              try db.execute("UPDATE files SET quarantined = 0 WHERE blob_sha256 = ?", [staged.sha256])
-            }
-            if existing == nil {
-              try db.execute(
-                "INSERT INTO blobs(sha256, size, created_at, md5) VALUES (?, ?, ?, ?)",
-                [staged.sha256, staged.size, now, md5])
-            }
-          } else if existing == nil {
+          if existing == nil {
             placed = try blobs.place(staged)
             try faults.hit(.afterLink)
             try db.execute(
@@ -171,23 +132,7 @@ public struct FileStore: Sendable {
             try faults.hit(.afterLink)
             try db.execute("UPDATE files SET quarantined = 0 WHERE blob_sha256 = ?", [staged.sha256])
           }
-          let file = File(
-            id: FileStore.newIdentifier(), sha256: staged.sha256Hex, size: staged.size, md5: md5.map(Hex.encode) ?? "",
-            contentType: staged.contentType, declaredContentType: declaredContentType.flatMap(Self.cleanType),
-            filename: filename.flatMap(Self.cleanFilename), createdAt: now)
-          try db.execute(
-            """
-            INSERT INTO files(id, blob_sha256, size, md5, filename, content_type, declared_content_type, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-              file.id, staged.sha256, file.size, md5 ?? [], file.filename, file.contentType, file.declaredContentType,
-              now,
-            ])
-          let value = try then(db, file)
-          try faults.hit(.beforeCommit)
-          try faults.hitCommit(db, fileID: file.id)
-          return value
+          return try insertFile(staged, md5: md5, now: now, filename, declaredContentType, db, then)
         } catch {
           // Still under the write lock: no other writer can have seen the linked file.
           if let linked = placed { POSIX.unlink(linked) }
@@ -206,6 +151,149 @@ public struct FileStore: Sendable {
     try faults.hit(.afterCommit)
     if recordedMD5 == nil { md5Backfill?.wake() }
     return result
+  }
+
+  /// How many times a remote commit uploads again after its fence went stale (a collector
+  /// deleted the row it meant to reference, or raised the floor past its fence) before giving up.
+  static let remoteAttempts = 3
+
+  /// Thrown inside a remote commit's transaction when it needs bytes at a fresh fence first:
+  /// the transaction rolls back, the upload happens with no lock held, and the commit retries.
+  private struct NeedsUpload: Error {}
+
+  /// ``commit(_:filename:declaredContentType:then:)`` with the blobs in S3 (ARCHITECTURE §11).
+  ///
+  /// A snapshot read asks whether a row exists (and whether its files are quarantined). If not,
+  /// the content goes up to `(sha256, F)` for a fresh fence F, with no catalog lock or
+  /// transaction open. The write transaction then makes only catalog decisions: a row there now
+  /// is referenced (our upload is an orphan, removed after the commit); else the row is inserted
+  /// at F, if F is still at or above the floor. A row that vanished since the read (a
+  /// collector deleted it), a floor that passed F, or a quarantined row to heal without bytes of
+  /// our own roll the transaction back for an upload to a fresh fence, then a retry.
+  private func commitRemote<T>(
+    _ staged: StagedBlob, _ filename: String?, _ declaredContentType: String?, _ then: (Database, File) throws -> T
+  ) throws -> T {
+    let hex = staged.sha256Hex
+    let seen = try catalog.read(snapshot: false) { db in
+      let row = try db.row(Self.remoteBlobRow, [staged.sha256])
+      return (known: row != nil, quarantined: row?.int("quarantined") == 1)
+    }
+    // Addresses this write uploaded to that no row will name: removed after the commit.
+    var unused: [BlobAddress] = []
+    var uploaded: BlobAddress?
+    func upload() throws {
+      if let previous = uploaded { unused.append(previous) }
+      let address = BlobAddress(hex: hex, fence: try BlobFences.next(catalog))
+      try backend.publish(staged, at: address)
+      uploaded = address
+    }
+    if !seen.known || seen.quarantined { try upload() }
+    try faults.hit(.afterLink)
+    var recordedMD5: [UInt8]?
+    var replaced: BlobAddress?
+    let now = Date.nowInMilliseconds
+    var attempt = 1
+    // Whether the row now names our upload, and whether the transaction got as far as its
+    // COMMIT (a failure before it surely rolled back; one at COMMIT may still have landed).
+    var claimed = false
+    var reachedCommit = false
+    let result: T
+    while true {
+      do {
+        result = try catalog.write(releasingReserve: false) { db in
+          (replaced, claimed, reachedCommit) = (nil, false, false)
+          let existing = try db.row(Self.remoteBlobRow, [staged.sha256])
+          let md5 = try Self.settleMD5(staged, existing: existing, db)
+          recordedMD5 = md5
+          if let existing {
+            if existing.int("quarantined") == 1 {
+              // `verify --repair` found the bytes missing or corrupt: ours (verified) heal the
+              // files. The row moves to our fence; the old address is condemned like an orphan's.
+              guard let uploaded, try BlobFences.mayCommit(uploaded, in: db) else { throw NeedsUpload() }
+              let old = BlobAddress(hex: hex, fence: existing.int("fence") ?? 0)
+              try db.execute("UPDATE blobs SET fence = ? WHERE sha256 = ?", [uploaded.fence, staged.sha256])
+              try db.execute("UPDATE files SET quarantined = 0 WHERE blob_sha256 = ?", [staged.sha256])
+              try BlobDeletions.record([old], in: db)
+              (replaced, claimed) = (old, true)
+            }
+          } else {
+            guard let uploaded, try BlobFences.mayCommit(uploaded, in: db) else { throw NeedsUpload() }
+            // DO NOTHING: a writer of the same new content that committed first (possible once
+            // writers no longer share one lock) is referenced instead of failing this write.
+            try db.execute(
+              "INSERT INTO blobs(sha256, size, created_at, md5, fence) VALUES (?, ?, ?, ?, ?) ON CONFLICT(sha256) DO NOTHING",
+              [staged.sha256, staged.size, now, md5, uploaded.fence])
+            claimed = db.changes > 0
+          }
+          let value = try insertFile(staged, md5: md5, now: now, filename, declaredContentType, db, then)
+          reachedCommit = true
+          return value
+        }
+        break
+      } catch is NeedsUpload where attempt < Self.remoteAttempts {
+        attempt += 1
+        try upload()
+      } catch {
+        // Rolled back for sure: no row names what we uploaded (best effort; else a stray).
+        if !reachedCommit {
+          for address in unused + [uploaded].compactMap({ $0 }) { try? backend.remove(address) }
+        }
+        if error is NeedsUpload {
+          throw LarderError.blobStoreUnavailable(
+            "content \(hex) was collected under \(Self.remoteAttempts) uploads in a row")
+        }
+        throw error
+      }
+    }
+    // Best effort, after the commit: what is left is a stray the collector reclaims. Nothing
+    // can name these addresses: their fences were ours alone.
+    if let uploaded, !claimed { unused.append(uploaded) }
+    for address in unused { try? backend.remove(address) }
+    if let replaced { try? BlobDeletions.finish([replaced], catalog: catalog, backend: backend) }
+    try faults.hit(.afterCommit)
+    if recordedMD5 == nil { md5Backfill?.wake() }
+    return result
+  }
+
+  /// A remote blob's row, and whether files of it are quarantined (1) or not (0): one
+  /// statement, one round trip.
+  static let remoteBlobRow = """
+    SELECT md5, fence, CASE WHEN EXISTS (
+      SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256 AND files.quarantined = 1) THEN 1 ELSE 0 END AS quarantined
+    FROM blobs WHERE sha256 = ?
+    """
+
+  /// The MD5 the blob row has or gets: a known one is the row's; one this write verified fills
+  /// a NULL (inside the write transaction).
+  private static func settleMD5(_ staged: StagedBlob, existing: Row?, _ db: Database) throws -> [UInt8]? {
+    guard let existing else { return staged.md5 }
+    if let known = existing.bytes("md5"), known.count == 16 { return known }
+    if let md5 = staged.md5 { try db.execute("UPDATE blobs SET md5 = ? WHERE sha256 = ?", [md5, staged.sha256]) }
+    return staged.md5
+  }
+
+  /// Inserts the `files` row of `staged` and runs `then`, inside the write transaction.
+  private func insertFile<T>(
+    _ staged: StagedBlob, md5: [UInt8]?, now: Date, _ filename: String?, _ declaredContentType: String?,
+    _ db: Database, _ then: (Database, File) throws -> T
+  ) throws -> T {
+    let file = File(
+      id: FileStore.newIdentifier(), sha256: staged.sha256Hex, size: staged.size, md5: md5.map(Hex.encode) ?? "",
+      contentType: staged.contentType, declaredContentType: declaredContentType.flatMap(Self.cleanType),
+      filename: filename.flatMap(Self.cleanFilename), createdAt: now)
+    try db.execute(
+      """
+      INSERT INTO files(id, blob_sha256, size, md5, filename, content_type, declared_content_type, created_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+      """,
+      [
+        file.id, staged.sha256, file.size, md5 ?? [], file.filename, file.contentType, file.declaredContentType,
+        now,
+      ])
+    let value = try then(db, file)
+    try faults.hit(.beforeCommit)
+    try faults.hitCommit(db, fileID: file.id)
+    return value
   }
 
   /// `file` with its MD5 known: as recorded, or computed now from the blob (and recorded, so
@@ -276,10 +364,27 @@ public struct FileStore: Sendable {
       }
       return try reader.forEachChunk(in: range, body)
     }
-    do {
-      try backend.read(blob: file.sha256, range: range, body)
-    } catch LarderError.io(_, _, let code) where code == ENOENT {
-      throw try missing(file, digest: digest)
+    // The row's fence names the object; a file's row cannot go while the file exists (its
+    // foreign key), but healing a quarantine moves it to a new fence: on a miss, look once more.
+    var address = try remoteAddress(of: digest)
+    for _ in 0..<2 {
+      guard let current = address else { break }
+      do {
+        return try backend.read(current, range: range, body)
+      } catch LarderError.io(_, _, let code) where code == ENOENT {
+        let again = try remoteAddress(of: digest)
+        address = again == current ? nil : again
+      }
+    }
+    throw try missing(file, digest: digest)
+  }
+
+  /// Where the bytes of a remote blob are now: its row's fence (nil: no row).
+  func remoteAddress(of digest: [UInt8]) throws -> BlobAddress? {
+    try catalog.read(snapshot: false) { db in
+      try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [digest])?.int("fence").map {
+        BlobAddress(sha256: digest, fence: $0)
+      }
     }
   }
 

@@ -14,6 +14,10 @@ public struct GCReport: Codable, Sendable, Equatable {
   public var blobBytesFreed: Int64 = 0
   /// Write transactions used for blobs.
   public var batches = 0
+  /// Blobs in S3: deletion intents that an earlier (or a concurrent) collection committed and
+  /// did not finish, whose objects this run deleted. Their rows were counted in `blobsRemoved`
+  /// by the run that deleted them, so they are not again.
+  public var deletionsResumed = 0
   /// Files under `blobs/` with no row (leftovers of crashed writes, or misplaced files).
   public var strayFilesRemoved = 0
   public var strayBytesFreed: Int64 = 0
@@ -38,7 +42,7 @@ public struct GCReport: Codable, Sendable, Equatable {
 
   /// True when nothing was (or would be) changed.
   public var changedNothing: Bool {
-    uploadsExpired == 0 && filesReleased == 0 && blobsRemoved == 0 && strayFilesRemoved == 0
+    uploadsExpired == 0 && filesReleased == 0 && blobsRemoved == 0 && strayFilesRemoved == 0 && deletionsResumed == 0
       && tempFilesRemoved == 0 && trashRestored == 0 && trashRemoved == 0
   }
 }

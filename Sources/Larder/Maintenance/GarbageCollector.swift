@@ -46,7 +46,7 @@ public struct GarbageCollector: Sendable {
   private var catalog: Catalog { larder.catalog }
   private var blobs: BlobStore { larder.blobs }
   private var backend: any BlobBackend { larder.blobBackend }
-  /// Blobs in S3: deleted under the write lock between two epoch moves (``BlobDeletionEpoch``).
+  /// Blobs in S3: deleted by fenced intents, no lock held across a DELETE (``BlobFences``).
   private var remote: Bool { !backend.publishesInsideTransaction }
   private var faults: FaultInjector { larder.files.faults }
 
@@ -83,6 +83,11 @@ public struct GarbageCollector: Sendable {
       let now = clock.now
       report.phaseSeconds[phase.rawValue] = Self.seconds(now - mark)
       mark = now
+    }
+    if remote && !options.dryRun {
+      // Intents a collector committed and did not finish (it died, or its session did).
+      report.deletionsResumed = try BlobDeletions.finishLeftovers(
+        catalog: catalog, backend: backend, batchSize: options.batchSize)
     }
     lap(.trash)
     try expireUploads(now: now, options: options, report: &report)
@@ -276,77 +281,69 @@ public struct GarbageCollector: Sendable {
     return moved
   }
 
-  /// Remote blobs per write transaction: each DELETE is a round trip made under the write lock.
-  static let remoteBatchSize = 100
-
-  /// The orphan blobs of an S3 store. Per batch: the epoch made odd in a transaction of its own;
-  /// then one write transaction deletes the rows, DELETEs their objects and makes the epoch
-  /// even. A failure or crash in between rolls the rows back with some objects gone and leaves
-  /// the epoch odd: every writer then checks the bytes before relying on a row (and uploads them
-  /// again), and the next collection removes those rows, which nothing references.
+  /// The orphan blobs of an S3 store, per batch in two phases. A: one short write transaction
+  /// deletes the rows still unreferenced (`RETURNING` their fences: each row is counted by the
+  /// one collector whose DELETE removed it) and commits a deletion intent per address. B: with
+  /// no transaction or lock open, the objects are DELETEd, then the intents. A collector that
+  /// dies, or whose session or lock is lost, anywhere in B leaves intents for the next run; a
+  /// writer meanwhile finds no row and uploads to a fresh fence, which none of these DELETEs
+  /// (late, or repeated) can touch.
   private func removeOrphanRemoteBlobs(options: Options, report: inout GCReport) throws {
     var cursor: [UInt8] = []
-    let batchSize = min(options.batchSize, Self.remoteBatchSize)
     while true {
-      let candidates = try orphanBlobCandidates(after: cursor, limit: batchSize)
+      let candidates = try orphanBlobCandidates(after: cursor, limit: options.batchSize)
       guard let first = candidates.first, let last = candidates.last else { break }
       cursor = last
-      try catalog.write { db in try BlobDeletionEpoch.advance(db, deleting: true) }
-      let (removed, bytes) = try catalog.write { db -> (Int, Int64) in
+      let (condemned, bytes) = try catalog.write { db -> ([BlobAddress], Int64) in
         let rows = try db.rows(
           """
           DELETE FROM blobs WHERE sha256 >= ? AND sha256 <= ?
           AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
-          RETURNING sha256, size
+          RETURNING sha256, size, fence
           """, [first, last])
-        var bytes: Int64 = 0
-        for (index, row) in rows.enumerated() {
-          if index == rows.count / 2 && index > 0 { try faults.hit(.gcMidBatch) }
-          guard let sha256 = row.bytes("sha256") else { continue }
-          try backend.remove(blob: Hex.encode(sha256))
-          bytes += row.int("size") ?? 0
+        let addresses = rows.compactMap { row in
+          row.bytes("sha256").map { BlobAddress(sha256: $0, fence: row.int("fence") ?? 0) }
         }
-        try faults.hit(.gcAfterTrash)
-        try BlobDeletionEpoch.advance(db, deleting: false)
-        return (rows.count, bytes)
+        try BlobDeletions.record(addresses, in: db)
+        return (addresses, rows.reduce(0) { $0 + ($1.int("size") ?? 0) })
       }
-      try faults.hit(.gcAfterCommit)
-      report.blobsRemoved += removed
+      report.blobsRemoved += condemned.count
       report.blobBytesFreed += bytes
       report.batches += 1
+      try faults.hit(.gcAfterTrash)
+      try BlobDeletions.finish(condemned, catalog: catalog, backend: backend) { try faults.hit(.gcMidBatch) }
+      try faults.hit(.gcAfterCommit)
       options.progress?(.init(phase: .blobs, processed: report.blobsRemoved))
-    }
-    // An odd epoch left by a collection that died: its rows are gone now (collected above or
-    // referenced again by a writer that checked the bytes), so writers may stop checking.
-    try catalog.write { db in
-      if try BlobDeletionEpoch.read(db) % 2 == 1 { try BlobDeletionEpoch.advance(db, deleting: false) }
     }
   }
 
-  /// Objects of an S3 store that no row claims (an upload whose commit never came), older
-  /// than `tempAge` (a younger one may be a PUT whose commit is on its way). Deleted like
-  /// orphans, under the write lock between two epoch moves after rechecking there is no row, so
-  /// a writer whose PUT raced the DELETE uploads again before committing.
+  /// Stored addresses considered per stray batch.
+  static let strayBatchSize = 500
+
+  /// Objects of an S3 store that no row names (an upload whose commit never came, or one a
+  /// row made redundant), older than `tempAge`. Only below the floor, which this run raises
+  /// first (``BlobFences/raiseFloor(_:now:age:)``): no writer can commit such an address any
+  /// more, so deleting it needs no lock. Each is condemned by an intent first, so two
+  /// collectors never both count one.
   private func removeRemoteStrays(now: Date, options: Options, report: inout GCReport) throws {
     options.progress?(.init(phase: .strays, processed: 0))
-    let oldest = now.addingTimeInterval(-Self.seconds(options.tempAge))
-    var pending: [(hex: String, size: Int64)] = []
+    let age = Self.seconds(options.tempAge)
+    let oldest = now.addingTimeInterval(-age)
+    let floor =
+      options.dryRun
+      ? try catalog.read { db in try BlobFences.floor(db) } : try BlobFences.raiseFloor(catalog, now: now, age: age)
+    var pending: [(address: BlobAddress, size: Int64)] = []
     func flush() throws {
       defer { pending.removeAll(keepingCapacity: true) }
-      let strays = try BlobDeletionEpoch.unclaimed(pending, catalog: catalog)
-      if options.dryRun {
-        report.strayFilesRemoved += strays.count
-        report.strayBytesFreed += strays.reduce(0) { $0 + $1.size }
-        return
-      }
-      let (count, bytes) = try BlobDeletionEpoch.deleteUnclaimed(strays, catalog: catalog, backend: backend)
-      report.strayFilesRemoved += count
-      report.strayBytesFreed += bytes
+      var strays = try BlobDeletions.strays(pending, floor: floor, catalog: catalog)
+      if !options.dryRun { strays = try BlobDeletions.removeStrays(strays, catalog: catalog, backend: backend) }
+      report.strayFilesRemoved += strays.count
+      report.strayBytesFreed += strays.reduce(0) { $0 + $1.size }
     }
-    try backend.forEachStoredBlob(dated: { hex, size, stored in
-      guard stored < oldest else { return }
-      pending.append((hex, size))
-      if pending.count >= Self.remoteBatchSize { try flush() }
+    try backend.forEachStoredBlob(dated: { address, size, stored in
+      guard stored < oldest, address.fence < floor else { return }
+      pending.append((address, size))
+      if pending.count >= Self.strayBatchSize { try flush() }
     })
     if !pending.isEmpty { try flush() }
     options.progress?(.init(phase: .strays, processed: report.strayFilesRemoved))

@@ -56,6 +56,11 @@ public struct Verifier: Sendable {
     let lock = try CollectorLock.acquire(in: larder.directory, create: true, catalog: catalog)
     defer { lock?.release() }
     var report = VerifyReport(repair: repair)
+    if remote && repair {
+      // A collection that died left deletion intents: their addresses have no row, so finishing
+      // them is the collector's work, done here too before anything is judged a stray.
+      _ = try BlobDeletions.finishLeftovers(catalog: catalog, backend: larder.blobBackend)
+    }
     try checkCatalog(&report)
     // Trash first: a blob left there by a failed collection goes back before its address is
     // checked, so it is not reported (or repaired) as missing.
@@ -120,17 +125,19 @@ public struct Verifier: Sendable {
     var buffer = [UInt8](repeating: 0, count: 1024 * 1024)
     var reported: Int64 = 0
     while true {
-      let page: [([UInt8], Int64, [UInt8]?)] = try catalog.read { db in
-        try db.rows("SELECT sha256, size, md5 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT 1000", [cursor])
-          .map {
-            ($0.bytes("sha256") ?? [], $0.int("size") ?? 0, $0.bytes("md5"))
-          }
+      let page: [([UInt8], Int64, [UInt8]?, Int64)] = try catalog.read { db in
+        try db.rows(
+          "SELECT sha256, size, md5, fence FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT 1000", [cursor]
+        ).map {
+          ($0.bytes("sha256") ?? [], $0.int("size") ?? 0, $0.bytes("md5"), $0.int("fence") ?? 0)
+        }
       }
       guard let last = page.last else { break }
       cursor = last.0
-      for (sha256, size, md5) in page {
+      for (sha256, size, md5, fence) in page {
         if remote {
-          try checkRemoteBlob(sha256: sha256, size: size, md5: md5, repair: repair, &report)
+          try checkRemoteBlob(
+            BlobAddress(sha256: sha256, fence: fence), size: size, md5: md5, repair: repair, &report)
         } else {
           try checkBlob(sha256: sha256, size: size, md5: md5, repair: repair, buffer: &buffer, &report)
         }
@@ -234,9 +241,11 @@ public struct Verifier: Sendable {
     return (digest.finalize(), md5Digest?.finalize(), offset)
   }
 
-  /// A row without its file: explained by a quarantine, or lost.
+  /// A row without its file: explained by a quarantine, or lost. With blobs in S3, `fence` is
+  /// the address found missing: it is checked again *before* the write transaction (no S3 call
+  /// under the lock), and inside it the row must still name it (a writer may have healed it).
   private func checkMissing(
-    sha256: [UInt8], hex: String, path: String, repair: Bool, stillMissing: () throws -> Bool,
+    sha256: [UInt8], hex: String, path: String, repair: Bool, fence: Int64? = nil, stillMissing: () throws -> Bool,
     _ report: inout VerifyReport
   )
     throws
@@ -250,10 +259,16 @@ public struct Verifier: Sendable {
     }
     var repaired = false
     if repair {
+      let missingBefore = fence == nil ? true : try stillMissing()
       repaired = try catalog.write { db in
         // Recheck under the lock; no files left: the row alone goes, else mark them.
-        if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [sha256]) == nil { return true }
-        if try !stillMissing() { return true }
+        guard missingBefore else { return true }
+        if let fence {
+          if try db.row("SELECT 1 FROM blobs WHERE sha256 = ? AND fence = ?", [sha256, fence]) == nil { return true }
+        } else {
+          if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [sha256]) == nil { return true }
+          if try !stillMissing() { return true }
+        }
         try db.execute(
           "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
           [sha256, sha256])
@@ -295,18 +310,25 @@ public struct Verifier: Sendable {
 
   /// A row's object in S3: there with the row's size (a HEAD), and with `deep` its content
   /// hashes to its address. Repair marks the files of a missing or corrupt object quarantined
-  /// (and drops a row no file needs); a corrupt object is deleted under the write lock between
-  /// two epoch moves, so the next upload of that content puts it back and heals the files.
+  /// (and drops a row no file needs); a corrupt object is condemned by a deletion intent in the
+  /// same transaction and deleted after it, so the next upload of that content goes to a fresh
+  /// fence and heals the files.
   private func checkRemoteBlob(
-    sha256: [UInt8], size: Int64, md5: [UInt8]?, repair: Bool, _ report: inout VerifyReport
+    _ address: BlobAddress, size: Int64, md5: [UInt8]?, repair: Bool, _ report: inout VerifyReport
   ) throws {
-    let hex = Hex.encode(sha256)
+    let (sha256, hex) = (address.sha256, address.hex)
     let backend = larder.blobBackend
-    let place = "\(backend.location) \(BlobAddress.key(forHex: hex))"
-    guard let stored = try backend.storedSize(ofBlob: hex) else {
+    let place = "\(backend.location) \(address.key)"
+    guard let stored = try backend.storedSize(of: address) else {
+      // A writer healing a quarantine may have moved the row to a new fence since the page was
+      // read (or gc took it): only a row that still names this address is missing its bytes.
+      let current = try catalog.read(snapshot: false) { db in
+        try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [sha256])?.int("fence")
+      }
+      guard current == address.fence else { return }
       try checkMissing(
-        sha256: sha256, hex: hex, path: place, repair: repair, stillMissing: { try backend.storedSize(ofBlob: hex) == nil },
-        &report)
+        sha256: sha256, hex: hex, path: place, repair: repair, fence: address.fence,
+        stillMissing: { try backend.storedSize(of: address) == nil }, &report)
       return
     }
     var problem: (VerifyReport.Finding.Kind, String)?
@@ -315,7 +337,7 @@ public struct Verifier: Sendable {
     } else if deep {
       let digest = Digest(.sha256)
       let md5Digest = md5 != nil ? Digest(.md5) : nil
-      try backend.read(blob: hex, range: nil) {
+      try backend.read(address, range: nil) {
         digest.update($0)
         md5Digest?.update($0)
       }
@@ -334,49 +356,56 @@ public struct Verifier: Sendable {
     guard let (kind, detail) = problem else { return }
     var repaired = false
     if repair {
-      try catalog.write { db in try BlobDeletionEpoch.advance(db, deleting: true) }
-      repaired = try catalog.write { db in
+      let condemned = try catalog.write { db -> Bool in
+        // Only if the row still names these bytes (a writer may have healed it meanwhile).
+        guard try db.row("SELECT 1 FROM blobs WHERE sha256 = ? AND fence = ?", [sha256, address.fence]) != nil
+        else { return false }
         try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
         if db.changes == 0 {
           try db.execute(
             "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
             [sha256, sha256])
         }
-        try backend.remove(blob: hex)
-        try BlobDeletionEpoch.advance(db, deleting: false)
+        try BlobDeletions.record([address], in: db)
         return true
       }
+      if condemned { try BlobDeletions.finish([address], catalog: catalog, backend: backend) }
+      repaired = true
     }
     report.add(.init(kind: kind, sha256: hex, path: place, detail: detail, repaired: repaired))
   }
 
-  /// Objects no row claims. Repair deletes those older than the temp age (a younger one may be
-  /// an upload whose commit is on its way), as gc does.
+  /// Objects no row names (nor a deletion intent). Repair deletes those older than the temp
+  /// age and below the floor it raises first, as gc does (``BlobFences``): a younger one may
+  /// be an upload whose commit is on its way.
   private func checkRemoteStrays(repair: Bool, _ report: inout VerifyReport) throws {
     let backend = larder.blobBackend
-    let oldest = Date().addingTimeInterval(-Self.tempAge)
-    var pending: [(hex: String, size: Int64)] = []
+    let now = Date()
+    let oldest = now.addingTimeInterval(-Self.tempAge)
+    let floor =
+      repair
+      ? try BlobFences.raiseFloor(catalog, now: now, age: Self.tempAge)
+      : try catalog.read { db in try BlobFences.floor(db) }
+    var pending: [(address: BlobAddress, size: Int64)] = []
     func flush() throws {
       defer { pending.removeAll(keepingCapacity: true) }
-      let strays = try BlobDeletionEpoch.unclaimed(pending, catalog: catalog)
-      var removed: Set<String> = []
+      // Every stray is reported; only those below the floor can be removed yet.
+      let strays = try BlobDeletions.strays(pending, floor: .max, catalog: catalog)
+      var removed: Set<BlobAddress> = []
       if repair {
-        for stray in strays {
-          if try BlobDeletionEpoch.deleteUnclaimed([stray], catalog: catalog, backend: backend).count == 1 {
-            removed.insert(stray.hex)
-          }
-        }
+        let dead = strays.filter { $0.address.fence < floor }
+        removed = Set(try BlobDeletions.removeStrays(dead, catalog: catalog, backend: backend).map(\.address))
       }
       for stray in strays {
         report.add(
           .init(
-            kind: .strayBlobFile, sha256: stray.hex, path: "\(backend.location) \(BlobAddress.key(forHex: stray.hex))",
-            detail: "no blobs row names it", repaired: removed.contains(stray.hex), reclaimable: true))
+            kind: .strayBlobFile, sha256: stray.address.hex, path: "\(backend.location) \(stray.address.key)",
+            detail: "no blobs row names it", repaired: removed.contains(stray.address), reclaimable: true))
       }
     }
-    try backend.forEachStoredBlob(dated: { hex, size, stored in
+    try backend.forEachStoredBlob(dated: { address, size, stored in
       guard stored < oldest else { return }
-      pending.append((hex, size))
+      pending.append((address, size))
       if pending.count >= 500 { try flush() }
     })
     if !pending.isEmpty { try flush() }

@@ -218,6 +218,9 @@ import Testing
         ALTER TABLE uploads DROP COLUMN lease_until;
         ALTER TABLE uploads DROP COLUMN lease_epoch;
         DROP TABLE service_account_keys;
+        ALTER TABLE blobs DROP COLUMN fence;
+        DROP TABLE blob_deletions;
+        DROP TABLE blob_fences;
         PRAGMA user_version = 4;
         """)
     }
@@ -228,6 +231,15 @@ import Testing
     #expect(throws: Never.self) {
       try larder.catalog.read { try $0.rows("SELECT shared_state, lease_holder, lease_until FROM uploads LIMIT 0") }
     }
+    // Migration 7: the existing blob keeps fence 0 (its key unchanged); fences start at 1.
+    let fences = try larder.catalog.read { db in
+      (
+        try db.rows("SELECT fence FROM blobs").map { $0.int("fence") },
+        try db.rows("SELECT name, fence FROM blob_fences ORDER BY name").map { "\($0.string("name") ?? "")=\($0.int("fence") ?? -1)" }
+      )
+    }
+    #expect(fences.0 == [0])
+    #expect(fences.1 == ["counter=0", "floor=1", "mark=0"])
     let file = try #require(try larder.catalog.read { try $0.row("SELECT \(File.columns) FROM files f") }.map(File.init(row:)))
     #expect(file.md5 == md5)
     #expect(md5 == Hex.encode(Digest.hash(.md5, Array("old content".utf8))))

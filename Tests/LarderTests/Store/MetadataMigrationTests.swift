@@ -37,6 +37,9 @@ import Testing
         ALTER TABLE uploads DROP COLUMN lease_until;
         ALTER TABLE uploads DROP COLUMN lease_epoch;
         DROP TABLE service_account_keys;
+        ALTER TABLE blobs DROP COLUMN fence;
+        DROP TABLE blob_deletions;
+        DROP TABLE blob_fences;
         PRAGMA user_version = 3;
         """)
       #expect(try db.row("SELECT content_type FROM objects WHERE name = 'declared'")?.string("content_type") == "text/plain")
