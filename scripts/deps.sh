@@ -23,8 +23,8 @@ if ((${#missing[@]})); then
 fi
 
 # Interop clients from PyPI, in a project-local virtualenv.
-PY_PACKAGES=(tuspy==1.1.0 requests pytest)
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tusclient, requests, pytest" 2>/dev/null; then
+PY_PACKAGES=(tuspy==1.1.0 requests pytest google-cloud-storage==3.17.1)
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tusclient, requests, pytest, google.cloud.storage" 2>/dev/null; then
   echo "deps: creating .venv with ${PY_PACKAGES[*]}"
   python3 -m venv .venv || { rm -rf .venv; python3 -m venv --without-pip .venv; }
   .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip -q

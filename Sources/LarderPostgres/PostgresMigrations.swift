@@ -120,6 +120,14 @@ enum PostgresMigrations {
         ALTER TABLE uploads ADD COLUMN lease_until BIGINT;
         """)
     },
+    // 7: a blob's CRC32C, NULL until known (see the SQLite migration 7).
+    { db in
+      try db.executeScript(
+        """
+        ALTER TABLE blobs ADD COLUMN crc32c BIGINT CHECK (crc32c IS NULL OR crc32c BETWEEN 0 AND 4294967295);
+        CREATE INDEX blobs_without_crc32c ON blobs(sha256) WHERE crc32c IS NULL;
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

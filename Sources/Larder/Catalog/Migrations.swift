@@ -116,6 +116,13 @@ package enum Migrations {
     ALTER TABLE uploads ADD COLUMN lease_holder TEXT;
     ALTER TABLE uploads ADD COLUMN lease_until INTEGER;
     """,
+    // 7: a blob's CRC32C (Castagnoli; GCS's `crc32c`, `x-goog-hash`), NULL until known. Filled
+    // after the commit by the background hasher with the MD5 (one read for both), or at once by
+    // an answer of the GCS JSON API that needs it; the partial index is its work list.
+    """
+    ALTER TABLE blobs ADD COLUMN crc32c INTEGER CHECK (crc32c IS NULL OR crc32c BETWEEN 0 AND 4294967295);
+    CREATE INDEX blobs_without_crc32c ON blobs(sha256) WHERE crc32c IS NULL;
+    """,
   ]
 
   static func run(on db: Database) throws {

@@ -101,6 +101,7 @@ public struct FileStore: Sendable {
     }
     // What the blob row says once committed: nil leaves it to the backfill.
     var recordedMD5: [UInt8]?
+    var newBlob = false
     let now = Date.nowInMilliseconds
     // What this write linked into blobs/, until a failure inside the transaction unlinks it.
     var placed: String?
@@ -132,6 +133,8 @@ public struct FileStore: Sendable {
             }
           }
           recordedMD5 = md5
+          // A new blob's CRC32C is never known at commit: the backfill computes it.
+          if existing == nil { newBlob = true }
           if !local {
             // A collector may have deleted this address after our read (and our PUT): make sure
             // the bytes are there before a row claims them. Rare; under the write lock, so no
@@ -198,7 +201,7 @@ public struct FileStore: Sendable {
       throw error
     }
     try faults.hit(.afterCommit)
-    if recordedMD5 == nil { md5Backfill?.wake() }
+    if recordedMD5 == nil || newBlob { md5Backfill?.wake() }
     return result
   }
 
@@ -220,7 +223,28 @@ public struct FileStore: Sendable {
     }
     return File(
       id: file.id, sha256: file.sha256, size: file.size, md5: Hex.encode(md5), contentType: file.contentType,
-      declaredContentType: file.declaredContentType, filename: file.filename, createdAt: file.createdAt)
+      declaredContentType: file.declaredContentType, filename: file.filename, createdAt: file.createdAt,
+      crc32c: file.crc32c)
+  }
+
+  /// `file` with its MD5 and CRC32C known: as recorded, or both computed now in one read of the
+  /// blob (and recorded). For answers that must carry them (GCS's `crc32c`, `x-goog-hash`).
+  /// - Throws: an I/O error if the blob cannot be read.
+  public func withChecksums(_ file: File) throws -> File {
+    guard file.md5.isEmpty || file.crc32c == nil else { return file }
+    guard let digest = Hex.decode(file.sha256), digest.count == 32 else {
+      throw LarderError.invalidArgument("malformed sha256 in file \(file.id)")
+    }
+    let known: (md5: [UInt8], crc32c: UInt32)
+    do {
+      known = try MD5Backfill(catalog: catalog, blobs: blobs, backend: backend).fillDigests(sha256: digest)
+    } catch LarderError.io(_, _, let code) where code == ENOENT {
+      throw try missing(file, digest: digest)
+    }
+    return File(
+      id: file.id, sha256: file.sha256, size: file.size, md5: Hex.encode(known.md5), contentType: file.contentType,
+      declaredContentType: file.declaredContentType, filename: file.filename, createdAt: file.createdAt,
+      crc32c: known.crc32c)
   }
 
   /// Unlinks `path` (a blob file this process linked) unless a `blobs` row records it. Best

@@ -9,6 +9,7 @@ import LarderHTTP
 /// GET  /metrics                      Prometheus text
 /// *    /v0/b/{bucket}/o[/{name}]     objects (Firebase Storage REST shape)
 /// *    /v0/b/{bucket}/uploads[/{id}] resumable uploads (tus 1.0.0)
+/// *    /storage/v1/…, /upload/storage/v1/…, /download/storage/v1/…   the GCS JSON API (same objects)
 /// ```
 /// Routes are declared once, here and in each endpoint's `register`; their labels are fixed,
 /// so metrics and the access log never grow with what clients send.
@@ -24,6 +25,8 @@ public final class LarderApp: HTTPHandler {
     var cors = CORS(origins: context.corsOrigins)
     cors.expose(ObjectsEndpoint.exposedHeaders)
     cors.allow(ObjectsEndpoint.requestHeaders)
+    cors.expose(GcsEndpoint.exposedHeaders)
+    cors.allow(GcsEndpoint.requestHeaders)
     if uploads != nil {
       cors.expose(TusEndpoint.exposedHeaders)
       cors.allow(TusEndpoint.requestHeaders)
@@ -47,6 +50,7 @@ public final class LarderApp: HTTPHandler {
       }
     }
     objects.register(in: &router, cors: fixed)
+    GcsEndpoint(context: context).register(in: &router)
     uploads?.register(in: &router, cors: fixed)
     self.router = router
   }

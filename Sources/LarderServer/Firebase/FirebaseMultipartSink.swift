@@ -19,12 +19,14 @@ final class FirebaseMultipartSink: HTTPBodySink {
   private var writer: BlobWriter?
   private var path: ObjectPath?
   private var options = ObjectWriteOptions()
+  private let completion: WriteCompletion?
 
   init(
     context: ServiceContext, bucket: String, name: String?, identity: Identity?, ifGenerationMatch: Int64?,
-    boundary: String, requestLength: Int64?
+    boundary: String, requestLength: Int64?, completion: WriteCompletion? = nil
   ) throws {
     self.context = context
+    self.completion = completion
     self.bucket = bucket
     queryName = name
     self.identity = identity
@@ -81,7 +83,8 @@ final class FirebaseMultipartSink: HTTPBodySink {
     guard let writer, let path else { throw LarderError.cancelled }
     self.writer = nil
     // Firebase's answers always carry md5Hash (the SDK reads it), computed after the commit if need be.
-    return try context.publish(writer, at: path, options: options, identity: identity, withMD5: true)
+    return try context.publish(
+      writer, at: path, options: options, identity: identity, withMD5: true, completion: completion)
   }
 
   func cancel() {

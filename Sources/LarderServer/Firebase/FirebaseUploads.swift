@@ -105,7 +105,9 @@ struct FirebaseUploads {
 
   // MARK: - multipart
 
-  func multipart(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
+  func multipart(
+    _ request: HTTPRequest, bucket: String, identity: Identity?, completion: WriteCompletion? = nil
+  ) throws -> HTTPHeadDecision.Action {
     let name = request.queryValue("name")
     if let name { try ObjectName.validateName(name) }
     let boundary: String
@@ -124,7 +126,7 @@ struct FirebaseUploads {
       try FirebaseMultipartSink(
         context: context, bucket: bucket, name: name, identity: identity,
         ifGenerationMatch: try ObjectsEndpoint.count(request, "ifGenerationMatch"), boundary: boundary,
-        requestLength: request.contentLength))
+        requestLength: request.contentLength, completion: completion))
   }
 
   // MARK: - resumable: start
@@ -282,11 +284,15 @@ struct FirebaseUploads {
       UploadAppendSink(append, keepReceivedOnBreak: false) { try self.complete($0, identity: identity) })
   }
 
-  /// Ends a chunk: an acknowledged offset, or the last byte: rules, then publish.
-  func complete(_ append: UploadAppend, identity: Identity?) throws -> HTTPResponse {
+  /// Ends a chunk: an acknowledged offset, or the last byte: rules, then publish. `completion`
+  /// and `progress` are another protocol's (GCS's) admission and answers for the same steps.
+  func complete(
+    _ append: UploadAppend, identity: Identity?, completion: WriteCompletion? = nil,
+    progress: ((Upload) -> HTTPResponse)? = nil
+  ) throws -> HTTPResponse {
     switch try append.finish() {
     case .progress(let upload):
-      return Self.status("active", received: upload.offset)
+      return progress?(upload) ?? Self.status("active", received: upload.offset)
     case .complete(let completed):
       let resource = FirebaseUploadMetadata.fromUpload(completed.upload.metadata)
       let options = resource.writeOptions(declaredFallback: completed.upload.metadata["contentType"])
@@ -303,7 +309,9 @@ struct FirebaseUploads {
       }
       // The rules judge the real content inside the write (the admission step); a denial ends the
       // session with it, any other failure rolls back to the last acknowledged offset (resend).
-      let object = try store.publish(completed, options: options, admission: context.admission(for: identity))
+      let object = try store.publish(
+        completed, options: options, admission: completion?.admission ?? context.admission(for: identity))
+      if let completion { return try completion.answer(object) }
       var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context, withMD5: true)
       r.headers.set("X-Goog-Upload-Status", "final")
       return r
