@@ -8,13 +8,6 @@ extension ObjectStore {
     }
   }
 
-  /// Whether `bucket` holds at least one object.
-  public func hasObjects(inBucket bucket: String) throws -> Bool {
-    try catalog.read { db in
-      try db.row("SELECT 1 AS one FROM objects WHERE bucket = ? LIMIT 1", [bucket]) != nil
-    }
-  }
-
   /// Makes `destination` an object with the content of `source`, in one write transaction and
   /// without copying a byte: content is addressed, so the copy is a new `files` row on the same
   /// blob (created now, so gc's grace counts from the copy) and an object row.

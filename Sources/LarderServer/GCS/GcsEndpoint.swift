@@ -39,30 +39,33 @@ struct GcsEndpoint {
   func register(in router: inout Router) {
     let bucket = "/storage/v1/b/{bucket}"
     let item = "/storage/v1/b/{bucket}/o/{object}"
-    router.add("GET", "/storage/v1/b", route: "gcs.buckets.list", options: .noHeadFallback) { request, _ in
+    GcsAPI.add(&router, "GET", "/storage/v1/b", route: "gcs.buckets.list", options: .noHeadFallback) {
+      request, _ in
       .respond(try listBuckets(request, identity: try context.identity(request)))
     }
-    router.add("GET", bucket, route: "gcs.buckets.get") { request, params in
+    GcsAPI.add(&router, "GET", bucket, route: "gcs.buckets.get") { request, params in
       .respond(
         try getBucket(request, bucket: try context.bucket(params), identity: try context.identity(request)))
     }
-    router.add("GET", bucket + "/o", route: "gcs.objects.list", options: .noHeadFallback) { request, params in
+    GcsAPI.add(&router, "GET", bucket + "/o", route: "gcs.objects.list", options: .noHeadFallback) {
+      request, params in
       .respond(try list(request, bucket: try context.bucket(params), identity: try context.identity(request)))
     }
     for (path, label) in [(item, "gcs.objects.get"), ("/download" + item, "gcs.objects.download")] {
-      router.add("GET", path, query: ["alt": "media"], route: "gcs.objects.download") { request, params in
+      GcsAPI.add(&router, "GET", path, query: ["alt": "media"], route: "gcs.objects.download") {
+        request, params in
         let (path, identity) = try target(request, params)
         return .respond(try download(request, path: path, identity: identity))
       }
       guard label == "gcs.objects.get" else { continue }
-      router.add("GET", path, route: label) { request, params in
+      GcsAPI.add(&router, "GET", path, route: label) { request, params in
         let (path, identity) = try target(request, params)
         let object = try readable(request, path: path, identity: identity)
         return .respond(try resource(object, request: request))
       }
     }
     for (method, label) in [("PATCH", "gcs.objects.patch"), ("PUT", "gcs.objects.update")] {
-      router.add(method, item, route: label) { request, params in
+      GcsAPI.add(&router, method, item, route: label) { request, params in
         let (path, identity) = try target(request, params)
         let conditions = try GcsPreconditions(request)
         return .receiveBody(
@@ -74,12 +77,13 @@ struct GcsEndpoint {
           })
       }
     }
-    router.add("DELETE", item, route: "gcs.objects.delete") { request, params in
+    GcsAPI.add(&router, "DELETE", item, route: "gcs.objects.delete") { request, params in
       let (path, identity) = try target(request, params)
       return .respond(try delete(request, path: path, identity: identity))
     }
     for verb in ["copyTo", "rewriteTo"] {
-      router.add(
+      GcsAPI.add(
+        &router,
         "POST", item + "/\(verb)/b/{destinationBucket}/o/{destinationObject}", route: "gcs.objects.\(verb)"
       ) {
         request, params in
@@ -96,7 +100,7 @@ struct GcsEndpoint {
           })
       }
     }
-    router.add("POST", item + "/compose", route: "gcs.objects.compose") { request, params in
+    GcsAPI.add(&router, "POST", item + "/compose", route: "gcs.objects.compose") { request, params in
       let (destination, identity) = try target(request, params)
       return .receiveBody(
         BufferedBodySink { body in try compose(request, body: body, to: destination, identity: identity) })
@@ -248,11 +252,8 @@ struct GcsEndpoint {
   }
 
   func getBucket(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPResponse {
+    // Larder makes a bucket on its first write: every valid name is a bucket, empty until then.
     try context.authorize(AccessRequest(operation: .list, bucket: bucket, name: "", identity: identity))
-    guard try context.larder.objects.hasObjects(inBucket: bucket) else {
-      throw HTTPResponseError(
-        .error(status: 404, message: "the bucket \(bucket) has no objects in this store"))
-    }
     return try GcsAPI.json(GcsBucketResource(bucket, base: base(request)), request: request)
   }
 

@@ -173,6 +173,26 @@ enum GcsAPI {
     pathPrefixes.contains { path.hasPrefix($0) } || path == "/storage/v1/b"
   }
 
+  /// Declares a route of this API: its handler sees the query form-decoded, as Google's
+  /// clients encode it (`prefix=with+space`: a `+` is a space, a literal plus is `%2B`).
+  static func add(
+    _ router: inout Router, _ method: String, _ pattern: String, query: [String: String] = [:], route: String,
+    options: RouteOptions = [], _ handler: @escaping Router.Handler
+  ) {
+    router.add(method, pattern, query: query, route: route, options: options) { request, params in
+      try handler(try formDecoded(request), params)
+    }
+  }
+
+  /// `request` with `+` in its query read as a space.
+  static func formDecoded(_ request: HTTPRequest) throws -> HTTPRequest {
+    guard let raw = request.rawQuery, raw.utf8.contains(0x2B) else { return request }
+    return try HTTPRequest(
+      method: request.method, target: "\(request.path)?\(raw.replacingOccurrences(of: "+", with: "%20"))",
+      headers: request.headers, remoteAddress: request.remoteAddress, id: request.id, version: request.version
+    )
+  }
+
   /// `value` as JSON, keeping only the `fields` the request selects.
   static func json<T: Encodable>(_ value: T, request: HTTPRequest, status: Int = 200) throws -> HTTPResponse {
     guard let text = request.queryValue("fields"), let fields = try GcsFields.parse(text) else {

@@ -28,7 +28,7 @@ struct GcsUploads {
 
   func register(in router: inout Router) {
     let collection = "/upload/storage/v1/b/{bucket}/o"
-    router.add("POST", collection, route: "gcs.upload") { request, params in
+    GcsAPI.add(&router, "POST", collection, route: "gcs.upload") { request, params in
       let bucket = try context.bucket(params)
       let identity = try context.identity(request)
       if request.queryValue("upload_id") != nil {
@@ -36,12 +36,12 @@ struct GcsUploads {
       }
       return HTTPHeadDecision(try start(request, bucket: bucket, identity: identity))
     }
-    router.add("PUT", collection, route: "gcs.upload.chunk") { request, params in
+    GcsAPI.add(&router, "PUT", collection, route: "gcs.upload.chunk") { request, params in
       let bucket = try context.bucket(params)
       let identity = try context.identity(request)
       return HTTPHeadDecision(try chunk(request, bucket: bucket, identity: identity))
     }
-    router.add("DELETE", collection, route: "gcs.upload.cancel") { request, params in
+    GcsAPI.add(&router, "DELETE", collection, route: "gcs.upload.cancel") { request, params in
       let bucket = try context.bucket(params)
       let identity = try context.identity(request)
       let upload = try session(request, bucket: bucket, identity: identity)
