@@ -46,29 +46,29 @@ public struct CRC32C: Sendable, Equatable {
     guard var p = buffer.baseAddress, !buffer.isEmpty else { return }
     var remaining = buffer.count
     var crc = state
-    Self.tables.withUnsafeBufferPointer { t in
+    Self.tables.withUnsafeBufferPointer { tables in
+      let t = tables.baseAddress!
+      let (t1, t2, t3, t4, t5, t6, t7) = (t + 256, t + 512, t + 768, t + 1024, t + 1280, t + 1536, t + 1792)
       // Byte by byte up to an 8-byte boundary, then 8 at a time, then the tail.
       while remaining > 0 && UInt(bitPattern: p) & 7 != 0 {
         crc = t[Int((crc ^ UInt32(p.load(as: UInt8.self))) & 0xFF)] ^ (crc >> 8)
         p += 1
-        remaining -= 1
+        remaining &-= 1
       }
       while remaining >= 8 {
         let word = UInt64(littleEndian: p.load(as: UInt64.self))
         let lo = UInt32(truncatingIfNeeded: word) ^ crc
-        let hi = UInt32(truncatingIfNeeded: word >> 32)
+        let hi = UInt32(truncatingIfNeeded: word &>> 32)
         crc =
-          t[7 * 256 + Int(lo & 0xFF)] ^ t[6 * 256 + Int((lo >> 8) & 0xFF)]
-          ^ t[5 * 256 + Int((lo >> 16) & 0xFF)] ^ t[4 * 256 + Int(lo >> 24)]
-          ^ t[3 * 256 + Int(hi & 0xFF)] ^ t[2 * 256 + Int((hi >> 8) & 0xFF)]
-          ^ t[1 * 256 + Int((hi >> 16) & 0xFF)] ^ t[Int(hi >> 24)]
+          t7[Int(lo & 0xFF)] ^ t6[Int((lo &>> 8) & 0xFF)] ^ t5[Int((lo &>> 16) & 0xFF)] ^ t4[Int(lo &>> 24)]
+          ^ t3[Int(hi & 0xFF)] ^ t2[Int((hi &>> 8) & 0xFF)] ^ t1[Int((hi &>> 16) & 0xFF)] ^ t[Int(hi &>> 24)]
         p += 8
-        remaining -= 8
+        remaining &-= 8
       }
       while remaining > 0 {
         crc = t[Int((crc ^ UInt32(p.load(as: UInt8.self))) & 0xFF)] ^ (crc >> 8)
         p += 1
-        remaining -= 1
+        remaining &-= 1
       }
     }
     state = crc

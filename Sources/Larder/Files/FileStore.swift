@@ -215,16 +215,17 @@ public struct FileStore: Sendable {
       throw LarderError.invalidArgument("malformed sha256 in file \(file.id)")
     }
     // Records it for everyone; `fill` is a no-op update if the row is gone or already filled.
-    let md5: [UInt8]
+    // The CRC32C comes with it, in the same read.
+    let known: (md5: [UInt8], crc32c: UInt32)
     do {
-      md5 = try MD5Backfill(catalog: catalog, blobs: blobs, backend: backend).fill(sha256: digest)
+      known = try MD5Backfill(catalog: catalog, blobs: blobs, backend: backend).fillDigests(sha256: digest)
     } catch LarderError.io(_, _, let code) where code == ENOENT {
       throw try missing(file, digest: digest)  // says corruptContent when quarantined
     }
     return File(
-      id: file.id, sha256: file.sha256, size: file.size, md5: Hex.encode(md5), contentType: file.contentType,
+      id: file.id, sha256: file.sha256, size: file.size, md5: Hex.encode(known.md5), contentType: file.contentType,
       declaredContentType: file.declaredContentType, filename: file.filename, createdAt: file.createdAt,
-      crc32c: file.crc32c)
+      crc32c: known.crc32c)
   }
 
   /// `file` with its MD5 and CRC32C known: as recorded, or both computed now in one read of the
