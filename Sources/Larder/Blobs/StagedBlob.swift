@@ -82,6 +82,16 @@ public final class StagedBlob: Sendable {
     return digest
   }
 
+  /// Reads the staged bytes once, in order: the local file, or the upload assembled in the shared store.
+  /// - Throws: an I/O error, or what `body` throws.
+  public func read(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    if let readAssembled {
+      try withoutActuallyEscaping(body) { body in try readAssembled { try body($0) } }
+    } else {
+      try BlobReader(path: path).forEachChunk(body)
+    }
+  }
+
   /// True until ``discard()``.
   public var isStaged: Bool {
     assembledUpload == nil ? descriptor.isOpen : !assembledDiscarded.withLock { $0 }

@@ -211,21 +211,7 @@ public struct FileStore: Sendable {
   /// - Throws: an I/O error if the blob cannot be read.
   public func withMD5(_ file: File) throws -> File {
     guard file.md5.isEmpty else { return file }
-    guard let digest = Hex.decode(file.sha256), digest.count == 32 else {
-      throw LarderError.invalidArgument("malformed sha256 in file \(file.id)")
-    }
-    // Records it for everyone; `fill` is a no-op update if the row is gone or already filled.
-    // The CRC32C comes with it, in the same read.
-    let known: (md5: [UInt8], crc32c: UInt32)
-    do {
-      known = try MD5Backfill(catalog: catalog, blobs: blobs, backend: backend).fillDigests(sha256: digest)
-    } catch LarderError.io(_, _, let code) where code == ENOENT {
-      throw try missing(file, digest: digest)  // says corruptContent when quarantined
-    }
-    return File(
-      id: file.id, sha256: file.sha256, size: file.size, md5: Hex.encode(known.md5), contentType: file.contentType,
-      declaredContentType: file.declaredContentType, filename: file.filename, createdAt: file.createdAt,
-      crc32c: known.crc32c)
+    return try hashed(file)
   }
 
   /// `file` with its MD5 and CRC32C known: as recorded, or both computed now in one read of the
@@ -233,6 +219,12 @@ public struct FileStore: Sendable {
   /// - Throws: an I/O error if the blob cannot be read.
   public func withChecksums(_ file: File) throws -> File {
     guard file.md5.isEmpty || file.crc32c == nil else { return file }
+    return try hashed(file)
+  }
+
+  /// `file` with its MD5 and CRC32C computed now in one read of the blob, and recorded for
+  /// everyone (a no-op update if the row is gone or already filled).
+  private func hashed(_ file: File) throws -> File {
     guard let digest = Hex.decode(file.sha256), digest.count == 32 else {
       throw LarderError.invalidArgument("malformed sha256 in file \(file.id)")
     }

@@ -143,16 +143,7 @@ struct GcsEndpoint {
   /// The object the caller may `get`, of the generation it asks for, meeting its preconditions.
   /// - Throws: 403 (``AccessError``), 404, 412.
   func readable(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> StoredObject {
-    let object = try context.larder.objects.find(path)
-    try context.authorize(
-      AccessRequest(
-        operation: .get, bucket: path.bucket, name: path.name, identity: identity,
-        resource: object.map(context.resource)))
-    guard let object,
-      try ObjectsEndpoint.count(request, "generation").map({ $0 == object.generation }) ?? true
-    else {
-      throw LarderError.notFound(bucket: path.bucket, name: path.name)
-    }
+    let object = try judged(request, path: path, identity: identity, operation: .get)
     var conditions = try GcsPreconditions(request)
     // On reads, as in GCS, a failed "not match" is 304 Not Modified, a failed "match" 412.
     var notMatch = GcsPreconditions()
@@ -178,17 +169,28 @@ struct GcsEndpoint {
 
   // MARK: - delete, list
 
-  func delete(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
-    let current = try context.larder.objects.find(path)
+  /// The object at `path` once the policy allowed `operation` on it (asked about it, or about
+  /// nothing there), of the `generation` the request names if it names one.
+  /// - Throws: 403 (``AccessError``), 404.
+  func judged(_ request: HTTPRequest, path: ObjectPath, identity: Identity?, operation: AccessOperation)
+    throws
+    -> StoredObject
+  {
+    let object = try context.larder.objects.find(path)
     try context.authorize(
       AccessRequest(
-        operation: .delete, bucket: path.bucket, name: path.name, identity: identity,
-        resource: current.map(context.resource)))
-    guard let current,
-      try ObjectsEndpoint.count(request, "generation").map({ $0 == current.generation }) ?? true
+        operation: operation, bucket: path.bucket, name: path.name, identity: identity,
+        resource: object.map(context.resource)))
+    guard let object,
+      try ObjectsEndpoint.count(request, "generation").map({ $0 == object.generation }) ?? true
     else {
       throw LarderError.notFound(bucket: path.bucket, name: path.name)
     }
+    return object
+  }
+
+  func delete(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
+    let current = try judged(request, path: path, identity: identity, operation: .delete)
     try GcsPreconditions(request).check(current)
     // Only the row that was judged goes: if it was replaced meanwhile, 412.
     try context.larder.objects.delete(path, ifGenerationMatch: current.generation)

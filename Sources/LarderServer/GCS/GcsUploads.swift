@@ -96,16 +96,8 @@ struct GcsUploads {
   {
     let queryName = request.queryValue("name")
     if let queryName { try ObjectName.validateName(queryName) }
-    var length: Int64?
-    if let text = request.headers["X-Upload-Content-Length"] {
-      guard let n = FirebaseUploads.parseCount(text) else {
-        throw LarderError.invalidArgument("X-Upload-Content-Length must be a non-negative integer")
-      }
-      guard n <= context.maxUploadSize else {
-        throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
-      }
-      length = n
-    }
+    let length = try FirebaseUploads(context: context).declaredLength(
+      request, header: "X-Upload-Content-Length")
     let headerType = request.headers["X-Upload-Content-Type"]
     let base = try FirebaseUploads(context: context).uploadBase(request)
     return .receiveBody(
@@ -116,6 +108,7 @@ struct GcsUploads {
         let options = resource.writeOptions(declaredFallback: headerType)
         try options.validate()
         _ = try resource.expectedMD5()
+        _ = try resource.expectedCRC32C()
         try conditions.check(try context.larder.objects.find(path))
         try FirebaseUploads.authorize(
           context: context, path: path, size: length, options: options, identity: identity)
@@ -193,14 +186,7 @@ struct GcsUploads {
 
   func chunk(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
     let upload = try session(request, bucket: bucket, identity: identity)
-    let bodyLength: Int64
-    if let length = request.contentLength {
-      bodyLength = length
-    } else if request.headers["Transfer-Encoding"] == nil {
-      bodyLength = 0
-    } else {
-      throw RequestError.lengthRequired
-    }
+    let bodyLength = try FirebaseUploads.chunkLength(request)
     let range = try ChunkRange.parse(request.headers["Content-Range"], bodyLength: bodyLength)
     if upload.completedAt != nil {
       // The last chunk's answer was lost: the object it made, if it is still that upload's.

@@ -58,9 +58,10 @@ extension ServiceContext {
   /// known for large content, if `withMD5`).
   func publish(
     _ writer: BlobWriter, at path: ObjectPath, options: ObjectWriteOptions, identity: Identity?, withMD5: Bool = false,
-    completion: WriteCompletion? = nil
+    completion: WriteCompletion? = nil, check: ((StagedBlob) throws -> Void)? = nil
   ) throws -> HTTPResponse {
     let staged = try writer.finish()
+    try check?(staged)
     let object = try larder.objects.put(
       path, staged: staged, options: options, admission: completion?.admission ?? admission(for: identity))
     if let completion { return try completion.answer(object) }

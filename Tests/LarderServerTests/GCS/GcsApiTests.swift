@@ -120,7 +120,14 @@ import Testing
       #expect(r.json?["crc32c"] as? String == Self.crc32c(content))
       #expect(try s.send(.get(Self.item("m/one.txt") + "?alt=media")).body == content)
 
+      // A crc32c in the resource (google-cloud-storage sends one) is checked before anything is stored.
+      let checked = try s.send(
+        Self.multipart(#"{"name": "m/two.txt", "crc32c": "\#(Self.crc32c(content))"}"#, content))
+      #expect(checked.status == 200, "\(checked.text)")
       let before = try s.rowCounts()
+      let wrong = try s.send(Self.multipart(#"{"name": "m/bad.txt", "crc32c": "AAAAAA=="}"#, content))
+      #expect(wrong.status == 400, "\(wrong.text)")
+      #expect((wrong.error?["message"] as? String)?.contains("crc32c") == true)
       let good = Self.multipartBody(#"{"name": "m/bad.txt"}"#, content)
       let malformed: [(String, [UInt8])] = [
         ("multipart/related; boundary=\"==b0undary==\"", Array(good.dropLast(8))),  // no closing delimiter
@@ -128,6 +135,10 @@ import Testing
         ("multipart/related; boundary=\"==b0undary==\"", Self.multipartBody("not json", content)),
         ("multipart/related", good),  // no boundary
         ("application/json", good),
+        (
+          "multipart/related; boundary=\"==b0undary==\"",
+          Self.multipartBody(#"{"name": "m/bad.txt", "crc32c": "xyz"}"#, content)
+        ),
       ]
       for (type, body) in malformed {
         let bad = try s.send(
@@ -255,6 +266,18 @@ import Testing
       #expect(done.status == 200, "\(done.text)")
       #expect(done.json?["size"] as? String == "300000")
       #expect(try s.send(.get(Self.item("r/stream.bin") + "?alt=media")).body == content)
+
+      // A crc32c given at the start is checked on the last byte: a mismatch ends the session.
+      let checked = try s.send(
+        WireRequest(
+          "POST", "/upload/storage/v1/b/app/o?uploadType=resumable",
+          body: Array(#"{"name": "r/checked.bin", "crc32c": "AAAAAA=="}"#.utf8)))
+      let checkedSession = try Self.sessionPath(checked["Location"])
+      let mismatch = try s.send(
+        Self.put(checkedSession, range: "bytes 0-9/10", body: [UInt8](repeating: 3, count: 10)))
+      #expect(mismatch.status == 400, "\(mismatch.text)")
+      #expect(try s.send(Self.put(checkedSession, range: "bytes */*", body: [])).status == 404)
+      #expect(try s.send(.get(Self.item("r/checked.bin"))).status == 404)
 
       let other = try s.send(
         WireRequest(
