@@ -61,7 +61,9 @@ struct GcsEndpoint {
       GcsAPI.add(&router, "GET", path, route: label) { request, params in
         let (path, identity) = try target(request, params)
         let object = try readable(request, path: path, identity: identity)
-        return .respond(try resource(object, request: request))
+        var r = try resource(object, request: request)
+        if request.method == "HEAD" { r.body = .lengthOnly(r.body.length) }
+        return .respond(r)
       }
     }
     for (method, label) in [("PATCH", "gcs.objects.patch"), ("PUT", "gcs.objects.update")] {
@@ -203,7 +205,9 @@ struct GcsEndpoint {
       endOffset: request.queryValue("endOffset").flatMap { $0.isEmpty ? nil : $0 },
       includeTrailingDelimiter: request.queryValue("includeTrailingDelimiter") == "true",
       glob: try request.queryValue("matchGlob").flatMap { $0.isEmpty ? nil : try NameGlob($0) })
-    let page = try objects.listing(request, bucket: bucket, identity: identity, range: range)
+    // GCS takes any maxResults and answers at most 1000.
+    let page = try objects.listing(
+      request, bucket: bucket, identity: identity, range: range, maxResultsCap: 1000)
     let base = base(request)
     struct Minimal: Encodable {
       var kind = "storage#object"

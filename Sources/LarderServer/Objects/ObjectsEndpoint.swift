@@ -463,12 +463,13 @@ struct ObjectsEndpoint {
   /// One page of a listing (`prefix`, `delimiter`, `maxResults`, `pageToken`, and `range`) with
   /// only the entries the caller may list: rules see the folder being listed, and each entry's
   /// own folder when the listing reaches into subfolders.
-  func listing(_ request: HTTPRequest, bucket: String, identity: Identity?, range: ListingRange = .init()) throws
-    -> ObjectListing
-  {
+  func listing(
+    _ request: HTTPRequest, bucket: String, identity: Identity?, range: ListingRange = .init(),
+    maxResultsCap: Int64 = .max
+  ) throws -> ObjectListing {
     let prefix = request.queryValue("prefix") ?? ""
     let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
-    let maxResults = try Self.count(request, "maxResults").map { Int(clamping: $0) } ?? 1000
+    let maxResults = try Self.count(request, "maxResults").map { Int(clamping: min($0, maxResultsCap)) } ?? 1000
     // Rules see the folder being listed, as Firebase's list rules do. A prefix is a string
     // prefix, so `users/al` also matches `users/alice/…`: the folder asked about is the deepest
     // whole folder the prefix names (`users`), never `users/al`, which a user `al` could own.

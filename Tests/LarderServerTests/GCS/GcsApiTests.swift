@@ -71,6 +71,10 @@ import Testing
 
       let get = try s.send(.get(Self.item(Self.oddName)))
       #expect(get.status == 200)
+      let head = try s.send(.head(Self.item(Self.oddName)))
+      #expect(head.status == 200)
+      #expect(head.body.isEmpty)
+      #expect(head["Content-Length"] == String(get.body.count))
       #expect(get.json?["generation"] as? String == generation)
       #expect(get.json?["crc32c"] as? String == "ImIEBA==")
 
@@ -429,6 +433,8 @@ import Testing
       } while token != nil
       #expect(seen == names)
       #expect(pages == 3)
+      #expect(itemNames(try list("maxResults=5000")) == names)  // at most 1000 a page, as GCS
+      #expect(try s.send(.get("/storage/v1/b/app/o?maxResults=0")).status == 400)
       #expect(try s.send(.get("/storage/v1/b/app/o?matchGlob=%5Bab")).status == 400)
       #expect(try s.send(.get("/storage/v1/b/app/o?pageToken=forged")).status == 400)
     }
