@@ -311,3 +311,41 @@ def test_objects_written_through_firebase_are_the_same_objects(server, bucket):
     assert blob.crc32c == b64_crc32c(data)
     assert blob.md5_hash == b64_md5(data)
     assert blob.download_as_bytes() == data
+
+
+def test_resumable_session_survives_a_sigkill_of_the_server(tmp_path):
+    """A session the client started, 1 MiB acknowledged, the server SIGKILLed and restarted on
+    the same data: the status query answers what was acknowledged, and the rest finishes it."""
+    data_dir = tmp_path / "data"
+    first = LarderServer(data_dir)
+    port = first.port
+    restarted = None
+    previous = os.environ.get("STORAGE_EMULATOR_HOST")
+    try:
+        os.environ["STORAGE_EMULATOR_HOST"] = first.url
+        from google.cloud import storage
+        client = storage.Client(project="test", credentials=AnonymousCredentials())
+        data = random_bytes(3 * MiB, 4)
+        blob = client.bucket(BUCKET).blob("kill/resumed.bin")
+        session = blob.create_resumable_upload_session(size=len(data), content_type="application/octet-stream")
+        assert session.startswith(f"{first.url}/upload/storage/v1/b/{BUCKET}/o?uploadType=resumable&")
+        r = requests.put(session, data=data[:MiB], headers={"Content-Range": f"bytes 0-{MiB - 1}/{len(data)}"}, timeout=60)
+        assert r.status_code == 308 and r.headers["Range"] == f"bytes=0-{MiB - 1}"
+        first.kill()
+        restarted = LarderServer(data_dir, port=port)
+        r = requests.put(session, headers={"Content-Range": f"bytes */{len(data)}"}, timeout=60)
+        assert r.status_code == 308 and r.headers["Range"] == f"bytes=0-{MiB - 1}"
+        r = requests.put(session, data=data[MiB:], headers={"Content-Range": f"bytes {MiB}-{len(data) - 1}/{len(data)}"},
+                         timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["crc32c"] == b64_crc32c(data)
+        assert client.bucket(BUCKET).blob("kill/resumed.bin").download_as_bytes() == data
+        assert firebase_bytes(restarted, "kill/resumed.bin") == data
+    finally:
+        first.stop()
+        if restarted:
+            restarted.stop()
+        if previous is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = previous
