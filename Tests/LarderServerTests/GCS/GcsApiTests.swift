@@ -384,6 +384,22 @@ import Testing
       #expect(now["metageneration"] as? String == "1")
       #expect(try s.send(.get(Self.item("copy.txt"))).status == 404)
       #expect(try s.send(.get(Self.item("c.txt"))).status == 404)
+      // A resumable session: refused at its start, and again by its last byte when the object
+      // appeared meanwhile (kept with the session, judged inside the publish).
+      let early = try s.send(
+        WireRequest(
+          "POST", "/upload/storage/v1/b/app/o?uploadType=resumable&name=pre.txt&ifGenerationMatch=0", body: []
+        ))
+      #expect(early.status == 412)
+      let start = try s.send(
+        WireRequest(
+          "POST", "/upload/storage/v1/b/app/o?uploadType=resumable&name=late.txt&ifGenerationMatch=0",
+          body: []))
+      let session = try Self.sessionPath(start["Location"])
+      #expect(try s.send(Self.media("late.txt", [9])).status == 200)
+      let late = try s.send(Self.put(session, range: "bytes 0-1/2", body: [1, 2]))
+      #expect(late.status == 412, "\(late.text)")
+      #expect(try s.send(.get(Self.item("late.txt") + "?alt=media")).body == [9])
       // And met, they pass.
       #expect(
         try s.send(Self.media("pre.txt", [3], query: "&ifGenerationMatch=\(g1)&ifMetagenerationMatch=1"))
