@@ -96,12 +96,13 @@ public struct FileStore: Sendable {
     // Small content keeps its MD5 known from the start, outside the write lock: from the local
     // file. An upload assembled in the shared store would be read back whole over the network
     // before the answer; its MD5 is left to the backfill.
-    if staged.md5 == nil, staged.size <= Self.inlineMD5Limit, staged.assembledUpload == nil {
-      _ = try staged.computeMD5()
+    // The CRC32C (GCS's) comes in the same read, whether or not the MD5 was known.
+    if staged.size <= Self.inlineMD5Limit, staged.assembledUpload == nil {
+      try staged.computeChecksums()
     }
     // What the blob row says once committed: nil leaves it to the backfill.
     var recordedMD5: [UInt8]?
-    var newBlob = false
+    var recordedCRC32C: Int64?
     let now = Date.nowInMilliseconds
     // What this write linked into blobs/, until a failure inside the transaction unlinks it.
     var placed: String?
@@ -123,8 +124,14 @@ public struct FileStore: Sendable {
       result = try catalog.write(releasingReserve: false) { db in
         do {
           var md5 = staged.md5
-          let existing = try db.row("SELECT md5 FROM blobs WHERE sha256 = ?", [staged.sha256])
+          var crc32c = staged.crc32c.map(Int64.init)
+          let existing = try db.row("SELECT md5, crc32c FROM blobs WHERE sha256 = ?", [staged.sha256])
           if let existing {
+            if let known = existing.int("crc32c") {
+              crc32c = known
+            } else if let crc32c {
+              try db.execute("UPDATE blobs SET crc32c = ? WHERE sha256 = ?", [crc32c, staged.sha256])
+            }
             // Deduplicated: a known MD5 is the row's; one this write verified fills a NULL.
             if let known = existing.bytes("md5"), known.count == 16 {
               md5 = known
@@ -133,8 +140,7 @@ public struct FileStore: Sendable {
             }
           }
           recordedMD5 = md5
-          // A new blob's CRC32C is never known at commit: the backfill computes it.
-          if existing == nil { newBlob = true }
+          recordedCRC32C = crc32c
           if !local {
             // A collector may have deleted this address after our read (and our PUT): make sure
             // the bytes are there before a row claims them. Rare; under the write lock, so no
@@ -152,15 +158,15 @@ public struct FileStore: Sendable {
             }
             if existing == nil {
               try db.execute(
-                "INSERT INTO blobs(sha256, size, created_at, md5) VALUES (?, ?, ?, ?)",
-                [staged.sha256, staged.size, now, md5])
+                "INSERT INTO blobs(sha256, size, created_at, md5, crc32c) VALUES (?, ?, ?, ?, ?)",
+                [staged.sha256, staged.size, now, md5, crc32c])
             }
           } else if existing == nil {
             placed = try blobs.place(staged)
             try faults.hit(.afterLink)
             try db.execute(
-              "INSERT INTO blobs(sha256, size, created_at, md5) VALUES (?, ?, ?, ?)",
-              [staged.sha256, staged.size, now, md5])
+              "INSERT INTO blobs(sha256, size, created_at, md5, crc32c) VALUES (?, ?, ?, ?, ?)",
+              [staged.sha256, staged.size, now, md5, crc32c])
           } else if !POSIX.exists(blobs.path(for: staged.sha256)) {
             // The row exists but its file was quarantined by `verify --repair` (or lost): the
             // verified staged copy heals it, and the files that used it read correctly again.
@@ -171,7 +177,8 @@ public struct FileStore: Sendable {
           let file = File(
             id: FileStore.newIdentifier(), sha256: staged.sha256Hex, size: staged.size, md5: md5.map(Hex.encode) ?? "",
             contentType: staged.contentType, declaredContentType: declaredContentType.flatMap(Self.cleanType),
-            filename: filename.flatMap(Self.cleanFilename), createdAt: now)
+            filename: filename.flatMap(Self.cleanFilename), createdAt: now,
+            crc32c: crc32c.map { UInt32(truncatingIfNeeded: $0) })
           try db.execute(
             """
             INSERT INTO files(id, blob_sha256, size, md5, filename, content_type, declared_content_type, created_at)
@@ -201,7 +208,7 @@ public struct FileStore: Sendable {
       throw error
     }
     try faults.hit(.afterCommit)
-    if recordedMD5 == nil || newBlob { md5Backfill?.wake() }
+    if recordedMD5 == nil || recordedCRC32C == nil { md5Backfill?.wake() }
     return result
   }
 
