@@ -150,6 +150,14 @@ enum PostgresMigrations {
         INSERT INTO blob_fences(name, fence, at) VALUES ('counter', 0, 0), ('floor', 1, 0), ('mark', 0, 0);
         """)
     },
+    // 10: a blob's CRC32C, NULL until known (see the SQLite migration 10).
+    { db in
+      try db.executeScript(
+        """
+        ALTER TABLE blobs ADD COLUMN crc32c BIGINT CHECK (crc32c IS NULL OR crc32c BETWEEN 0 AND 4294967295);
+        CREATE INDEX blobs_without_crc32c ON blobs(sha256) WHERE crc32c IS NULL;
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

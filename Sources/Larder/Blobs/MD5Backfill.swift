@@ -16,6 +16,10 @@ import Synchronization
 /// A blob that `gc` removes while it is being hashed is no problem: the open file still reads,
 /// and the update finds no row, so nothing is resurrected. A missing or unreadable file is
 /// skipped for this pass (`verify` reports it).
+///
+/// The CRC32C (GCS's `crc32c`, migration 10) is computed in the same read and recorded with it;
+/// blobs whose MD5 was known but not their CRC32C (a client's `Content-MD5`, blobs older than
+/// migration 10) are a second work list (`blobs.crc32c IS NULL`), scanned after the first.
 public final class MD5Backfill: Sendable {
   private let catalog: Catalog
   private let blobs: BlobStore
@@ -106,6 +110,14 @@ public final class MD5Backfill: Sendable {
   /// - Returns: how many MD5s it stored.
   @discardableResult
   public func runPass() -> Int {
+    let stored = scan(missing: "md5")
+    scan(missing: "crc32c")
+    return stored
+  }
+
+  /// Fills every blob whose `column` is NULL, in `sha256` order; how many it filled.
+  @discardableResult
+  private func scan(missing column: String) -> Int {
     var cursor = [UInt8]()
     var stored = 0
     while true {
@@ -113,7 +125,7 @@ public final class MD5Backfill: Sendable {
       do {
         batch = try catalog.read(snapshot: false) { db in
           try db.rows(
-            "SELECT sha256 FROM blobs WHERE md5 IS NULL AND sha256 > ? ORDER BY sha256 LIMIT 64", [cursor]
+            "SELECT sha256 FROM blobs WHERE \(column) IS NULL AND sha256 > ? ORDER BY sha256 LIMIT 64", [cursor]
           ).compactMap { $0.bytes("sha256") }
         }
       } catch {
@@ -134,7 +146,13 @@ public final class MD5Backfill: Sendable {
   /// `beforeRecording` is a test hook, run between hashing and recording.
   @discardableResult
   func fill(sha256: [UInt8], beforeRecording: () throws -> Void = {}) throws -> [UInt8] {
-    let md5: [UInt8]
+    try fillDigests(sha256: sha256, beforeRecording: beforeRecording).md5
+  }
+
+  /// Hashes one blob's bytes once for its MD5 and CRC32C and records whichever the row lacks.
+  func fillDigests(sha256: [UInt8], beforeRecording: () throws -> Void = {}) throws -> (md5: [UInt8], crc32c: UInt32) {
+    let digest = Digest(.md5)
+    var crc = CRC32C()
     if let backend, !backend.publishesInsideTransaction {
       // The row's fence names the object; no row: gc took it meanwhile, nothing to record.
       guard
@@ -142,17 +160,24 @@ public final class MD5Backfill: Sendable {
           try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [sha256])?.int("fence")
         })
       else { throw LarderError.io(operation: "open", path: Hex.encode(sha256), errno: ENOENT) }
-      let digest = Digest(.md5)
-      try backend.read(BlobAddress(sha256: sha256, fence: fence), range: nil) { digest.update($0) }
-      md5 = digest.finalize()
+      try backend.read(BlobAddress(sha256: sha256, fence: fence), range: nil) {
+        digest.update($0)
+        crc.update($0)
+      }
     } else {
-      md5 = try Self.md5(ofFile: blobs.path(for: sha256))
+      try BlobReader(path: blobs.path(for: sha256)).forEachChunk {
+        digest.update($0)
+        crc.update($0)
+      }
     }
+    let md5 = digest.finalize()
     try beforeRecording()
     try catalog.write(releasingReserve: false) { db in
-      try db.execute("UPDATE blobs SET md5 = ? WHERE sha256 = ? AND md5 IS NULL", [md5, sha256])
+      try db.execute(
+        "UPDATE blobs SET md5 = coalesce(md5, ?), crc32c = coalesce(crc32c, ?) WHERE sha256 = ? AND (md5 IS NULL OR crc32c IS NULL)",
+        [md5, Int64(crc.value), sha256])
     }
-    return md5
+    return (md5, crc.value)
   }
 
   /// The MD5 of a file, read in 1 MiB chunks.

@@ -22,6 +22,7 @@ public final class StagedBlob: Sendable {
   private let descriptor: OwnedDescriptor
   private let removeOnDiscard: Bool
   private let knownMD5: Mutex<[UInt8]?>
+  private let knownCRC32C = Mutex<UInt32?>(nil)
   private let assembledDiscarded = Mutex(false)
 
   init(
@@ -80,6 +81,38 @@ public final class StagedBlob: Sendable {
     }
     knownMD5.withLock { $0 = digest }
     return digest
+  }
+
+  /// Reads the staged bytes once, in order: the local file, or the upload assembled in the shared store.
+  /// - Throws: an I/O error, or what `body` throws.
+  public func read(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    if let readAssembled {
+      try withoutActuallyEscaping(body) { body in try readAssembled { try body($0) } }
+    } else {
+      try BlobReader(path: path).forEachChunk(body)
+    }
+  }
+
+  /// The CRC32C when ``computeChecksums()`` ran.
+  public var crc32c: UInt32? { knownCRC32C.withLock { $0 } }
+
+  /// The MD5 and the CRC32C, reading the staged bytes once when either is not known yet (then
+  /// remembered): what a commit of small content records on its blob row.
+  /// - Throws: an I/O error.
+  public func computeChecksums() throws {
+    if md5 != nil, crc32c != nil { return }
+    let digest = md5 == nil ? Digest(.md5) : nil
+    var crc = CRC32C()
+    try read {
+      digest?.update($0)
+      crc.update($0)
+    }
+    if let digest {
+      let value = digest.finalize()
+      knownMD5.withLock { $0 = value }
+    }
+    let value = crc.value
+    knownCRC32C.withLock { $0 = value }
   }
 
   /// True until ``discard()``.

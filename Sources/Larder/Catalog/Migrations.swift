@@ -152,6 +152,13 @@ package enum Migrations {
     CREATE TABLE blob_fences(name TEXT PRIMARY KEY, fence INTEGER NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID;
     INSERT INTO blob_fences(name, fence, at) VALUES ('counter', 0, 0), ('floor', 1, 0), ('mark', 0, 0);
     """,
+    // 10: a blob's CRC32C (Castagnoli; GCS's `crc32c`, `x-goog-hash`), NULL until known. Filled
+    // after the commit by the background hasher with the MD5 (one read for both), or at once by
+    // an answer of the GCS JSON API that needs it; the partial index is its work list.
+    """
+    ALTER TABLE blobs ADD COLUMN crc32c INTEGER CHECK (crc32c IS NULL OR crc32c BETWEEN 0 AND 4294967295);
+    CREATE INDEX blobs_without_crc32c ON blobs(sha256) WHERE crc32c IS NULL;
+    """,
   ]
 
   static func run(on db: Database) throws {

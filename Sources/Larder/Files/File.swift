@@ -20,11 +20,15 @@ public struct File: Codable, Sendable, Hashable, Identifiable {
   public let declaredContentType: String?
   public let filename: String?
   public let createdAt: Date
+  /// CRC-32C (Castagnoli) of the content, as GCS reports `crc32c`; nil while not known yet
+  /// (hashed after the commit with the MD5; ``FileStore/withChecksums(_:)`` computes it at once).
+  public var crc32c: UInt32? = nil
 
   public init(
     id: String, sha256: String, size: Int64, md5: String, contentType: String,
-    declaredContentType: String?, filename: String?, createdAt: Date
+    declaredContentType: String?, filename: String?, createdAt: Date, crc32c: UInt32? = nil
   ) {
+    self.crc32c = crc32c
     self.id = id
     self.sha256 = sha256
     self.size = size
@@ -52,7 +56,8 @@ extension File {
       contentType: row.string("file_content_type") ?? "application/octet-stream",
       declaredContentType: row.string("file_declared_content_type"),
       filename: row.string("file_filename"),
-      createdAt: row.date("file_created_at") ?? Date(timeIntervalSince1970: 0))
+      createdAt: row.date("file_created_at") ?? Date(timeIntervalSince1970: 0),
+      crc32c: row.int("file_crc32c").map { UInt32(truncatingIfNeeded: $0) })
   }
 
   /// The columns ``init(row:)`` reads, from a `files` table aliased `f`; the MD5 is the blob's
@@ -60,6 +65,7 @@ extension File {
   /// with `objects` the bare names collide (`content_type`, `created_at`) and the object's would win.
   static let columns = """
     f.id AS file_id, f.blob_sha256 AS file_sha256, f.size AS file_size, (SELECT b.md5 FROM blobs b WHERE b.sha256 = f.blob_sha256) AS file_md5, \
+    (SELECT b.crc32c FROM blobs b WHERE b.sha256 = f.blob_sha256) AS file_crc32c, \
     f.filename AS file_filename, f.content_type AS file_content_type, \
     f.declared_content_type AS file_declared_content_type, f.created_at AS file_created_at
     """

@@ -102,12 +102,14 @@ public struct FileStore: Sendable {
     // Small content keeps its MD5 known from the start, outside the write lock: from the local
     // file. An upload assembled in the shared store would be read back whole over the network
     // before the answer; its MD5 is left to the backfill.
-    if staged.md5 == nil, staged.size <= Self.inlineMD5Limit, staged.assembledUpload == nil {
-      _ = try staged.computeMD5()
+    // The CRC32C (GCS's) comes in the same read, whether or not the MD5 was known.
+    if staged.size <= Self.inlineMD5Limit, staged.assembledUpload == nil {
+      try staged.computeChecksums()
     }
     guard backend.publishesInsideTransaction else { return try commitRemote(staged, filename, declaredContentType, then) }
     // What the blob row says once committed: nil leaves it to the backfill.
     var recordedMD5: [UInt8]?
+    var recordedCRC32C: Int64?
     let now = Date.nowInMilliseconds
     // What this write linked into blobs/, until a failure inside the transaction unlinks it.
     var placed: String?
@@ -116,15 +118,16 @@ public struct FileStore: Sendable {
       // Content never uses the reserve: it is there so that deletes can free space.
       result = try catalog.write(releasingReserve: false) { db in
         do {
-          let existing = try db.row("SELECT md5 FROM blobs WHERE sha256 = ?", [staged.sha256])
-          let md5 = try Self.settleMD5(staged, existing: existing, db)
+          let existing = try db.row("SELECT md5, crc32c FROM blobs WHERE sha256 = ?", [staged.sha256])
+          let (md5, crc32c) = try Self.settleChecksums(staged, existing: existing, db)
           recordedMD5 = md5
+          recordedCRC32C = crc32c
           if existing == nil {
             placed = try blobs.place(staged)
             try faults.hit(.afterLink)
             try db.execute(
-              "INSERT INTO blobs(sha256, size, created_at, md5) VALUES (?, ?, ?, ?)",
-              [staged.sha256, staged.size, now, md5])
+              "INSERT INTO blobs(sha256, size, created_at, md5, crc32c) VALUES (?, ?, ?, ?, ?)",
+              [staged.sha256, staged.size, now, md5, crc32c])
           } else if !POSIX.exists(blobs.path(for: staged.sha256)) {
             // The row exists but its file was quarantined by `verify --repair` (or lost): the
             // verified staged copy heals it, and the files that used it read correctly again.
@@ -132,7 +135,7 @@ public struct FileStore: Sendable {
             try faults.hit(.afterLink)
             try db.execute("UPDATE files SET quarantined = 0 WHERE blob_sha256 = ?", [staged.sha256])
           }
-          return try insertFile(staged, md5: md5, now: now, filename, declaredContentType, db, then)
+          return try insertFile(staged, md5: md5, crc32c: crc32c, now: now, filename, declaredContentType, db, then)
         } catch {
           // Still under the write lock: no other writer can have seen the linked file.
           if let linked = placed { POSIX.unlink(linked) }
@@ -149,7 +152,7 @@ public struct FileStore: Sendable {
       throw error
     }
     try faults.hit(.afterCommit)
-    if recordedMD5 == nil { md5Backfill?.wake() }
+    if recordedMD5 == nil || recordedCRC32C == nil { md5Backfill?.wake() }
     return result
   }
 
@@ -190,6 +193,7 @@ public struct FileStore: Sendable {
     if !seen.known || seen.quarantined { try upload() }
     try faults.hit(.afterLink)
     var recordedMD5: [UInt8]?
+    var recordedCRC32C: Int64?
     var replaced: BlobAddress?
     let now = Date.nowInMilliseconds
     var attempt = 1
@@ -203,8 +207,9 @@ public struct FileStore: Sendable {
         result = try catalog.write(releasingReserve: false) { db in
           (replaced, claimed, reachedCommit) = (nil, false, false)
           let existing = try db.row(Self.remoteBlobRow, [staged.sha256])
-          let md5 = try Self.settleMD5(staged, existing: existing, db)
+          let (md5, crc32c) = try Self.settleChecksums(staged, existing: existing, db)
           recordedMD5 = md5
+          recordedCRC32C = crc32c
           if let existing {
             if existing.int("quarantined") == 1 {
               // `verify --repair` found the bytes missing or corrupt: ours (verified) heal the
@@ -221,11 +226,14 @@ public struct FileStore: Sendable {
             // DO NOTHING: a writer of the same new content that committed first (possible once
             // writers no longer share one lock) is referenced instead of failing this write.
             try db.execute(
-              "INSERT INTO blobs(sha256, size, created_at, md5, fence) VALUES (?, ?, ?, ?, ?) ON CONFLICT(sha256) DO NOTHING",
-              [staged.sha256, staged.size, now, md5, uploaded.fence])
+              """
+              INSERT INTO blobs(sha256, size, created_at, md5, crc32c, fence) VALUES (?, ?, ?, ?, ?, ?)
+              ON CONFLICT(sha256) DO NOTHING
+              """,
+              [staged.sha256, staged.size, now, md5, crc32c, uploaded.fence])
             claimed = db.changes > 0
           }
-          let value = try insertFile(staged, md5: md5, now: now, filename, declaredContentType, db, then)
+          let value = try insertFile(staged, md5: md5, crc32c: crc32c, now: now, filename, declaredContentType, db, then)
           reachedCommit = true
           return value
         }
@@ -251,36 +259,49 @@ public struct FileStore: Sendable {
     for address in unused { try? backend.remove(address) }
     if let replaced { try? BlobDeletions.finish([replaced], catalog: catalog, backend: backend) }
     try faults.hit(.afterCommit)
-    if recordedMD5 == nil { md5Backfill?.wake() }
+    if recordedMD5 == nil || recordedCRC32C == nil { md5Backfill?.wake() }
     return result
   }
 
   /// A remote blob's row, and whether files of it are quarantined (1) or not (0): one
   /// statement, one round trip.
   static let remoteBlobRow = """
-    SELECT md5, fence, CASE WHEN EXISTS (
+    SELECT md5, crc32c, fence, CASE WHEN EXISTS (
       SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256 AND files.quarantined = 1) THEN 1 ELSE 0 END AS quarantined
     FROM blobs WHERE sha256 = ?
     """
 
   /// The MD5 the blob row has or gets: a known one is the row's; one this write verified fills
   /// a NULL (inside the write transaction).
-  private static func settleMD5(_ staged: StagedBlob, existing: Row?, _ db: Database) throws -> [UInt8]? {
-    guard let existing else { return staged.md5 }
-    if let known = existing.bytes("md5"), known.count == 16 { return known }
-    if let md5 = staged.md5 { try db.execute("UPDATE blobs SET md5 = ? WHERE sha256 = ?", [md5, staged.sha256]) }
-    return staged.md5
+  private static func settleChecksums(_ staged: StagedBlob, existing: Row?, _ db: Database) throws -> (
+    md5: [UInt8]?, crc32c: Int64?
+  ) {
+    let crc32c = staged.crc32c.map(Int64.init)
+    guard let existing else { return (staged.md5, crc32c) }
+    var settled: (md5: [UInt8]?, crc32c: Int64?) = (staged.md5, crc32c)
+    if let known = existing.bytes("md5"), known.count == 16 {
+      settled.md5 = known
+    } else if let md5 = staged.md5 {
+      try db.execute("UPDATE blobs SET md5 = ? WHERE sha256 = ?", [md5, staged.sha256])
+    }
+    if let known = existing.int("crc32c") {
+      settled.crc32c = known
+    } else if let crc32c {
+      try db.execute("UPDATE blobs SET crc32c = ? WHERE sha256 = ?", [crc32c, staged.sha256])
+    }
+    return settled
   }
 
   /// Inserts the `files` row of `staged` and runs `then`, inside the write transaction.
   private func insertFile<T>(
-    _ staged: StagedBlob, md5: [UInt8]?, now: Date, _ filename: String?, _ declaredContentType: String?,
-    _ db: Database, _ then: (Database, File) throws -> T
+    _ staged: StagedBlob, md5: [UInt8]?, crc32c: Int64?, now: Date, _ filename: String?,
+    _ declaredContentType: String?, _ db: Database, _ then: (Database, File) throws -> T
   ) throws -> T {
     let file = File(
       id: FileStore.newIdentifier(), sha256: staged.sha256Hex, size: staged.size, md5: md5.map(Hex.encode) ?? "",
       contentType: staged.contentType, declaredContentType: declaredContentType.flatMap(Self.cleanType),
-      filename: filename.flatMap(Self.cleanFilename), createdAt: now)
+      filename: filename.flatMap(Self.cleanFilename), createdAt: now,
+      crc32c: crc32c.map { UInt32(truncatingIfNeeded: $0) })
     try db.execute(
       """
       INSERT INTO files(id, blob_sha256, size, md5, filename, content_type, declared_content_type, created_at)
@@ -302,19 +323,33 @@ public struct FileStore: Sendable {
   /// - Throws: an I/O error if the blob cannot be read.
   public func withMD5(_ file: File) throws -> File {
     guard file.md5.isEmpty else { return file }
+    return try hashed(file)
+  }
+
+  /// `file` with its MD5 and CRC32C known: as recorded, or both computed now in one read of the
+  /// blob (and recorded). For answers that must carry them (GCS's `crc32c`, `x-goog-hash`).
+  /// - Throws: an I/O error if the blob cannot be read.
+  public func withChecksums(_ file: File) throws -> File {
+    guard file.md5.isEmpty || file.crc32c == nil else { return file }
+    return try hashed(file)
+  }
+
+  /// `file` with its MD5 and CRC32C computed now in one read of the blob, and recorded for
+  /// everyone (a no-op update if the row is gone or already filled).
+  private func hashed(_ file: File) throws -> File {
     guard let digest = Hex.decode(file.sha256), digest.count == 32 else {
       throw LarderError.invalidArgument("malformed sha256 in file \(file.id)")
     }
-    // Records it for everyone; `fill` is a no-op update if the row is gone or already filled.
-    let md5: [UInt8]
+    let known: (md5: [UInt8], crc32c: UInt32)
     do {
-      md5 = try MD5Backfill(catalog: catalog, blobs: blobs, backend: backend).fill(sha256: digest)
+      known = try MD5Backfill(catalog: catalog, blobs: blobs, backend: backend).fillDigests(sha256: digest)
     } catch LarderError.io(_, _, let code) where code == ENOENT {
-      throw try missing(file, digest: digest)  // says corruptContent when quarantined
+      throw try missing(file, digest: digest)
     }
     return File(
-      id: file.id, sha256: file.sha256, size: file.size, md5: Hex.encode(md5), contentType: file.contentType,
-      declaredContentType: file.declaredContentType, filename: file.filename, createdAt: file.createdAt)
+      id: file.id, sha256: file.sha256, size: file.size, md5: Hex.encode(known.md5), contentType: file.contentType,
+      declaredContentType: file.declaredContentType, filename: file.filename, createdAt: file.createdAt,
+      crc32c: known.crc32c)
   }
 
   /// Unlinks `path` (a blob file this process linked) unless a `blobs` row records it. Best

@@ -280,8 +280,12 @@ public struct ObjectStore: Sendable {
   ///
   /// Items and prefixes together count towards `maxResults` (1…1000).
   /// - Throws: ``LarderError/invalidArgument(_:)`` for a malformed page token or limit.
+  ///
+  /// `range` narrows it further (GCS's `startOffset`, `endOffset`, `includeTrailingDelimiter`,
+  /// `matchGlob`); page tokens are bound to it.
   public func list(
-    bucket: String, prefix: String = "", delimiter: String? = nil, maxResults: Int = 1000, pageToken: String? = nil
+    bucket: String, prefix: String = "", delimiter: String? = nil, maxResults: Int = 1000, pageToken: String? = nil,
+    range: ListingRange = .init()
   ) throws -> ObjectListing {
     try ObjectName.validateBucket(bucket)
     guard (1...1000).contains(maxResults) else {
@@ -296,7 +300,8 @@ public struct ObjectStore: Sendable {
     // Resume strictly after the last name (or folded prefix) of the previous page.
     var cursor = prefix
     var inclusive = true
-    let scope = [bucket, prefix, delimiter ?? ""]
+    if let start = range.startOffset, Self.bytesPrecede(cursor, start) { cursor = start }
+    let scope = [bucket, prefix, delimiter ?? ""] + range.scope
     if let pageToken {
       guard let last = try PageToken.open(pageToken, scope: scope, catalog: catalog),
         last.utf8.starts(with: prefix.utf8)
@@ -304,7 +309,8 @@ public struct ObjectStore: Sendable {
       cursor = last
       inclusive = false
     }
-    let upper = prefix + "\u{10FFFF}"
+    var upper = prefix + "\u{10FFFF}"
+    if let end = range.endOffset, Self.bytesPrecede(end, upper) { upper = end }
     return try catalog.read { db in
       var items: [StoredObject] = []
       var prefixes: [String] = []
@@ -328,13 +334,14 @@ public struct ObjectStore: Sendable {
           }
           if let delimiter, let folded = Self.folded(name, prefix: prefix, delimiter: delimiter) {
             prefixes.append(folded)
+            if range.includeTrailingDelimiter, folded == name, range.matches(name) { items.append(Self.object(row: row)) }
             lastEmitted = folded + "\u{10FFFF}"
             // Skip every other name under this prefix.
             cursor = folded + "\u{10FFFF}"
             inclusive = false
             continue scan
           }
-          items.append(Self.object(row: row))
+          if range.matches(name) { items.append(Self.object(row: row)) }
           lastEmitted = name
           cursor = name
           inclusive = false
@@ -344,6 +351,11 @@ public struct ObjectStore: Sendable {
       let token = try more ? lastEmitted.map { try PageToken.seal($0, scope: scope, db: db) } : nil
       return ObjectListing(prefixes: prefixes, items: items, nextPageToken: token)
     }
+  }
+
+  /// Whether `a` sorts before `b` as UTF-8 bytes (the catalog's order).
+  static func bytesPrecede(_ a: String, _ b: String) -> Bool {
+    a.utf8.lexicographicallyPrecedes(b.utf8)
   }
 
   /// `name` up to and including the first `delimiter` after `prefix`, matched as UTF-8 bytes; nil if none.

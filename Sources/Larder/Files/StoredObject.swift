@@ -169,10 +169,45 @@ public struct ObjectPatch: Sendable {
   }
 }
 
+/// What a listing narrows to beyond its prefix (GCS's list parameters).
+public struct ListingRange: Sendable {
+  /// Names from this one on (inclusive), as UTF-8 bytes.
+  public var startOffset: String?
+  /// Names before this one (exclusive).
+  public var endOffset: String?
+  /// An object whose name ends in the delimiter is listed as an item too, beside its prefix.
+  public var includeTrailingDelimiter: Bool
+  /// Items whose names match (GCS's `matchGlob`); nil: all. Prefixes are not filtered.
+  public var glob: NameGlob?
+
+  public init(
+    startOffset: String? = nil, endOffset: String? = nil, includeTrailingDelimiter: Bool = false, glob: NameGlob? = nil
+  ) {
+    self.startOffset = startOffset
+    self.endOffset = endOffset
+    self.includeTrailingDelimiter = includeTrailingDelimiter
+    self.glob = glob
+  }
+
+  func matches(_ name: String) -> Bool { glob?.matches(name) ?? true }
+
+  /// What page tokens are bound to: nothing for the default range, so older tokens stay valid.
+  var scope: [String] {
+    guard startOffset != nil || endOffset != nil || includeTrailingDelimiter || glob != nil else { return [] }
+    return [startOffset ?? "", endOffset ?? "", includeTrailingDelimiter ? "1" : "0", glob?.pattern ?? ""]
+  }
+}
+
 /// One page of a listing.
 public struct ObjectListing: Sendable {
   public var prefixes: [String]
   public var items: [StoredObject]
   /// Opaque; pass back to get the next page. Nil on the last page.
   public var nextPageToken: String?
+
+  public init(prefixes: [String], items: [StoredObject], nextPageToken: String?) {
+    self.prefixes = prefixes
+    self.items = items
+    self.nextPageToken = nextPageToken
+  }
 }

@@ -11,6 +11,7 @@ import LarderHTTP
 /// *    /v0/b/{bucket}/uploads[/{id}] resumable uploads (tus 1.0.0)
 /// POST /token                        service accounts' JWT-bearer grant (RFC 7523)
 /// GET|HEAD|PUT /{bucket}/{object...}?X-Goog-Signature=…   V4 signed URLs
+/// *    /storage/v1/…, /upload/storage/v1/…, /download/storage/v1/…   the GCS JSON API (same objects)
 /// ```
 /// Routes are declared once, here and in each endpoint's `register`; their labels are fixed,
 /// so metrics and the access log never grow with what clients send.
@@ -26,6 +27,8 @@ public final class LarderApp: HTTPHandler {
     var cors = CORS(origins: context.corsOrigins)
     cors.expose(ObjectsEndpoint.exposedHeaders)
     cors.allow(ObjectsEndpoint.requestHeaders)
+    cors.expose(GcsEndpoint.exposedHeaders)
+    cors.allow(GcsEndpoint.requestHeaders)
     if uploads != nil {
       cors.expose(TusEndpoint.exposedHeaders)
       cors.allow(TusEndpoint.requestHeaders)
@@ -49,6 +52,7 @@ public final class LarderApp: HTTPHandler {
       }
     }
     objects.register(in: &router, cors: fixed)
+    GcsEndpoint(context: context).register(in: &router)
     uploads?.register(in: &router, cors: fixed)
     if let accounts = context.serviceAccounts {
       TokenEndpoint(context: context, accounts: accounts).register(in: &router)

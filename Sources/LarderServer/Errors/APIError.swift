@@ -8,8 +8,14 @@ import LarderLogging
 ///
 /// What the client must not read (a policy's reason, an internal error's text) is logged here
 /// with the request id instead; every refusal with a stable code is logged with that code.
+/// The JSON shape is the API's: Firebase's, or GCS's for the GCS JSON API's paths.
 enum APIError {
   static func response(for error: any Error, request: HTTPRequest, logger: Logger) -> HTTPResponse {
+    let response = firebaseShaped(error, request: request, logger: logger)
+    return GcsAPI.owns(request.path) ? GcsAPI.reshapeError(response) : response
+  }
+
+  private static func firebaseShaped(_ error: any Error, request: HTTPRequest, logger: Logger) -> HTTPResponse {
     let log = logger.with(["request_id": request.id])
     switch error {
     case let e as HTTPResponseError:

@@ -19,12 +19,15 @@ final class FirebaseMultipartSink: HTTPBodySink {
   private var writer: BlobWriter?
   private var path: ObjectPath?
   private var options = ObjectWriteOptions()
+  private var resource = FirebaseUploadMetadata()
+  private let completion: WriteCompletion?
 
   init(
     context: ServiceContext, bucket: String, name: String?, identity: Identity?, ifGenerationMatch: Int64?,
-    boundary: String, requestLength: Int64?
+    boundary: String, requestLength: Int64?, completion: WriteCompletion? = nil
   ) throws {
     self.context = context
+    self.completion = completion
     self.bucket = bucket
     queryName = name
     self.identity = identity
@@ -59,7 +62,8 @@ final class FirebaseMultipartSink: HTTPBodySink {
   private var closingLength: Int64 = 0
 
   private func begin(_ part: MultipartMetadataPart) throws {
-    let resource = try FirebaseUploadMetadata.parse(part.json)
+    resource = try FirebaseUploadMetadata.parse(part.json)
+    _ = try resource.expectedCRC32C()
     path = try ObjectPath(bucket: bucket, name: try resource.objectName(query: queryName, bucket: bucket))
     options = resource.writeOptions(declaredFallback: part.contentPartType, ifGenerationMatch: ifGenerationMatch)
     try options.validate()
@@ -81,7 +85,9 @@ final class FirebaseMultipartSink: HTTPBodySink {
     guard let writer, let path else { throw LarderError.cancelled }
     self.writer = nil
     // Firebase's answers always carry md5Hash (the SDK reads it), computed after the commit if need be.
-    return try context.publish(writer, at: path, options: options, identity: identity, withMD5: true)
+    return try context.publish(
+      writer, at: path, options: options, identity: identity, withMD5: true, completion: completion,
+      check: resource.checkCRC32C)
   }
 
   func cancel() {

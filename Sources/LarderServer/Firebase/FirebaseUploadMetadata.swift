@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderCrypto
 
 /// The JSON resource a Firebase SDK sends with an upload (the multipart's first part, or the
 /// body of a resumable `start`).
@@ -22,6 +23,8 @@ struct FirebaseUploadMetadata: Codable, Equatable, Sendable {
   var contentLanguage: String?
   /// Base64 MD5 of the content, checked like `Content-MD5`.
   var md5Hash: String?
+  /// Base64 of the content's CRC32C, big-endian (GCS clients send it), checked too.
+  var crc32c: String?
 
   /// Parses the resource; an empty body is an empty resource.
   /// - Throws: ``LarderError/invalidArgument(_:)`` for anything but a JSON object with string fields.
@@ -43,6 +46,7 @@ struct FirebaseUploadMetadata: Codable, Equatable, Sendable {
     resource.contentEncoding = try string("contentEncoding")
     resource.contentLanguage = try string("contentLanguage")
     resource.md5Hash = try string("md5Hash")
+    resource.crc32c = try string("crc32c")
     if let custom = json["metadata"], !(custom is NSNull) {
       guard let map = custom as? [String: Any] else { throw LarderError.invalidArgument("metadata must be an object") }
       var out: [String: String] = [:]
@@ -94,6 +98,27 @@ struct FirebaseUploadMetadata: Codable, Equatable, Sendable {
       throw LarderError.invalidArgument("md5Hash must be the base64 of 16 bytes")
     }
     return Array(data)
+  }
+
+  /// The CRC32C `crc32c` names, nil when absent.
+  /// - Throws: ``LarderError/invalidArgument(_:)`` when it is not the base64 of 4 bytes.
+  func expectedCRC32C() throws -> UInt32? {
+    guard let crc32c, !crc32c.isEmpty else { return nil }
+    guard let data = Data(base64Encoded: crc32c), data.count == 4 else {
+      throw LarderError.invalidArgument("crc32c must be the base64 of 4 bytes")
+    }
+    return data.reduce(0) { $0 << 8 | UInt32($1) }
+  }
+
+  /// Checks `staged` against the `crc32c` given, reading it once (before it is published).
+  /// - Throws: ``LarderError/checksumMismatch(algorithm:expected:actual:)``, I/O errors.
+  func checkCRC32C(_ staged: StagedBlob) throws {
+    guard let expected = try expectedCRC32C() else { return }
+    var crc = CRC32C()
+    try staged.read { crc.update($0) }
+    guard crc.value == expected else {
+      throw LarderError.checksumMismatch(algorithm: "crc32c", expected: crc32c ?? "", actual: crc.base64)
+    }
   }
 
   // MARK: - keeping it with a resumable upload

@@ -105,7 +105,9 @@ struct FirebaseUploads {
 
   // MARK: - multipart
 
-  func multipart(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
+  func multipart(
+    _ request: HTTPRequest, bucket: String, identity: Identity?, completion: WriteCompletion? = nil
+  ) throws -> HTTPHeadDecision.Action {
     let name = request.queryValue("name")
     if let name { try ObjectName.validateName(name) }
     let boundary: String
@@ -124,7 +126,7 @@ struct FirebaseUploads {
       try FirebaseMultipartSink(
         context: context, bucket: bucket, name: name, identity: identity,
         ifGenerationMatch: try ObjectsEndpoint.count(request, "ifGenerationMatch"), boundary: boundary,
-        requestLength: request.contentLength))
+        requestLength: request.contentLength, completion: completion))
   }
 
   // MARK: - resumable: start
@@ -132,14 +134,7 @@ struct FirebaseUploads {
   func start(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
     let queryName = request.queryValue("name")
     if let queryName { try ObjectName.validateName(queryName) }
-    var length: Int64?
-    if let text = request.headers["X-Goog-Upload-Header-Content-Length"] {
-      guard let n = Self.parseCount(text) else {
-        throw Self.badRequest("X-Goog-Upload-Header-Content-Length must be a non-negative integer")
-      }
-      guard n <= context.maxUploadSize else { throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize) }
-      length = n
-    }
+    let length = try declaredLength(request, header: "X-Goog-Upload-Header-Content-Length")
     let headerType = request.headers["X-Goog-Upload-Header-Content-Type"]
     // Checked before anything is created: the session's URL must be one the client can use.
     let base = try uploadBase(request)
@@ -151,6 +146,7 @@ struct FirebaseUploads {
         let options = resource.writeOptions(declaredFallback: headerType)
         try options.validate()
         _ = try resource.expectedMD5()
+        _ = try resource.expectedCRC32C()
         try Self.authorize(context: context, path: path, size: length, options: options, identity: identity)
         let upload = try store.create(
           bucket: bucket, name: name, owner: identity?.uid, length: length,
@@ -162,6 +158,14 @@ struct FirebaseUploads {
         r.headers.set("X-Goog-Upload-Chunk-Granularity", "262144")
         return r
       })
+  }
+
+  /// The upload's length a start request declares in `header`, if it does (within the limit).
+  func declaredLength(_ request: HTTPRequest, header: String) throws -> Int64? {
+    guard let text = request.headers[header] else { return nil }
+    guard let n = Self.parseCount(text) else { throw Self.badRequest("\(header) must be a non-negative integer") }
+    guard n <= context.maxUploadSize else { throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize) }
+    return n
   }
 
   /// `--public-url`, else `http://` + the request's `Host`, which must be a plain host[:port].
@@ -222,14 +226,7 @@ struct FirebaseUploads {
     guard let offset = request.headers["X-Goog-Upload-Offset"].flatMap(Self.parseCount) else {
       throw Self.badRequest("X-Goog-Upload-Offset must be a non-negative integer")
     }
-    let bodyLength: Int64
-    if let length = request.contentLength {
-      bodyLength = length
-    } else if request.headers["Transfer-Encoding"] == nil {
-      bodyLength = 0
-    } else {
-      throw RequestError.lengthRequired
-    }
+    let bodyLength = try Self.chunkLength(request)
     if upload.completedAt != nil {
       // A finalize whose answer was lost, resent: it is done.
       guard command != .upload, offset + bodyLength == upload.length ?? upload.offset else {
@@ -282,11 +279,15 @@ struct FirebaseUploads {
       UploadAppendSink(append, keepReceivedOnBreak: false) { try self.complete($0, identity: identity) })
   }
 
-  /// Ends a chunk: an acknowledged offset, or the last byte: rules, then publish.
-  func complete(_ append: UploadAppend, identity: Identity?) throws -> HTTPResponse {
+  /// Ends a chunk: an acknowledged offset, or the last byte: rules, then publish. `completion`
+  /// and `progress` are another protocol's (GCS's) admission and answers for the same steps.
+  func complete(
+    _ append: UploadAppend, identity: Identity?, completion: WriteCompletion? = nil,
+    progress: ((Upload) -> HTTPResponse)? = nil
+  ) throws -> HTTPResponse {
     switch try append.finish() {
     case .progress(let upload):
-      return Self.status("active", received: upload.offset)
+      return progress?(upload) ?? Self.status("active", received: upload.offset)
     case .complete(let completed):
       let resource = FirebaseUploadMetadata.fromUpload(completed.upload.metadata)
       let options = resource.writeOptions(declaredFallback: completed.upload.metadata["contentType"])
@@ -301,13 +302,28 @@ struct FirebaseUploads {
             algorithm: "md5", expected: Data(md5).base64EncodedString(), actual: Data(actual).base64EncodedString())
         }
       }
+      do {
+        try resource.checkCRC32C(completed.staged)
+      } catch let error as LarderError {
+        if case .checksumMismatch = error { store.reject(completed) }
+        throw error
+      }
       // The rules judge the real content inside the write (the admission step); a denial ends the
       // session with it, any other failure rolls back to the last acknowledged offset (resend).
-      let object = try store.publish(completed, options: options, admission: context.admission(for: identity))
+      let object = try store.publish(
+        completed, options: options, admission: completion?.admission ?? context.admission(for: identity))
+      if let completion { return try completion.answer(object) }
       var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context, withMD5: true)
       r.headers.set("X-Goog-Upload-Status", "final")
       return r
     }
+  }
+
+  /// A chunk's length: its `Content-Length`, 0 without a body; a chunked body is refused (411).
+  static func chunkLength(_ request: HTTPRequest) throws -> Int64 {
+    if let length = request.contentLength { return length }
+    guard request.headers["Transfer-Encoding"] == nil else { throw RequestError.lengthRequired }
+    return 0
   }
 
   static func status(_ status: String, received: Int64?) -> HTTPResponse {

@@ -11,15 +11,18 @@ final class ObjectUploadSink: HTTPBodySink {
   private let path: ObjectPath
   private let identity: Identity?
   private let options: ObjectWriteOptions
+  private let completion: WriteCompletion?
   private var writer: BlobWriter?
 
   init(
-    context: ServiceContext, path: ObjectPath, identity: Identity?, options: ObjectWriteOptions, expectedMD5: [UInt8]?
+    context: ServiceContext, path: ObjectPath, identity: Identity?, options: ObjectWriteOptions, expectedMD5: [UInt8]?,
+    completion: WriteCompletion? = nil
   ) throws {
     self.context = context
     self.path = path
     self.identity = identity
     self.options = options
+    self.completion = completion
     writer = try context.larder.files.makeWriter(
       options: .init(sizeLimit: context.maxUploadSize, expectedMD5: expectedMD5))
   }
@@ -32,7 +35,7 @@ final class ObjectUploadSink: HTTPBodySink {
   func finish() throws -> HTTPResponse {
     guard let writer else { throw LarderError.cancelled }
     self.writer = nil
-    return try context.publish(writer, at: path, options: options, identity: identity)
+    return try context.publish(writer, at: path, options: options, identity: identity, completion: completion)
   }
 
   func cancel() {
@@ -41,16 +44,27 @@ final class ObjectUploadSink: HTTPBodySink {
   }
 }
 
+/// How a write is judged and answered when not as the Firebase API does: the GCS JSON API adds
+/// its preconditions to the admission step and answers with its own object resource.
+struct WriteCompletion {
+  var admission: any ObjectAdmission
+  var answer: (StoredObject) throws -> HTTPResponse
+}
+
 extension ServiceContext {
   /// Finishes a single-request upload's writer and publishes it at `path`: the policy is asked
   /// again on the real size and detected type, inside the write, about the row it replaces (the
   /// admission step). Answers the object's metadata (with `md5Hash` even when it is not yet
   /// known for large content, if `withMD5`).
   func publish(
-    _ writer: BlobWriter, at path: ObjectPath, options: ObjectWriteOptions, identity: Identity?, withMD5: Bool = false
+    _ writer: BlobWriter, at path: ObjectPath, options: ObjectWriteOptions, identity: Identity?, withMD5: Bool = false,
+    completion: WriteCompletion? = nil, check: ((StagedBlob) throws -> Void)? = nil
   ) throws -> HTTPResponse {
     let staged = try writer.finish()
-    let object = try larder.objects.put(path, staged: staged, options: options, admission: admission(for: identity))
+    try check?(staged)
+    let object = try larder.objects.put(
+      path, staged: staged, options: options, admission: completion?.admission ?? admission(for: identity))
+    if let completion { return try completion.answer(object) }
     return ObjectsEndpoint.writeResponse(object, identity: identity, context: self, withMD5: withMD5)
   }
 }

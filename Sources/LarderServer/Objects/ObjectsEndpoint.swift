@@ -86,7 +86,9 @@ struct ObjectsEndpoint {
 
   // MARK: upload
 
-  func upload(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> ObjectUploadSink {
+  func upload(
+    _ request: HTTPRequest, bucket: String, identity: Identity?, completion: WriteCompletion? = nil
+  ) throws -> ObjectUploadSink {
     if let type = request.queryValue("uploadType"), type != "media" {
       throw LarderError.invalidArgument(
         "uploadType '\(type.prefix(40))' is not supported here; use uploadType=media or the tus endpoint /v0/b/\(bucket)/uploads")
@@ -94,12 +96,15 @@ struct ObjectsEndpoint {
     guard let name = request.queryValue("name") else {
       throw LarderError.invalidArgument("the object name is required: POST /v0/b/\(bucket)/o?name=NAME")
     }
-    return try upload(request, path: try ObjectPath(bucket: bucket, name: name), identity: identity)
+    return try upload(
+      request, path: try ObjectPath(bucket: bucket, name: name), identity: identity, completion: completion)
   }
 
   /// A simple upload of the request's body as the object at `path` (`X-Goog-Meta-*`, `Content-MD5`,
   /// the size limit, the policy before and inside the write); also a V4 signed URL's `PUT`.
-  func upload(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> ObjectUploadSink {
+  func upload(
+    _ request: HTTPRequest, path: ObjectPath, identity: Identity?, completion: WriteCompletion? = nil
+  ) throws -> ObjectUploadSink {
     let (bucket, name) = (path.bucket, path.name)
     if let length = request.contentLength, length > context.maxUploadSize {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
@@ -135,7 +140,8 @@ struct ObjectsEndpoint {
       .declared(bucket: bucket, name: name, size: request.contentLength, options: options), at: path,
       identity: identity)
     return try ObjectUploadSink(
-      context: context, path: path, identity: identity, options: options, expectedMD5: expectedMD5)
+      context: context, path: path, identity: identity, options: options, expectedMD5: expectedMD5,
+      completion: completion)
   }
 
   // MARK: read
@@ -328,13 +334,20 @@ struct ObjectsEndpoint {
   // MARK: patch, delete, list
 
   func patch(_ body: [UInt8], path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
-    let (bucket, name) = (path.bucket, path.name)
+    let updated = try apply(try Self.parsePatch(body), path: path, identity: identity)
+    return Self.writeResponse(updated, identity: identity, context: context)
+  }
+
+  /// A PATCH body as a change: `null` clears a field, `metadata` merges (a key set to `null` goes,
+  /// `metadata: null` clears all). With `replacing` (GCS's `PUT`, an update of the whole
+  /// resource) a writable field that is absent is cleared too. Fields in `ignoring` are skipped.
+  static func parsePatch(_ body: [UInt8], replacing: Bool = false, ignoring: Set<String> = []) throws -> ObjectPatch {
     guard let json = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
       throw LarderError.invalidArgument("the body must be a JSON object")
     }
     var patch = ObjectPatch()
     func stringOrNull(_ key: String) throws -> String?? {
-      guard let value = json[key] else { return nil }
+      guard let value = json[key] else { return replacing ? .some(nil) : nil }
       if value is NSNull { return .some(nil) }
       guard let s = value as? String else { throw LarderError.invalidArgument("\(key) must be a string or null") }
       return .some(s)
@@ -362,15 +375,31 @@ struct ObjectsEndpoint {
           }
         }
         patch.metadata = changes
+        patch.clearMetadata = replacing
       }
+    } else if replacing {
+      patch.clearMetadata = true
     }
     if let rotate = json["rotateDownloadToken"] {
       guard let flag = rotate as? Bool else { throw LarderError.invalidArgument("rotateDownloadToken must be a boolean") }
       patch.rotateDownloadToken = flag
     }
-    if let unknown = json.keys.first(where: { !Self.writableFields.contains($0) && !Self.readOnlyFields.contains($0) }) {
+    if let unknown = json.keys.first(where: {
+      !Self.writableFields.contains($0) && !Self.readOnlyFields.contains($0) && !ignoring.contains($0)
+    }) {
       throw LarderError.invalidArgument("field '\(unknown.prefix(60))' cannot be changed")
     }
+    return patch
+  }
+
+  /// Applies `patch` to the object at `path` as the policy judged it: the update is pinned to
+  /// the row judged (its generation and metageneration), and `check` (a client's preconditions)
+  /// runs on that same row, so both hold for what is changed or the answer is 412.
+  func apply(
+    _ patch: ObjectPatch, path: ObjectPath, identity: Identity?, check: (StoredObject) throws -> Void = { _ in }
+  ) throws -> StoredObject {
+    var patch = patch
+    let (bucket, name) = (path.bucket, path.name)
     let current = try context.larder.objects.find(path)
     let incoming = current.map { object -> AccessResource in
       var next = context.resource(object)
@@ -384,10 +413,10 @@ struct ObjectsEndpoint {
         operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(context.resource),
         incoming: incoming))
     // Applied only to the row that was judged (same generation and metageneration), else 412.
+    if let current { try check(current) }
     patch.ifGenerationMatch = current?.generation
     patch.ifMetagenerationMatch = current?.metageneration
-    let updated = try context.larder.objects.update(path, patch: patch)
-    return Self.writeResponse(updated, identity: identity, context: context)
+    return try context.larder.objects.update(path, patch: patch)
   }
 
   /// What a PATCH may change (`rotateDownloadToken` is Larder's own).
@@ -421,28 +450,7 @@ struct ObjectsEndpoint {
   }
 
   func list(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPResponse {
-    let prefix = request.queryValue("prefix") ?? ""
-    let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
-    let maxResults = try Self.count(request, "maxResults").map { Int(clamping: $0) } ?? 1000
-    // Rules see the folder being listed, as Firebase's list rules do. A prefix is a string
-    // prefix, so `users/al` also matches `users/alice/…`: the folder asked about is the deepest
-    // whole folder the prefix names (`users`), never `users/al`, which a user `al` could own.
-    let folder = Self.folder(ofPrefix: prefix)
-    try context.authorize(AccessRequest(operation: .list, bucket: bucket, name: folder, identity: identity))
-    let page = try context.larder.objects.list(
-      bucket: bucket, prefix: prefix, delimiter: delimiter, maxResults: maxResults,
-      pageToken: request.queryValue("pageToken"))
-    // Without a `/` delimiter a listing reaches into subfolders: each entry is shown only if
-    // its own folder may be listed too (one decision per folder).
-    var decisions: [String: Bool] = [folder: true]
-    func listable(_ entry: String) -> Bool {
-      let parent = Self.folder(ofPrefix: entry.hasSuffix("/") ? String(entry.dropLast()) : entry)
-      if let known = decisions[parent] { return known }
-      let allowed = context.policy.decide(
-        AccessRequest(operation: .list, bucket: bucket, name: parent, identity: identity)).allowed
-      decisions[parent] = allowed
-      return allowed
-    }
+    let page = try listing(request, bucket: bucket, identity: identity)
     struct Item: Encodable {
       var name: String
       var bucket: String
@@ -457,9 +465,42 @@ struct ObjectsEndpoint {
     // download token, which grants the content).
     return .json(
       Listing(
-        prefixes: page.prefixes.filter(listable),
-        items: page.items.filter { listable($0.name) }.map { Item(name: $0.name, bucket: $0.bucket) },
+        prefixes: page.prefixes, items: page.items.map { Item(name: $0.name, bucket: $0.bucket) },
         nextPageToken: page.nextPageToken))
+  }
+
+  /// One page of a listing (`prefix`, `delimiter`, `maxResults`, `pageToken`, and `range`) with
+  /// only the entries the caller may list: rules see the folder being listed, and each entry's
+  /// own folder when the listing reaches into subfolders.
+  func listing(
+    _ request: HTTPRequest, bucket: String, identity: Identity?, range: ListingRange = .init(),
+    maxResultsCap: Int64 = .max
+  ) throws -> ObjectListing {
+    let prefix = request.queryValue("prefix") ?? ""
+    let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
+    let maxResults = try Self.count(request, "maxResults").map { Int(clamping: min($0, maxResultsCap)) } ?? 1000
+    // Rules see the folder being listed, as Firebase's list rules do. A prefix is a string
+    // prefix, so `users/al` also matches `users/alice/…`: the folder asked about is the deepest
+    // whole folder the prefix names (`users`), never `users/al`, which a user `al` could own.
+    let folder = Self.folder(ofPrefix: prefix)
+    try context.authorize(AccessRequest(operation: .list, bucket: bucket, name: folder, identity: identity))
+    let page = try context.larder.objects.list(
+      bucket: bucket, prefix: prefix, delimiter: delimiter, maxResults: maxResults,
+      pageToken: request.queryValue("pageToken"), range: range)
+    // Without a `/` delimiter a listing reaches into subfolders: each entry is shown only if
+    // its own folder may be listed too (one decision per folder).
+    var decisions: [String: Bool] = [folder: true]
+    func listable(_ entry: String) -> Bool {
+      let parent = Self.folder(ofPrefix: entry.hasSuffix("/") ? String(entry.dropLast()) : entry)
+      if let known = decisions[parent] { return known }
+      let allowed = context.policy.decide(
+        AccessRequest(operation: .list, bucket: bucket, name: parent, identity: identity)).allowed
+      decisions[parent] = allowed
+      return allowed
+    }
+    return ObjectListing(
+      prefixes: page.prefixes.filter(listable), items: page.items.filter { listable($0.name) },
+      nextPageToken: page.nextPageToken)
   }
 
   /// The folder a list prefix names: everything before its last `/` (`a/b/c` → `a/b`, `a/b/` → `a/b`).

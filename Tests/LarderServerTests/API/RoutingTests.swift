@@ -100,11 +100,14 @@ import Testing
     "Authorization, Content-Type, Range, If-None-Match, If-Match, X-Goog-Meta-*, X-Goog-Upload-Protocol, "
     + "X-Goog-Upload-Command, X-Goog-Upload-Offset, X-Goog-Upload-Header-Content-Length, "
     + "X-Goog-Upload-Header-Content-Type, X-Firebase-Storage-Version, X-Firebase-GMPID, X-Firebase-AppCheck, "
+    + "X-Upload-Content-Type, X-Upload-Content-Length, Content-Range, X-Goog-User-Project, "  // the GCS API's
     + "Tus-Resumable, Upload-Length, Upload-Defer-Length, Upload-Metadata, Upload-Offset, Upload-Checksum, "
     + "Upload-Concat, X-HTTP-Method-Override, X-Request-Id"
   static let exposedHeaders =
     "ETag, Content-Range, Content-Length, Location, X-Goog-Upload-URL, X-Goog-Upload-Status, "
-    + "X-Goog-Upload-Size-Received, X-Goog-Upload-Chunk-Granularity, X-Goog-Upload-Control-URL, Upload-Offset, "
+    + "X-Goog-Upload-Size-Received, X-Goog-Upload-Chunk-Granularity, X-Goog-Upload-Control-URL, "
+    + "X-Goog-Hash, X-Goog-Generation, X-Goog-Metageneration, X-Goog-Storage-Class, Range, "  // the GCS API's
+    + "Upload-Offset, "
     + "Upload-Length, Upload-Metadata, Upload-Defer-Length, Upload-Expires, Upload-Concat, Tus-Resumable, "
     + "Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, X-Request-Id"
 

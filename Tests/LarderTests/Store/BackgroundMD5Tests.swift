@@ -211,6 +211,8 @@ import Testing
       let db = try SQLiteDatabase(path: dir.url.appendingPathComponent("larder.sqlite").path)
       try db.executeScript(
         """
+        DROP INDEX blobs_without_crc32c;
+        ALTER TABLE blobs DROP COLUMN crc32c;
         DROP INDEX blobs_without_md5;
         ALTER TABLE blobs DROP COLUMN md5;
         ALTER TABLE uploads DROP COLUMN shared_state;

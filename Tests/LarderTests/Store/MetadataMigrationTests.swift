@@ -30,6 +30,8 @@ import Testing
           WHERE name IN ('declared', 'undeclared');
         ALTER TABLE objects DROP COLUMN content_encoding;
         ALTER TABLE objects DROP COLUMN content_language;
+        DROP INDEX blobs_without_crc32c;
+        ALTER TABLE blobs DROP COLUMN crc32c;
         DROP INDEX blobs_without_md5;
         ALTER TABLE blobs DROP COLUMN md5;
         ALTER TABLE uploads DROP COLUMN shared_state;

@@ -1,0 +1,417 @@
+import Foundation
+import Larder
+import LarderHTTP
+
+/// The Google Cloud Storage JSON API over the same objects as the Firebase REST API, so that the
+/// Admin SDKs and Google Cloud clients (`STORAGE_EMULATOR_HOST`) work unmodified.
+///
+/// ```
+/// GET    /storage/v1/b?project=P                        buckets that hold objects
+/// GET    /storage/v1/b/{bucket}                         a bucket
+/// GET    /storage/v1/b/{bucket}/o                       list: prefix, delimiter, includeTrailingDelimiter,
+///                                                       startOffset, endOffset, matchGlob, maxResults, pageToken
+/// GET    /storage/v1/b/{bucket}/o/{object}[?alt=media]  the object resource, or its bytes
+/// PATCH  /storage/v1/b/{bucket}/o/{object}              change metadata (null clears, metadata merges)
+/// PUT    /storage/v1/b/{bucket}/o/{object}              replace metadata (absent fields are cleared)
+/// DELETE /storage/v1/b/{bucket}/o/{object}              → 204
+/// POST   /storage/v1/b/{b}/o/{o}/copyTo/b/{b2}/o/{o2}   copy (no bytes copied: content is addressed)
+/// POST   /storage/v1/b/{b}/o/{o}/rewriteTo/b/{b2}/o/{o2} the same, done in one call
+/// POST   /storage/v1/b/{bucket}/o/{object}/compose      concatenate up to 32 sources
+/// GET    /download/storage/v1/b/{bucket}/o/{object}?alt=media    bytes: Range, conditionals
+/// POST   /upload/storage/v1/b/{bucket}/o?uploadType=media|multipart|resumable   (see ``GcsUploads``)
+/// ```
+/// Object names are percent-encoded in one path segment (`a%2Fb.txt`). Every request asks the
+/// same authenticator and ``AccessPolicy`` as the Firebase endpoints, with the same operations
+/// on `/b/{bucket}/o/{name}`, so rules (and any identity the authenticator knows) hold alike.
+/// Preconditions (`ifGenerationMatch`, `ifGenerationNotMatch`, `ifMetagenerationMatch`,
+/// `ifMetagenerationNotMatch`) answer 412; errors are GCS-shaped (``APIError``).
+struct GcsEndpoint {
+  let context: ServiceContext
+  var objects: ObjectsEndpoint { ObjectsEndpoint(context: context) }
+
+  static let exposedHeaders = [
+    "X-Goog-Hash", "X-Goog-Generation", "X-Goog-Metageneration", "X-Goog-Storage-Class", "Range",
+  ]
+  static let requestHeaders = [
+    "X-Upload-Content-Type", "X-Upload-Content-Length", "Content-Range", "X-Goog-User-Project",
+  ]
+
+  func register(in router: inout Router) {
+    let bucket = "/storage/v1/b/{bucket}"
+    let item = "/storage/v1/b/{bucket}/o/{object}"
+    GcsAPI.add(&router, "GET", "/storage/v1/b", route: "gcs.buckets.list", options: .noHeadFallback) {
+      request, _ in
+      .respond(try listBuckets(request, identity: try context.identity(request)))
+    }
+    GcsAPI.add(&router, "GET", bucket, route: "gcs.buckets.get") { request, params in
+      .respond(
+        try getBucket(request, bucket: try context.bucket(params), identity: try context.identity(request)))
+    }
+    GcsAPI.add(&router, "GET", bucket + "/o", route: "gcs.objects.list", options: .noHeadFallback) {
+      request, params in
+      .respond(try list(request, bucket: try context.bucket(params), identity: try context.identity(request)))
+    }
+    for (path, label) in [(item, "gcs.objects.get"), ("/download" + item, "gcs.objects.download")] {
+      GcsAPI.add(&router, "GET", path, query: ["alt": "media"], route: "gcs.objects.download") {
+        request, params in
+        let (path, identity) = try target(request, params)
+        return .respond(try download(request, path: path, identity: identity))
+      }
+      guard label == "gcs.objects.get" else { continue }
+      GcsAPI.add(&router, "GET", path, route: label) { request, params in
+        let (path, identity) = try target(request, params)
+        let object = try readable(request, path: path, identity: identity)
+        var r = try resource(object, request: request)
+        if request.method == "HEAD" { r.body = .lengthOnly(r.body.length) }
+        return .respond(r)
+      }
+    }
+    for (method, label) in [("PATCH", "gcs.objects.patch"), ("PUT", "gcs.objects.update")] {
+      GcsAPI.add(&router, method, item, route: label) { request, params in
+        let (path, identity) = try target(request, params)
+        let conditions = try GcsPreconditions(request)
+        return .receiveBody(
+          BufferedBodySink { body in
+            let patch = try ObjectsEndpoint.parsePatch(
+              body, replacing: method == "PUT", ignoring: Self.ignoredResourceFields)
+            let updated = try objects.apply(patch, path: path, identity: identity, check: conditions.check)
+            return try resource(updated, request: request)
+          })
+      }
+    }
+    GcsAPI.add(&router, "DELETE", item, route: "gcs.objects.delete") { request, params in
+      let (path, identity) = try target(request, params)
+      return .respond(try delete(request, path: path, identity: identity))
+    }
+    for verb in ["copyTo", "rewriteTo"] {
+      GcsAPI.add(
+        &router,
+        "POST", item + "/\(verb)/b/{destinationBucket}/o/{destinationObject}", route: "gcs.objects.\(verb)"
+      ) {
+        request, params in
+        let (source, identity) = try target(request, params)
+        let destinationBucket = try params.decoded("destinationBucket")
+        try ObjectName.validateBucket(destinationBucket)
+        let destination = try ObjectPath(
+          bucket: destinationBucket, name: try params.decoded("destinationObject"))
+        return .receiveBody(
+          BufferedBodySink { body in
+            try copy(
+              request, body: body, from: source, to: destination, identity: identity,
+              rewrite: verb == "rewriteTo")
+          })
+      }
+    }
+    GcsAPI.add(&router, "POST", item + "/compose", route: "gcs.objects.compose") { request, params in
+      let (destination, identity) = try target(request, params)
+      return .receiveBody(
+        BufferedBodySink { body in try compose(request, body: body, to: destination, identity: identity) })
+    }
+    GcsUploads(context: context).register(in: &router)
+  }
+
+  /// Fields of an object resource that clients send back and a metadata write ignores, beyond
+  /// those the Firebase PATCH ignores already (ACLs and holds Larder does not have).
+  static let ignoredResourceFields: Set<String> = [
+    "acl", "owner", "componentCount", "timeDeleted", "customTime", "temporaryHold", "eventBasedHold",
+    "retentionExpirationTime", "kmsKeyName", "customerEncryption", "softDeleteTime", "hardDeleteTime",
+  ]
+
+  /// The bucket, caller and object of an item route, checked in that order.
+  func target(_ request: HTTPRequest, _ params: RouteParameters) throws -> (ObjectPath, Identity?) {
+    let bucket = try context.bucket(params)
+    let identity = try context.identity(request)
+    return (try ObjectPath(bucket: bucket, name: try params.decoded("object")), identity)
+  }
+
+  /// Where links in answers point: `--public-url`, else the request's own host.
+  func base(_ request: HTTPRequest) -> String {
+    (try? FirebaseUploads(context: context).uploadBase(request)) ?? ""
+  }
+
+  /// The object answer, with its MD5 and CRC32C known (computed now and recorded if need be).
+  func resource(_ object: StoredObject, request: HTTPRequest) throws -> HTTPResponse {
+    try GcsAPI.json(GcsObjectResource(withChecksums(object), base: base(request)), request: request)
+  }
+
+  func withChecksums(_ object: StoredObject) -> StoredObject {
+    var known = object
+    if let file = try? context.larder.files.withChecksums(object.file) { known.file = file }
+    return known
+  }
+
+  // MARK: - reading
+
+  /// The object the caller may `get`, of the generation it asks for, meeting its preconditions.
+  /// - Throws: 403 (``AccessError``), 404, 412.
+  func readable(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> StoredObject {
+    let object = try judged(request, path: path, identity: identity, operation: .get)
+    var conditions = try GcsPreconditions(request)
+    // On reads, as in GCS, a failed "not match" is 304 Not Modified, a failed "match" 412.
+    var notMatch = GcsPreconditions()
+    (notMatch.ifGenerationNotMatch, notMatch.ifMetagenerationNotMatch) =
+      (conditions.ifGenerationNotMatch, conditions.ifMetagenerationNotMatch)
+    (conditions.ifGenerationNotMatch, conditions.ifMetagenerationNotMatch) = (nil, nil)
+    try conditions.check(object)
+    if (try? notMatch.check(object)) == nil { throw HTTPResponseError(HTTPResponse(status: 304)) }
+    return object
+  }
+
+  /// `alt=media`: the Firebase download path (Range, conditionals, `maxSize`, sendfile, nosniff
+  /// and CSP), plus `x-goog-hash` so that the clients' checksum validation runs.
+  func download(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
+    let object = withChecksums(try readable(request, path: path, identity: identity))
+    var r = try objects.download(request, object: object, head: ObjectsEndpoint.DownloadHead(object))
+    if let hash = GcsObjectResource.hashHeader(object.file) { r.headers.set("X-Goog-Hash", hash) }
+    r.headers.set("X-Goog-Storage-Class", "STANDARD")
+    r.headers.set("X-Goog-Stored-Content-Length", String(object.file.size))
+    r.headers.set("X-Goog-Stored-Content-Encoding", object.contentEncoding ?? "identity")
+    return GcsAPI.reshapeError(r)
+  }
+
+  // MARK: - delete, list
+
+  /// The object at `path` once the policy allowed `operation` on it (asked about it, or about
+  /// nothing there), of the `generation` the request names if it names one.
+  /// - Throws: 403 (``AccessError``), 404.
+  func judged(_ request: HTTPRequest, path: ObjectPath, identity: Identity?, operation: AccessOperation)
+    throws
+    -> StoredObject
+  {
+    let object = try context.larder.objects.find(path)
+    try context.authorize(
+      AccessRequest(
+        operation: operation, bucket: path.bucket, name: path.name, identity: identity,
+        resource: object.map(context.resource)))
+    guard let object,
+      try ObjectsEndpoint.count(request, "generation").map({ $0 == object.generation }) ?? true
+    else {
+      throw LarderError.notFound(bucket: path.bucket, name: path.name)
+    }
+    return object
+  }
+
+  func delete(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
+    let current = try judged(request, path: path, identity: identity, operation: .delete)
+    try GcsPreconditions(request).check(current)
+    // Only the row that was judged goes: if it was replaced meanwhile, 412.
+    try context.larder.objects.delete(path, ifGenerationMatch: current.generation)
+    return HTTPResponse(status: 204)
+  }
+
+  func list(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPResponse {
+    let range = ListingRange(
+      startOffset: request.queryValue("startOffset").flatMap { $0.isEmpty ? nil : $0 },
+      endOffset: request.queryValue("endOffset").flatMap { $0.isEmpty ? nil : $0 },
+      includeTrailingDelimiter: request.queryValue("includeTrailingDelimiter") == "true",
+      glob: try request.queryValue("matchGlob").flatMap { $0.isEmpty ? nil : try NameGlob($0) })
+    // GCS takes any maxResults and answers at most 1000.
+    let page = try objects.listing(
+      request, bucket: bucket, identity: identity, range: range, maxResultsCap: 1000)
+    let base = base(request)
+    struct Minimal: Encodable {
+      var kind = "storage#object"
+      var name: String
+      var bucket: String
+    }
+    enum Item: Encodable {
+      case full(GcsObjectResource)
+      case minimal(Minimal)
+      func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .full(let r): try r.encode(to: encoder)
+        case .minimal(let m): try m.encode(to: encoder)
+        }
+      }
+    }
+    struct Listing: Encodable {
+      var kind = "storage#objects"
+      var items: [Item]?
+      var prefixes: [String]?
+      var nextPageToken: String?
+    }
+    // Permission to list does not grant an object's metadata: items the caller may not `get`
+    // are listed by name only (as the Firebase API lists every item).
+    let items = page.items.map { object -> Item in
+      let mayGet = context.policy.decide(
+        AccessRequest(
+          operation: .get, bucket: object.bucket, name: object.name, identity: identity,
+          resource: context.resource(object))
+      ).allowed
+      return mayGet
+        ? .full(GcsObjectResource(object, base: base))
+        : .minimal(Minimal(name: object.name, bucket: object.bucket))
+    }
+    return try GcsAPI.json(
+      Listing(
+        items: items.isEmpty ? nil : items, prefixes: page.prefixes.isEmpty ? nil : page.prefixes,
+        nextPageToken: page.nextPageToken), request: request)
+  }
+
+  // MARK: - buckets
+
+  /// Whether the caller may see `bucket`: buckets have no rules of their own, so this is the
+  /// policy's `list` of the bucket's root.
+  func mayList(_ bucket: String, identity: Identity?) -> Bool {
+    context.policy.decide(AccessRequest(operation: .list, bucket: bucket, name: "", identity: identity))
+      .allowed
+  }
+
+  func getBucket(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPResponse {
+    // Larder makes a bucket on its first write: every valid name is a bucket, empty until then.
+    try context.authorize(AccessRequest(operation: .list, bucket: bucket, name: "", identity: identity))
+    return try GcsAPI.json(GcsBucketResource(bucket, base: base(request)), request: request)
+  }
+
+  func listBuckets(_ request: HTTPRequest, identity: Identity?) throws -> HTTPResponse {
+    struct Listing: Encodable {
+      var kind = "storage#buckets"
+      var items: [GcsBucketResource]?
+    }
+    let base = base(request)
+    let buckets = try context.larder.objects.buckets().filter { mayList($0, identity: identity) }
+    return try GcsAPI.json(
+      Listing(items: buckets.isEmpty ? nil : buckets.map { GcsBucketResource($0, base: base) }),
+      request: request)
+  }
+
+  // MARK: - copy, rewrite, compose
+
+  /// The destination's write options: the source's metadata, with what the request's resource sets.
+  static func options(copying source: StoredObject, overriding body: [UInt8]) throws -> ObjectWriteOptions {
+    let given = try FirebaseUploadMetadata.parse(body)
+    let json = (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]) ?? [:]
+    func pick(_ key: String, _ value: String?, _ fallback: String?) -> String? {
+      json[key] == nil ? fallback : value.flatMap { $0.isEmpty ? nil : $0 }
+    }
+    return ObjectWriteOptions(
+      declaredContentType: pick("contentType", given.contentType, source.contentType),
+      filename: source.file.filename,
+      metadata: json["metadata"] == nil ? source.metadata : given.metadata ?? [:],
+      cacheControl: pick("cacheControl", given.cacheControl, source.cacheControl),
+      contentDisposition: pick("contentDisposition", given.contentDisposition, source.contentDisposition),
+      contentEncoding: pick("contentEncoding", given.contentEncoding, source.contentEncoding),
+      contentLanguage: pick("contentLanguage", given.contentLanguage, source.contentLanguage))
+  }
+
+  func copy(
+    _ request: HTTPRequest, body: [UInt8], from source: ObjectPath, to destination: ObjectPath,
+    identity: Identity?,
+    rewrite: Bool
+  ) throws -> HTTPResponse {
+    let sourceGeneration = try ObjectsEndpoint.count(request, "sourceGeneration")
+    let sourceConditions = try GcsPreconditions(request, source: true)
+    let conditions = try GcsPreconditions(request)
+    // The source as the policy judged it for `get`; the copy is pinned to that very row.
+    let judged = try context.larder.objects.find(source)
+    try context.authorize(
+      AccessRequest(
+        operation: .get, bucket: source.bucket, name: source.name, identity: identity,
+        resource: judged.map(context.resource)))
+    guard let judged, sourceGeneration.map({ $0 == judged.generation }) ?? true else {
+      throw LarderError.notFound(bucket: source.bucket, name: source.name)
+    }
+    try sourceConditions.check(judged)
+    _ = try Self.options(copying: judged, overriding: body)
+    let object = try context.larder.objects.copy(
+      from: source, to: destination,
+      check: { found in
+        guard found.generation == judged.generation, found.metageneration == judged.metageneration else {
+          throw LarderError.preconditionFailed("the source object changed during the copy")
+        }
+      },
+      options: { try Self.options(copying: $0, overriding: body) },
+      admission: GcsAdmission(base: context.admission(for: identity), conditions: conditions))
+    guard rewrite else { return try resource(object, request: request) }
+    struct Rewrite: Encodable {
+      var kind = "storage#rewriteResponse"
+      var totalBytesRewritten: String
+      var objectSize: String
+      var done = true
+      var resource: GcsObjectResource
+    }
+    let size = String(object.file.size)
+    return try GcsAPI.json(
+      Rewrite(
+        totalBytesRewritten: size, objectSize: size,
+        resource: GcsObjectResource(withChecksums(object), base: base(request))), request: request)
+  }
+
+  /// The most sources one `compose` takes, as in GCS.
+  static let maxComposeSources = 32
+
+  func compose(_ request: HTTPRequest, body: [UInt8], to destination: ObjectPath, identity: Identity?) throws
+    -> HTTPResponse
+  {
+    guard let json = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+      let sources = json["sourceObjects"] as? [[String: Any]]
+    else { throw LarderError.invalidArgument("compose needs a JSON body with sourceObjects") }
+    guard (1...Self.maxComposeSources).contains(sources.count) else {
+      throw LarderError.invalidArgument("compose takes 1 to \(Self.maxComposeSources) sourceObjects")
+    }
+    let conditions = try GcsPreconditions(request)
+    var found: [StoredObject] = []
+    var total: Int64 = 0
+    for source in sources {
+      guard let name = source["name"] as? String else {
+        throw LarderError.invalidArgument("every source object needs a name")
+      }
+      let path = try ObjectPath(bucket: destination.bucket, name: name)
+      let object = try context.larder.objects.find(path)
+      try context.authorize(
+        AccessRequest(
+          operation: .get, bucket: path.bucket, name: name, identity: identity,
+          resource: object.map(context.resource)))
+      let generation = try Self.generation(source["generation"])
+      guard let object, generation.map({ $0 == object.generation }) ?? true else {
+        throw LarderError.notFound(bucket: path.bucket, name: name)
+      }
+      if let preconditions = source["objectPreconditions"] as? [String: Any],
+        let match = try Self.generation(preconditions["ifGenerationMatch"]), match != object.generation
+      {
+        throw LarderError.preconditionFailed(
+          "source \(name.prefix(100)): the generation is \(object.generation), not \(match)")
+      }
+      found.append(object)
+      total += object.file.size
+    }
+    if total > context.maxUploadSize { throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize) }
+    let resourceJSON = json["destination"].flatMap { try? JSONSerialization.data(withJSONObject: $0) }
+    let given = try FirebaseUploadMetadata.parse(resourceJSON.map { Array($0) } ?? [])
+    let options = given.writeOptions(declaredFallback: found[0].contentType)
+    try options.validate()
+    try context.authorizeWrite(
+      .declared(bucket: destination.bucket, name: destination.name, size: total, options: options),
+      at: destination,
+      identity: identity)
+    try conditions.check(try context.larder.objects.find(destination))
+    // Each source's bytes are read once, into the new content.
+    let writer = try context.larder.files.makeWriter(options: .init(sizeLimit: context.maxUploadSize))
+    do {
+      for object in found { try context.larder.files.read(object.file) { try writer.write($0) } }
+    } catch {
+      writer.cancel()
+      throw error
+    }
+    let object = try context.larder.objects.put(
+      destination, staged: try writer.finish(), options: options,
+      admission: GcsAdmission(base: context.admission(for: identity), conditions: conditions))
+    return try resource(object, request: request)
+  }
+
+  /// A generation in a JSON body: a string of digits (as GCS writes them) or a number.
+  static func generation(_ value: Any?) throws -> Int64? {
+    switch value {
+    case nil, is NSNull: return nil
+    case let s as String:
+      guard let n = FirebaseUploads.parseCount(s) else {
+        throw LarderError.invalidArgument("generation must be a count")
+      }
+      return n
+    case let n as NSNumber:
+      guard n.int64Value >= 0 else { throw LarderError.invalidArgument("generation must be a count") }
+      return n.int64Value
+    default: throw LarderError.invalidArgument("generation must be a count")
+    }
+  }
+}

@@ -1,0 +1,41 @@
+import Foundation
+import LarderCrypto
+import Testing
+
+@Suite struct CRC32CTests {
+  static func crc(_ bytes: [UInt8]) -> UInt32 {
+    var c = CRC32C()
+    c.update(bytes)
+    return c.value
+  }
+
+  /// The check value of the Castagnoli polynomial and RFC 3720's (iSCSI) test vectors.
+  @Test func knownVectors() {
+    #expect(Self.crc(Array("123456789".utf8)) == 0xE306_9283)
+    #expect(Self.crc([]) == 0)
+    #expect(Self.crc([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
+    #expect(Self.crc([UInt8](repeating: 0xFF, count: 32)) == 0x62A8_AB43)
+    #expect(Self.crc(Array(0..<32)) == 0x46DD_794E)
+    #expect(Self.crc(Array((0..<32).reversed())) == 0x113F_DB5C)
+    var c = CRC32C()
+    c.update(Array("The quick brown fox jumps over the lazy dog".utf8))
+    #expect(c.bytes == [0x22, 0x62, 0x04, 0x04])
+    #expect(c.base64 == "ImIEBA==")
+  }
+
+  /// Any split into updates, at any alignment, gives the same value as one update.
+  @Test func splitsAndAlignmentsDoNotMatter() {
+    var rng = SystemRandomNumberGenerator()
+    let data = (0..<10_000).map { _ in UInt8.random(in: 0...255, using: &rng) }
+    let whole = Self.crc(data)
+    for cut in [1, 3, 7, 8, 9, 63, 4096, 9_999] {
+      var c = CRC32C()
+      c.update(Array(data[..<cut]))
+      c.update(Array(data[cut...]))
+      #expect(c.value == whole, "cut at \(cut)")
+    }
+    var bytewise = CRC32C()
+    for b in data { bytewise.update([b]) }
+    #expect(bytewise.value == whole)
+  }
+}
