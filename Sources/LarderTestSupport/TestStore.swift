@@ -34,13 +34,19 @@ public enum TestStore {
     return .s3(url: base + (base.contains("?") ? "&" : "?") + "prefix=t_" + tag(of: directory), credentialsFile: nil)
   }
 
+  /// Fills a nil `catalog` and `blobs` with this run's for the store in `directory` (a service's
+  /// options, say).
+  public static func fill(_ catalog: inout CatalogLocation?, _ blobs: inout BlobLocation?, for directory: URL) {
+    catalog = catalog ?? self.catalog(for: directory)
+    blobs = blobs ?? self.blobs(for: directory)
+  }
+
   /// `configuration` with this run's catalog and blobs where it names none, and every backend.
   public static func configuration(_ configuration: Larder.Configuration = .init(), for directory: URL)
     -> Larder.Configuration
   {
     var configured = configuration
-    configured.catalog = configuration.catalog ?? catalog(for: directory)
-    configured.blobs = configuration.blobs ?? blobs(for: directory)
+    fill(&configured.catalog, &configured.blobs, for: directory)
     configured.backends = [configuration.backends, .postgres, .s3]
     return configured
   }

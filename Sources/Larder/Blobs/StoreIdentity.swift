@@ -65,10 +65,18 @@ enum StoreIdentity {
       throw refuse("the blob store holds store \(recorded.sorted()[0])'s content and this catalog is new")
     }
     let candidate = recorded.sorted().first ?? Hex.encode(SecureRandom.bytes(16))
-    if recorded.isEmpty { try recorder.recordStoreIdentity(candidate) }
-    // The filesystem's record is first-writer-wins: another process's may be the one.
-    let mine = try recorder.recordedStoreIdentities().contains(candidate) ? candidate : nil
-    let proposed = try mine ?? recorder.recordedStoreIdentities().sorted().first ?? candidate
+    var mine: String? = candidate
+    var proposed = candidate
+    if recorded.isEmpty {
+      try recorder.recordStoreIdentity(candidate)
+      // The filesystem's record is first-writer-wins: another process's may be the one (one
+      // listing, not one per question: in S3 each is a request).
+      let now = try recorder.recordedStoreIdentities()
+      if !now.contains(candidate) {
+        mine = nil
+        proposed = now.sorted().first ?? candidate
+      }
+    }
     let chosen = try catalog.write { db in
       if let existing = try read(db) { return existing }  // another process named the store first
       try db.execute("INSERT INTO settings(key, value) VALUES (?, ?)", [settingsKey, Array(proposed.utf8)])

@@ -103,3 +103,33 @@ import Testing
     #expect(!FileManager.default.fileExists(atPath: identityFile(directory).path), "no identity was recorded")
   }
 }
+
+/// A catalog or blob store whose backend the store was not given is refused at open, naming the
+/// module that has it, before anything is created or connected.
+@Suite struct MissingBackendTests {
+  @Test func aPostgresCatalogWithoutItsBackendIsRefusedNamingTheModule() throws {
+    let scratch = try StoreScratch()
+    let directory = scratch.url.appendingPathComponent("data")
+    let location = try CatalogLocation(parsing: "postgres://nobody@127.0.0.1:9/none")
+    do {
+      _ = try Larder(at: directory, configuration: .init(catalog: location, backends: .embedded))
+      Issue.record("a PostgreSQL catalog opened without LarderPostgres")
+    } catch let error as LarderError {
+      #expect(error.code == "invalid-argument")
+      #expect(error.description.contains("LarderPostgres"), "\(error)")
+    }
+    #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("larder.sqlite").path))
+  }
+
+  @Test func s3BlobsWithoutTheirBackendAreRefusedNamingTheModule() throws {
+    let scratch = try StoreScratch()
+    let blobs = try BlobLocation(parsing: "s3://bucket?endpoint=http://127.0.0.1:9&path-style=1")
+    do {
+      _ = try Larder(at: scratch.url.appendingPathComponent("data"), configuration: .init(blobs: blobs))
+      Issue.record("S3 blobs opened without LarderS3Store")
+    } catch let error as LarderError {
+      #expect(error.code == "invalid-argument")
+      #expect(error.description.contains("LarderS3Store"), "\(error)")
+    }
+  }
+}
