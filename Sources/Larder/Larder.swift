@@ -63,6 +63,8 @@ public final class Larder: Sendable {
   /// Where resumable uploads keep their bytes so that any node can continue them (S3); nil
   /// keeps them in this node's data directory (the filesystem backend: one node).
   var sharedUploads: (any SharedUploadStorage)? { blobBackend as? any SharedUploadStorage }
+  /// What the collector and the verifier act on, chosen once from the backend.
+  let content: any ContentStore
   public let files: FileStore
   public let objects: ObjectStore
   /// Application models and the files attached to them.
@@ -114,6 +116,9 @@ public final class Larder: Sendable {
       // store is back); the identity is checked at the next open that reaches it.
       configuration.logger.warning("the blob store's identity is not checked: it is unavailable (\(detail))")
     }
+    content =
+      blobBackend.publishesInsideTransaction
+      ? LocalContentStore(blobs: blobs, catalog: catalog) : FencedContentStore(catalog: catalog, backend: blobBackend)
     files = FileStore(
       catalog: catalog, blobs: blobs, backend: blobBackend, faults: configuration.faults,
       md5Backfill: configuration.backgroundMD5

@@ -45,9 +45,7 @@ public struct GarbageCollector: Sendable {
 
   private var catalog: Catalog { larder.catalog }
   private var blobs: BlobStore { larder.blobs }
-  private var backend: any BlobBackend { larder.blobBackend }
-  /// Blobs in S3: deleted by fenced intents, no lock held across a DELETE (``BlobFences``).
-  private var remote: Bool { !backend.publishesInsideTransaction }
+  private var content: any ContentStore { larder.content }
   private var faults: FaultInjector { larder.files.faults }
 
   /// Files no object or attachment references, created before the cutoff.
@@ -84,29 +82,17 @@ public struct GarbageCollector: Sendable {
       report.phaseSeconds[phase.rawValue] = Self.seconds(now - mark)
       mark = now
     }
-    if remote && !options.dryRun {
-      // Intents a collector committed and did not finish (it died, or its session did).
-      report.deletionsResumed = try BlobDeletions.finishLeftovers(
-        catalog: catalog, backend: backend, batchSize: options.batchSize)
+    if !options.dryRun {
+      report.deletionsResumed = try content.finishInterruptedDeletions(batchSize: options.batchSize)
     }
     lap(.trash)
     try expireUploads(now: now, options: options, report: &report)
     lap(.uploads)
     try releaseFiles(cutoff: cutoff, options: options, report: &report)
     lap(.files)
-    if options.dryRun {
-      try countOrphanBlobs(cutoff: cutoff, options: options, report: &report)
-    } else if remote {
-      try removeOrphanRemoteBlobs(options: options, report: &report)
-    } else {
-      try removeOrphanBlobs(options: options, report: &report)
-    }
+    try removeOrphanBlobs(cutoff: cutoff, options: options, report: &report)
     lap(.blobs)
-    if remote {
-      try removeRemoteStrays(now: now, options: options, report: &report)
-    } else {
-      try removeStrays(options: options, report: &report)
-    }
+    try removeStrays(now: now, options: options, report: &report)
     lap(.strays)
     try removeAbandonedTemp(now: now, options: options, report: &report)
     lap(.temp)
@@ -190,206 +176,60 @@ public struct GarbageCollector: Sendable {
 
   // MARK: 3. blobs without files
 
-  /// Up to `limit` blobs after `cursor` (in digest order) that no file references, read on a
-  /// reader: candidates only, which the deleting transaction checks again under the write lock.
-  private func orphanBlobCandidates(after cursor: [UInt8], limit: Int) throws -> [[UInt8]] {
+  /// Blobs whose every file is unreferenced and older than the cutoff: after step 2 (which
+  /// released those files), blobs with no file at all; in a dry run (which released nothing),
+  /// what step 2 would have left so. One query for both, so a dry run reports what a run does.
+  static let orphanBlobs = """
+    NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = b.sha256 AND NOT (\(unreferencedFiles)))
+    """
+
+  /// Up to `limit` orphan blobs after `cursor` (in digest order), read on a reader: candidates
+  /// only, which the deleting transaction checks again under the write lock.
+  private func orphanBlobCandidates(after cursor: [UInt8], cutoff: Date, limit: Int) throws
+    -> [(sha256: [UInt8], size: Int64)]
+  {
     try catalog.read { db in
       try db.rows(
-        """
-        SELECT sha256 FROM blobs b WHERE sha256 > ?
-        AND NOT EXISTS (SELECT 1 FROM files f WHERE f.blob_sha256 = b.sha256)
-        ORDER BY sha256 LIMIT ?
-        """, [cursor, limit]
-      ).compactMap { $0.bytes("sha256") }
+        "SELECT sha256, size FROM blobs b WHERE sha256 > ? AND \(Self.orphanBlobs) ORDER BY sha256 LIMIT ?",
+        [cursor, cutoff, limit]
+      ).compactMap { row in row.bytes("sha256").map { ($0, row.int("size") ?? 0) } }
     }
   }
 
-  /// Finds candidates on a reader (no write lock held while scanning), then rechecks and deletes
-  /// each inside a short write transaction.
-  private func removeOrphanBlobs(options: Options, report: inout GCReport) throws {
+  /// Finds candidates on a reader (no write lock held while scanning); the content store
+  /// rechecks and deletes each batch in a short write transaction (``ContentStore``). A dry
+  /// run counts the same batches instead.
+  private func removeOrphanBlobs(cutoff: Date, options: Options, report: inout GCReport) throws {
     var cursor: [UInt8] = []
     while true {
-      let candidates = try orphanBlobCandidates(after: cursor, limit: options.batchSize)
-      guard let last = candidates.last else { break }
+      let candidates = try orphanBlobCandidates(after: cursor, cutoff: cutoff, limit: options.batchSize)
+      guard let first = candidates.first?.sha256, let last = candidates.last?.sha256 else { break }
       cursor = last
-      let moved: [TrashEntry]
-      do {
-        moved = try trashBatch(candidates, report: &report)
-      } catch {
-        // A failed COMMIT leaves the rows but the files in trash/ (I1 broken): put them back
-        // now, under the write lock, rather than at the next open. We hold gc.lock.
-        _ = try? Recovery.recoverTrash(blobs: blobs, catalog: catalog)
-        throw error
-      }
-      try faults.hit(.gcAfterCommit)
-      // No fsync after the unlinks: an unlink lost in a crash leaves a trash entry whose row
-      // is gone, which recovery removes. Under load every fsync costs a journal commit.
-      for entry in moved { POSIX.unlink(entry.trash) }
-      options.progress?(.init(phase: .blobs, processed: report.blobsRemoved))
-    }
-  }
-
-  private struct TrashEntry {
-    let trash: String
-    let original: String
-  }
-
-  /// One write transaction: delete the rows still unreferenced, move their files to `trash/`.
-  ///
-  /// `candidates` are sorted; one statement deletes every blob of their range that no file
-  /// uses (one that became unreferenced since the scan goes too, which is as right).
-  private func trashBatch(_ candidates: [[UInt8]], report: inout GCReport) throws -> [TrashEntry] {
-    guard let first = candidates.first, let last = candidates.last else { return [] }
-    let trashDirectory = blobs.trashDirectory.path
-    let (moved, removed, bytes) = try catalog.write { db -> ([TrashEntry], Int, Int64) in
-      var moved: [TrashEntry] = []
-      var bytes: Int64 = 0
-      do {
-        let rows = try db.rows(
-          """
-          DELETE FROM blobs WHERE sha256 >= ? AND sha256 <= ?
-          AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
-          RETURNING sha256, size
-          """, [first, last])
-        for (index, row) in rows.enumerated() {
-          if index == rows.count / 2 && index > 0 { try faults.hit(.gcMidBatch) }
-          guard let sha256 = row.bytes("sha256") else { continue }
-          let hex = Hex.encode(sha256)
-          let original = blobs.path(forHex: hex)
-          let trash = "\(trashDirectory)/\(hex)"
-          if POSIX.rename(original, trash) {
-            moved.append(TrashEntry(trash: trash, original: original))
-            bytes += row.int("size") ?? 0
-          } else if errno != ENOENT {
-            // Missing is fine (a quarantined blob); anything else must not commit the delete.
-            throw LarderError.posix("rename", original)
-          }
-        }
-        if !moved.isEmpty { try POSIX.fsyncDirectory(trashDirectory) }
-        try faults.hit(.gcAfterTrash)
-        return (moved, rows.count, bytes)
-      } catch {
-        // The rows come back with the rollback; so must the files, before anyone (an upload
-        // deduping against a row) can look. We still hold the write lock.
-        for entry in moved { POSIX.rename(entry.trash, entry.original) }
-        throw error
-      }
-    }
-    report.blobsRemoved += removed
-    report.blobBytesFreed += bytes
-    report.batches += 1
-    return moved
-  }
-
-  /// The orphan blobs of an S3 store, per batch in two phases. A: one short write transaction
-  /// deletes the rows still unreferenced (`RETURNING` their fences: each row is counted by the
-  /// one collector whose DELETE removed it) and commits a deletion intent per address. B: with
-  /// no transaction or lock open, the objects are DELETEd, then the intents. A collector that
-  /// dies, or whose session or lock is lost, anywhere in B leaves intents for the next run; a
-  /// writer meanwhile finds no row and uploads to a fresh fence, which none of these DELETEs
-  /// (late, or repeated) can touch.
-  private func removeOrphanRemoteBlobs(options: Options, report: inout GCReport) throws {
-    var cursor: [UInt8] = []
-    while true {
-      let candidates = try orphanBlobCandidates(after: cursor, limit: options.batchSize)
-      guard let first = candidates.first, let last = candidates.last else { break }
-      cursor = last
-      let (condemned, bytes) = try catalog.write { db -> ([BlobAddress], Int64) in
-        let rows = try db.rows(
-          """
-          DELETE FROM blobs WHERE sha256 >= ? AND sha256 <= ?
-          AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
-          RETURNING sha256, size, fence
-          """, [first, last])
-        let addresses = rows.compactMap { row in
-          row.bytes("sha256").map { BlobAddress(sha256: $0, fence: row.int("fence") ?? 0) }
-        }
-        try BlobDeletions.record(addresses, in: db)
-        return (addresses, rows.reduce(0) { $0 + ($1.int("size") ?? 0) })
-      }
-      report.blobsRemoved += condemned.count
+      let (removed, bytes) =
+        options.dryRun
+        ? (candidates.count, candidates.reduce(0) { $0 + $1.size })
+        : try content.removeUnreferenced(from: first, through: last, faults: faults)
+      report.blobsRemoved += removed
       report.blobBytesFreed += bytes
       report.batches += 1
-      try faults.hit(.gcAfterTrash)
-      try BlobDeletions.finish(condemned, catalog: catalog, backend: backend) { try faults.hit(.gcMidBatch) }
-      try faults.hit(.gcAfterCommit)
       options.progress?(.init(phase: .blobs, processed: report.blobsRemoved))
     }
   }
 
-  /// Stored addresses considered per stray batch.
-  static let strayBatchSize = 500
+  // MARK: 4. stored content no row names
 
-  /// Objects of an S3 store that no row names (an upload whose commit never came, or one a
-  /// row made redundant), older than `tempAge`. Only below the floor, which this run raises
-  /// first (``BlobFences/raiseFloor(_:now:age:)``): no writer can commit such an address any
-  /// more, so deleting it needs no lock. Each is condemned by an intent first, so two
-  /// collectors never both count one.
-  private func removeRemoteStrays(now: Date, options: Options, report: inout GCReport) throws {
+  /// Strays older than the temp age where a commit may be on its way (``ContentStore``); a dry
+  /// run counts those a run would remove.
+  private func removeStrays(now: Date, options: Options, report: inout GCReport) throws {
     options.progress?(.init(phase: .strays, processed: 0))
-    let age = Self.seconds(options.tempAge)
-    let oldest = now.addingTimeInterval(-age)
-    let floor =
-      options.dryRun
-      ? try catalog.read { db in try BlobFences.floor(db) } : try BlobFences.raiseFloor(catalog, now: now, age: age)
-    var pending: [(address: BlobAddress, size: Int64)] = []
-    func flush() throws {
-      defer { pending.removeAll(keepingCapacity: true) }
-      var strays = try BlobDeletions.strays(pending, floor: floor, catalog: catalog)
-      if !options.dryRun { strays = try BlobDeletions.removeStrays(strays, catalog: catalog, backend: backend) }
-      report.strayFilesRemoved += strays.count
-      report.strayBytesFreed += strays.reduce(0) { $0 + $1.size }
-    }
-    try backend.forEachStoredBlob(dated: { address, size, stored in
-      guard stored < oldest, address.fence < floor else { return }
-      pending.append((address, size))
-      if pending.count >= Self.strayBatchSize { try flush() }
-    })
-    if !pending.isEmpty { try flush() }
-    options.progress?(.init(phase: .strays, processed: report.strayFilesRemoved))
-  }
-
-  private func countOrphanBlobs(cutoff: Date, options: Options, report: inout GCReport) throws {
-    // What step 3 would remove once step 2 had run: blobs whose every file would be released.
-    let row = try catalog.read { db in
-      try db.row(
-        """
-        SELECT count(*) AS n, coalesce(sum(b.size), 0) AS bytes FROM blobs b WHERE NOT EXISTS (
-          SELECT 1 FROM files WHERE files.blob_sha256 = b.sha256 AND NOT (\(Self.unreferencedFiles)))
-        """, [cutoff])
-    }
-    report.blobsRemoved += Int(row?.int("n") ?? 0)
-    report.blobBytesFreed += row?.int("bytes") ?? 0
-    report.batches = (report.blobsRemoved + options.batchSize - 1) / options.batchSize
-  }
-
-  // MARK: 4. stray files under blobs/
-
-  private func removeStrays(options: Options, report: inout GCReport) throws {
-    options.progress?(.init(phase: .strays, processed: 0))
-    var pending: [BlobTreeWalker.Entry] = []
-    let walker = BlobTreeWalker(root: blobs.blobsDirectory.path)
-    try walker.forEachUnreferenced(catalog: catalog) { unreferenced in
-      pending.append(contentsOf: unreferenced)
-      if pending.count >= options.batchSize {
-        try trashStrays(pending, options: options, report: &report)
-        pending.removeAll(keepingCapacity: true)
+    let oldest = now.addingTimeInterval(-Self.seconds(options.tempAge))
+    try content.forEachStray(olderThan: oldest, remove: !options.dryRun) { strays in
+      for stray in strays where options.dryRun ? stray.removable : stray.removed {
+        report.strayFilesRemoved += 1
+        report.strayBytesFreed += stray.size
       }
     }
-    if !pending.isEmpty { try trashStrays(pending, options: options, report: &report) }
     options.progress?(.init(phase: .strays, processed: report.strayFilesRemoved))
-  }
-
-  /// Rechecks candidates and unlinks the strays (``BlobTreeWalker/settleStrays``).
-  private func trashStrays(_ candidates: [BlobTreeWalker.Entry], options: Options, report: inout GCReport)
-    throws
-  {
-    let strays = try BlobTreeWalker.settleStrays(
-      candidates, catalog: catalog, remove: !options.dryRun, lock: !options.dryRun)
-    for stray in strays where options.dryRun ? stray.removable : stray.removed {
-      report.strayFilesRemoved += 1
-      report.strayBytesFreed += stray.size
-    }
   }
 
   // MARK: 5. abandoned temp files

@@ -36,10 +36,9 @@ public struct Verifier: Sendable {
     self.deep = deep
   }
 
-  private var remote: Bool { !larder.blobBackend.publishesInsideTransaction }
-
   private var catalog: Catalog { larder.catalog }
   private var blobs: BlobStore { larder.blobs }
+  private var content: any ContentStore { larder.content }
 
   /// Runs every check.
   /// - Parameters:
@@ -56,21 +55,17 @@ public struct Verifier: Sendable {
     let lock = try CollectorLock.acquire(in: larder.directory, create: true, catalog: catalog)
     defer { lock?.release() }
     var report = VerifyReport(repair: repair)
-    if remote && repair {
+    if repair {
       // A collection that died left deletion intents: their addresses have no row, so finishing
       // them is the collector's work, done here too before anything is judged a stray.
-      _ = try BlobDeletions.finishLeftovers(catalog: catalog, backend: larder.blobBackend)
+      _ = try content.finishInterruptedDeletions(batchSize: 500)
     }
     try checkCatalog(&report)
     // Trash first: a blob left there by a failed collection goes back before its address is
     // checked, so it is not reported (or repaired) as missing.
     try checkTrash(repair: repair, &report)
     try checkBlobs(repair: repair, progress: progress, &report)
-    if remote {
-      try checkRemoteStrays(repair: repair, &report)
-    } else {
-      try checkStrays(repair: repair, &report)
-    }
+    try checkStrays(repair: repair, &report)
     checkTemp(repair: repair, &report)
     report.durationSeconds = GarbageCollector.seconds(clock.now - started)
     return report
@@ -135,12 +130,8 @@ public struct Verifier: Sendable {
       guard let last = page.last else { break }
       cursor = last.0
       for (sha256, size, md5, fence) in page {
-        if remote {
-          try checkRemoteBlob(
-            BlobAddress(sha256: sha256, fence: fence), size: size, md5: md5, repair: repair, &report)
-        } else {
-          try checkBlob(sha256: sha256, size: size, md5: md5, repair: repair, buffer: &buffer, &report)
-        }
+        try checkBlob(
+          BlobAddress(sha256: sha256, fence: fence), size: size, md5: md5, repair: repair, buffer: &buffer, &report)
         report.blobsChecked += 1
         // Throttled: a terminal line per blob would cost more than hashing small blobs.
         if report.blobsChecked % 1000 == 0 || report.bytesHashed - reported >= 64 << 20 {
@@ -158,50 +149,53 @@ public struct Verifier: Sendable {
         bytesTotal: totalBytes))
   }
 
+  /// A row's bytes: there with the row's size, and (locally always, remotely with `deep`) hashing
+  /// to its address and recorded MD5. Repair quarantines corrupt content
+  /// (``ContentStore/quarantine(_:)``), forgets a wrong MD5, and sets a blob file back to 0444.
   private func checkBlob(
-    sha256: [UInt8], size: Int64, md5: [UInt8]?, repair: Bool, buffer: inout [UInt8],
+    _ address: BlobAddress, size: Int64, md5: [UInt8]?, repair: Bool, buffer: inout [UInt8],
     _ report: inout VerifyReport
   ) throws {
-    let hex = Hex.encode(sha256)
-    let path = blobs.path(forHex: hex)
-    guard let st = POSIX.lstat(path) else {
-      guard errno == ENOENT else { throw LarderError.posix("stat", path) }
-      try checkMissing(
-        sha256: sha256, hex: hex, path: path, repair: repair, stillMissing: { !POSIX.exists(path) }, &report)
+    let (sha256, hex, place) = (address.sha256, address.hex, content.place(of: address))
+    guard let stored = try content.inspect(address) else {
+      // A writer healing a quarantine may have moved the row to a new fence since the page was
+      // read (or gc took it): only a row that still names this address is missing its bytes.
+      let current = try catalog.read(snapshot: false) { db in
+        try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [sha256])?.int("fence")
+      }
+      guard current == address.fence else { return }
+      try checkMissing(address, repair: repair, &report)
       return
     }
     var problem: (VerifyReport.Finding.Kind, String)?
-    if (st.st_mode & S_IFMT) != S_IFREG {
-      problem = (.notRegularFile, "not a regular file (mode \(String(st.st_mode, radix: 8)))")
-    } else if Int64(st.st_size) != size {
-      problem = (.sizeMismatch, "file has \(st.st_size) bytes, row says \(size)")
-    } else {
-      let (actual, actualMD5, hashed) = try hash(path: path, md5: md5 != nil, buffer: &buffer)
-      report.bytesHashed += hashed
-      if actual != sha256 {
-        problem = (.hashMismatch, "content hashes to \(Hex.encode(actual))")
-      } else if let md5, let actualMD5, md5 != actualMD5 {
+    if !stored.isRegular {
+      problem = (.notRegularFile, "not a regular file (mode \(String(stored.mode ?? 0, radix: 8)))")
+    } else if stored.size != size {
+      problem = (.sizeMismatch, "stored content has \(stored.size) bytes, row says \(size)")
+    } else if deep || content.rereadIsLocal {
+      let actual = try content.digest(address, md5: md5 != nil, buffer: &buffer)
+      report.bytesHashed += actual.bytes
+      if actual.sha256 != sha256 {
+        problem = (.hashMismatch, "content hashes to \(Hex.encode(actual.sha256))")
+      } else if let md5, let actualMD5 = actual.md5, md5 != actualMD5 {
         // The content is right (its address says so); only the recorded MD5 is wrong.
         let repaired = repair ? try clearMD5(sha256: sha256, recorded: md5) : false
         report.add(
           .init(
-            kind: .md5Mismatch, sha256: hex, path: path,
+            kind: .md5Mismatch, sha256: hex, path: place,
             detail: "content's MD5 is \(Hex.encode(actualMD5)), row says \(Hex.encode(md5))", repaired: repaired))
       }
     }
     if let (kind, detail) = problem {
-      let repaired = repair ? try quarantine(sha256: sha256, hex: hex, path: path) : false
-      report.add(.init(kind: kind, sha256: hex, path: path, detail: detail, repaired: repaired))
+      let repaired = repair ? try content.quarantine(address) : false
+      report.add(.init(kind: kind, sha256: hex, path: place, detail: detail, repaired: repaired))
       return
     }
-    let mode = st.st_mode & 0o7777
-    if mode != 0o444 {
-      let repaired = repair && POSIX.chmod(path, 0o444)
+    if let mode = stored.mode, mode != 0o444 {
       report.add(
         .init(
-          kind: .badPermissions, sha256: hex, path: path,
-          detail: "mode \(String(mode, radix: 8)), expected 444",
-          repaired: repaired))
+          kind: .badPermissions, sha256: hex, path: place, detail: "mode \(String(mode, radix: 8)), expected 444",
+          repaired: repair && content.restoreReadOnly(address)))
     }
   }
 
@@ -213,43 +207,12 @@ public struct Verifier: Sendable {
     }
   }
 
-  /// SHA-256 (and MD5 when `md5`) of a file, streamed through `buffer`; the file is opened
-  /// without following links.
-  private func hash(path: String, md5: Bool, buffer: inout [UInt8]) throws -> ([UInt8], [UInt8]?, Int64) {
-    let fd = try POSIX.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-    defer { POSIX.close(fd) }
-    let digest = Digest(.sha256)
-    let md5Digest = md5 ? Digest(.md5) : nil
-    var offset: Int64 = 0
-    while true {
-      let n = try buffer.withUnsafeMutableBytes { try POSIX.readFully(fd, into: $0, at: offset, path: path) }
-      if n == 0 { break }
-      buffer.withUnsafeBytes {
-        let chunk = UnsafeRawBufferPointer(rebasing: $0[0..<n])
-        guard let md5Digest else { return digest.update(chunk) }
-        // Both digests read the same chunk on two cores: verify is bounded by the slower hash
-        // (or the disk), not by SHA-256 and MD5 one after the other.
-        let group = DispatchGroup()
-        let md5Work = BlockHashing(digests: [md5Digest], block: chunk)
-        DispatchQueue.global(qos: .userInitiated).async(group: group) { md5Work.run() }
-        digest.update(chunk)
-        group.wait()
-      }
-      offset += Int64(n)
-      if n < buffer.count { break }
-    }
-    return (digest.finalize(), md5Digest?.finalize(), offset)
-  }
-
-  /// A row without its file: explained by a quarantine, or lost. With blobs in S3, `fence` is
-  /// the address found missing: it is checked again *before* the write transaction (no S3 call
-  /// under the lock), and inside it the row must still name it (a writer may have healed it).
-  private func checkMissing(
-    sha256: [UInt8], hex: String, path: String, repair: Bool, fence: Int64? = nil, stillMissing: () throws -> Bool,
-    _ report: inout VerifyReport
-  )
-    throws
-  {
+  /// A row without its bytes: explained by a quarantine, or lost. Repair checks again before
+  /// its write transaction (no remote call under the lock) and inside it
+  /// (``ContentStore/isStillMissingUnderLock(_:)``), where the row must still name the address
+  /// (a writer may have healed it); a row no file needs just goes, else its files are marked.
+  private func checkMissing(_ address: BlobAddress, repair: Bool, _ report: inout VerifyReport) throws {
+    let sha256 = address.sha256
     let quarantined = try catalog.read { db in
       try db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [sha256]) != nil
     }
@@ -259,20 +222,13 @@ public struct Verifier: Sendable {
     }
     var repaired = false
     if repair {
-      let missingBefore = fence == nil ? true : try stillMissing()
+      let missingBefore = try content.inspect(address) == nil
       repaired = try catalog.write { db in
-        // Recheck under the lock; no files left: the row alone goes, else mark them.
-        guard missingBefore else { return true }
-        if let fence {
-          if try db.row("SELECT 1 FROM blobs WHERE sha256 = ? AND fence = ?", [sha256, fence]) == nil { return true }
-        } else {
-          if try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [sha256]) == nil { return true }
-          if try !stillMissing() { return true }
-        }
-        try db.execute(
-          "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
-          [sha256, sha256])
-        if db.changes == 0 {
+        guard missingBefore,
+          try db.row("SELECT 1 FROM blobs WHERE sha256 = ? AND fence = ?", [sha256, address.fence]) != nil,
+          content.isStillMissingUnderLock(address)
+        else { return true }
+        if try !ContentQuarantine.dropIfUnused(sha256, in: db) {
           try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
         }
         return true
@@ -280,168 +236,22 @@ public struct Verifier: Sendable {
     }
     report.add(
       .init(
-        kind: .missingBlobFile, sha256: hex, path: path,
-        detail: remote ? "the blob's object is missing" : "the blob's file is missing",
-        repaired: repaired))
+        kind: .missingBlobFile, sha256: address.hex, path: content.place(of: address),
+        detail: content.missingDescription, repaired: repaired))
   }
 
-  /// Moves a corrupt blob aside and marks its files, in one write transaction.
-  private func quarantine(sha256: [UInt8], hex: String, path: String) throws -> Bool {
-    let directory = blobs.quarantineDirectory.path
-    return try catalog.write { db in
-      try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
-      if db.changes == 0 {
-        // No file uses it: nothing needs the row to answer "corrupt", and a row with nothing
-        // behind it would be a missing blob at the next check.
-        try db.execute(
-          "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
-          [sha256, sha256])
-      }
-      var target = "\(directory)/\(hex)"
-      if POSIX.exists(target) { target += ".\(SecureRandom.hexIdentifier(byteCount: 4))" }
-      guard POSIX.rename(path, target) else { throw LarderError.posix("rename", path) }
-      try POSIX.fsyncDirectory(directory)
-      try POSIX.fsyncDirectory((path as NSString).deletingLastPathComponent)
-      return true
-    }
-  }
+  // MARK: stored content without rows
 
-  // MARK: blobs in S3
-
-  /// A row's object in S3: there with the row's size (a HEAD), and with `deep` its content
-  /// hashes to its address. Repair marks the files of a missing or corrupt object quarantined
-  /// (and drops a row no file needs); a corrupt object is condemned by a deletion intent in the
-  /// same transaction and deleted after it, so the next upload of that content goes to a fresh
-  /// fence and heals the files.
-  private func checkRemoteBlob(
-    _ address: BlobAddress, size: Int64, md5: [UInt8]?, repair: Bool, _ report: inout VerifyReport
-  ) throws {
-    let (sha256, hex) = (address.sha256, address.hex)
-    let backend = larder.blobBackend
-    let place = "\(backend.location) \(address.key)"
-    guard let stored = try backend.storedSize(of: address) else {
-      // A writer healing a quarantine may have moved the row to a new fence since the page was
-      // read (or gc took it): only a row that still names this address is missing its bytes.
-      let current = try catalog.read(snapshot: false) { db in
-        try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [sha256])?.int("fence")
-      }
-      guard current == address.fence else { return }
-      try checkMissing(
-        sha256: sha256, hex: hex, path: place, repair: repair, fence: address.fence,
-        stillMissing: { try backend.storedSize(of: address) == nil }, &report)
-      return
-    }
-    var problem: (VerifyReport.Finding.Kind, String)?
-    if stored != size {
-      problem = (.sizeMismatch, "object has \(stored) bytes, row says \(size)")
-    } else if deep {
-      let digest = Digest(.sha256)
-      let md5Digest = md5 != nil ? Digest(.md5) : nil
-      try backend.read(address, range: nil) {
-        digest.update($0)
-        md5Digest?.update($0)
-      }
-      report.bytesHashed += size
-      let actual = digest.finalize()
-      if actual != sha256 {
-        problem = (.hashMismatch, "content hashes to \(Hex.encode(actual))")
-      } else if let md5, let actualMD5 = md5Digest?.finalize(), md5 != actualMD5 {
-        let repaired = repair ? try clearMD5(sha256: sha256, recorded: md5) : false
-        report.add(
-          .init(
-            kind: .md5Mismatch, sha256: hex, path: place,
-            detail: "content's MD5 is \(Hex.encode(actualMD5)), row says \(Hex.encode(md5))", repaired: repaired))
-      }
-    }
-    guard let (kind, detail) = problem else { return }
-    var repaired = false
-    if repair {
-      let condemned = try catalog.write { db -> Bool in
-        // Only if the row still names these bytes (a writer may have healed it meanwhile).
-        guard try db.row("SELECT 1 FROM blobs WHERE sha256 = ? AND fence = ?", [sha256, address.fence]) != nil
-        else { return false }
-        try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
-        if db.changes == 0 {
-          try db.execute(
-            "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
-            [sha256, sha256])
-        }
-        try BlobDeletions.record([address], in: db)
-        return true
-      }
-      if condemned { try BlobDeletions.finish([address], catalog: catalog, backend: backend) }
-      repaired = true
-    }
-    report.add(.init(kind: kind, sha256: hex, path: place, detail: detail, repaired: repaired))
-  }
-
-  /// Objects no row names (nor a deletion intent). Repair deletes those older than the temp
-  /// age and below the floor it raises first, as gc does (``BlobFences``): a younger one may
-  /// be an upload whose commit is on its way.
-  private func checkRemoteStrays(repair: Bool, _ report: inout VerifyReport) throws {
-    let backend = larder.blobBackend
-    let now = Date()
-    let oldest = now.addingTimeInterval(-Self.tempAge)
-    let floor =
-      repair
-      ? try BlobFences.raiseFloor(catalog, now: now, age: Self.tempAge)
-      : try catalog.read { db in try BlobFences.floor(db) }
-    var pending: [(address: BlobAddress, size: Int64)] = []
-    func flush() throws {
-      defer { pending.removeAll(keepingCapacity: true) }
-      // Every stray is reported; only those below the floor can be removed yet.
-      let strays = try BlobDeletions.strays(pending, floor: .max, catalog: catalog)
-      var removed: Set<BlobAddress> = []
-      if repair {
-        let dead = strays.filter { $0.address.fence < floor }
-        removed = Set(try BlobDeletions.removeStrays(dead, catalog: catalog, backend: backend).map(\.address))
-      }
+  /// Every stray is reported; with repair, those removable now are removed (rechecked under
+  /// the write lock, or condemned by intents below the fence floor, ``ContentStore``).
+  private func checkStrays(repair: Bool, _ report: inout VerifyReport) throws {
+    try content.forEachStray(olderThan: Date().addingTimeInterval(-Self.tempAge), remove: repair) { strays in
       for stray in strays {
         report.add(
           .init(
-            kind: .strayBlobFile, sha256: stray.address.hex, path: "\(backend.location) \(stray.address.key)",
-            detail: "no blobs row names it", repaired: removed.contains(stray.address), reclaimable: true))
+            kind: .strayBlobFile, sha256: stray.hex, path: stray.place, detail: stray.detail, repaired: stray.removed,
+            reclaimable: stray.reclaimable))
       }
-    }
-    try backend.forEachStoredBlob(dated: { address, size, stored in
-      guard stored < oldest else { return }
-      pending.append((address, size))
-      if pending.count >= 500 { try flush() }
-    })
-    if !pending.isEmpty { try flush() }
-  }
-
-  // MARK: files without rows
-
-  private func checkStrays(repair: Bool, _ report: inout VerifyReport) throws {
-    let walker = BlobTreeWalker(root: blobs.blobsDirectory.path)
-    var candidates: [BlobTreeWalker.Entry] = []
-    try walker.forEachUnreferenced(catalog: catalog) { strays in
-      candidates.append(contentsOf: strays)
-      if candidates.count >= 500 {
-        try settleStrays(candidates, repair: repair, &report)
-        candidates.removeAll(keepingCapacity: true)
-      }
-    }
-    if !candidates.isEmpty { try settleStrays(candidates, repair: repair, &report) }
-  }
-
-  /// Rechecks under the write lock (``BlobTreeWalker/settleStrays``) and reports each stray.
-  private func settleStrays(_ candidates: [BlobTreeWalker.Entry], repair: Bool, _ report: inout VerifyReport)
-    throws
-  {
-    for stray in try BlobTreeWalker.settleStrays(candidates, catalog: catalog, remove: repair) {
-      var hex: String?
-      if case .blob(let h, _) = stray.entry { hex = h }
-      let detail =
-        !stray.removable ? "a directory where none belongs"
-        : hex == nil ? "not at a blob address" : "no blobs row names it"
-      // A regular file at a blob address that no row names is what a write leaves when it dies
-      // between linking and committing: reclaimable. Anything else under blobs/ is a fault.
-      report.add(
-        .init(
-          kind: .strayBlobFile, sha256: hex, path: stray.path, detail: detail, repaired: stray.removed,
-          reclaimable: stray.isUncommittedBlob))
     }
   }
 

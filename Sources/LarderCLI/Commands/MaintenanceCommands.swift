@@ -103,7 +103,7 @@ struct VerifyCommand: Command {
         FileHandle.standardError.write(Data(line.utf8))
       }
     }
-    let report = try Verifier(larder: larder, deep: deep || larder.files.blobsAreLocal).verify(repair: repair, progress: progress)
+    let report = try Verifier(larder: larder, deep: deep).verify(repair: repair, progress: progress)
     if terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
     if json {
       print(try Output.json(report))

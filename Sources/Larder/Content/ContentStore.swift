@@ -1,0 +1,98 @@
+import Foundation
+
+/// The stored content of a store as the collector and the verifier act on it: both are written
+/// once against this protocol, whatever holds the bytes (ARCHITECTURE §6, §9, §11).
+///
+/// Two implementations, chosen once when a store opens (``Larder``):
+/// - ``LocalContentStore``: files under `blobs/`, linked inside the catalog's write
+///   transaction, so whatever is decided under the write lock is final; a deleted blob's file
+///   moves to `trash/` inside the transaction that deletes its row.
+/// - ``FencedContentStore``: objects in a remote store (S3), published *before* the catalog
+///   transaction and deleted only through committed intents at fenced addresses
+///   (``BlobFences``), with no network call while a catalog lock is held.
+///
+/// ```swift
+/// let removed = try larder.content.removeUnreferenced(from: first, through: last, faults: .none)
+/// try larder.content.forEachStray(olderThan: cutoff, remove: false) { strays in report(strays) }
+/// ```
+protocol ContentStore: Sendable {
+  /// Where an address's bytes are, as reports name it.
+  func place(of address: BlobAddress) -> String
+
+  /// Finishes the deletions an interrupted collection committed and did not carry out.
+  /// - Returns: how many it finished (none for a store whose deletions commit with their rows).
+  func finishInterruptedDeletions(batchSize: Int) throws -> Int
+
+  /// Deletes the `blobs` rows of the digest range `[first, last]` that no file uses, in one
+  /// write transaction, and their bytes (with that transaction or after it, as the store's
+  /// protocol requires). A failure leaves every row with its bytes, or work that the next
+  /// ``finishInterruptedDeletions(batchSize:)`` or recovery completes.
+  /// - Returns: the rows removed and their bytes.
+  func removeUnreferenced(from first: [UInt8], through last: [UInt8], faults: FaultInjector) throws
+    -> (blobs: Int, bytes: Int64)
+
+  /// Calls `body` with batches of stored content that no row names. Where a commit may be on
+  /// its way (content published before its row), only content stored before `oldest` is
+  /// judged. With `remove`, each stray that can be removed safely now is removed.
+  func forEachStray(olderThan oldest: Date, remove: Bool, _ body: ([ContentStray]) throws -> Void) throws
+
+  /// What is stored at `address`, nil when nothing is.
+  func inspect(_ address: BlobAddress) throws -> StoredContent?
+
+  /// The SHA-256 (and the MD5 when `md5`) of the stored bytes, streamed through `buffer`.
+  func digest(_ address: BlobAddress, md5: Bool, buffer: inout [UInt8]) throws -> ContentDigest
+
+  /// Whether `address` is still missing, asked inside the write transaction that would act on
+  /// it: a store whose writers publish under that lock checks again; one whose writers publish
+  /// before it relies on the check made before the transaction and on the row's fence.
+  func isStillMissingUnderLock(_ address: BlobAddress) -> Bool
+
+  /// Takes a corrupt blob out of service, if its row still names `address`: its files are
+  /// marked quarantined (a row no file needs is dropped) and its bytes are moved aside or
+  /// condemned. Returns whether it acted.
+  func quarantine(_ address: BlobAddress) throws -> Bool
+
+  /// Sets stored bytes back to read-only; false when that failed or does not apply.
+  func restoreReadOnly(_ address: BlobAddress) -> Bool
+
+  /// Whether reading every byte back is a local read, cheap enough that verify always
+  /// re-hashes (otherwise only when asked to go deep).
+  var rereadIsLocal: Bool { get }
+
+  /// How a row's missing bytes are described in a report.
+  var missingDescription: String { get }
+}
+
+/// Stored content as ``ContentStore/inspect(_:)`` finds it.
+struct StoredContent {
+  var size: Int64
+  /// False for anything but a plain file of bytes (a directory, a symlink, a device).
+  var isRegular: Bool
+  /// Permission bits where the store has them.
+  var mode: mode_t?
+}
+
+/// Digests of stored bytes.
+struct ContentDigest {
+  var sha256: [UInt8]
+  var md5: [UInt8]?
+  var bytes: Int64
+}
+
+/// Stored content that no `blobs` row names.
+struct ContentStray {
+  /// The digest its address claims, when it is at a well-formed address.
+  var hex: String?
+  var place: String
+  var size: Int64
+  /// Why it is a stray.
+  var detail: String
+  /// Whether it can be removed safely now (a directory cannot; a remote address above the
+  /// fence floor cannot yet).
+  var removable: Bool
+  /// Whether this call removed it.
+  var removed: Bool
+  /// Whether its bytes are what a write leaves when it dies before its commit (reclaimable
+  /// space), rather than a fault.
+  var reclaimable: Bool
+}

@@ -1,0 +1,129 @@
+import Foundation
+import LarderCrypto
+
+/// Content in a remote store (S3) at fenced addresses (ARCHITECTURE §11, ``BlobFences``).
+///
+/// Writers publish bytes *before* the catalog transaction that commits their row, each to a
+/// fresh fence, so an address without a row may be a commit on its way: strays are judged only
+/// below the fence floor and past an age. Bytes are deleted only after a committed deletion
+/// intent, with no transaction open: no network call ever waits under a catalog lock, and a
+/// DELETE that is late or repeated removes nothing a row names.
+struct FencedContentStore: ContentStore {
+  let catalog: Catalog
+  let backend: any BlobBackend
+
+  func place(of address: BlobAddress) -> String { "\(backend.location) \(address.key)" }
+
+  var missingDescription: String { "the blob's object is missing" }
+
+  var rereadIsLocal: Bool { false }
+
+  /// Intents a collector committed and did not finish (it died, or its session did).
+  func finishInterruptedDeletions(batchSize: Int) throws -> Int {
+    try BlobDeletions.finishLeftovers(catalog: catalog, backend: backend, batchSize: batchSize)
+  }
+
+  /// In two phases. A: one short write transaction deletes the rows still unreferenced
+  /// (`RETURNING` their fences: each row is counted by the one collector whose DELETE removed
+  /// it) and commits a deletion intent per address. B: with no transaction or lock open, the
+  /// objects are DELETEd, then the intents. A collector that dies, or whose session or lock is
+  /// lost, anywhere in B leaves intents for the next run; a writer meanwhile finds no row and
+  /// uploads to a fresh fence, which none of these DELETEs (late, or repeated) can touch.
+  func removeUnreferenced(from first: [UInt8], through last: [UInt8], faults: FaultInjector) throws
+    -> (blobs: Int, bytes: Int64)
+  {
+    let (condemned, bytes) = try catalog.write { db -> ([BlobAddress], Int64) in
+      let rows = try db.rows(
+        """
+        DELETE FROM blobs WHERE sha256 >= ? AND sha256 <= ?
+        AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
+        RETURNING sha256, size, fence
+        """, [first, last])
+      let addresses = rows.compactMap { row in
+        row.bytes("sha256").map { BlobAddress(sha256: $0, fence: row.int("fence") ?? 0) }
+      }
+      try BlobDeletions.record(addresses, in: db)
+      return (addresses, rows.reduce(0) { $0 + ($1.int("size") ?? 0) })
+    }
+    try faults.hit(.gcAfterTrash)
+    try BlobDeletions.finish(condemned, catalog: catalog, backend: backend) { try faults.hit(.gcMidBatch) }
+    try faults.hit(.gcAfterCommit)
+    return (condemned.count, bytes)
+  }
+
+  /// Stored addresses no row (nor intent) names, stored before `oldest`. Only those below the
+  /// floor are removable: no writer can commit such an address any more, so deleting it needs
+  /// no lock. With `remove` the floor is raised first (``BlobFences/raiseFloor(_:now:age:)``),
+  /// and each removable stray is condemned by an intent, so two collectors never both count it.
+  func forEachStray(olderThan oldest: Date, remove: Bool, _ body: ([ContentStray]) throws -> Void) throws {
+    let now = Date()
+    let floor =
+      remove
+      ? try BlobFences.raiseFloor(catalog, now: now, age: max(0, now.timeIntervalSince(oldest)))
+      : try catalog.read { db in try BlobFences.floor(db) }
+    var pending: [(address: BlobAddress, size: Int64)] = []
+    func settle() throws {
+      defer { pending.removeAll(keepingCapacity: true) }
+      let strays = try BlobDeletions.strays(pending, floor: .max, catalog: catalog)
+      var removed: Set<BlobAddress> = []
+      if remove {
+        let dead = strays.filter { $0.address.fence < floor }
+        removed = Set(try BlobDeletions.removeStrays(dead, catalog: catalog, backend: backend).map(\.address))
+      }
+      try body(
+        strays.map { stray in
+          ContentStray(
+            hex: stray.address.hex, place: place(of: stray.address), size: stray.size,
+            detail: "no blobs row names it", removable: stray.address.fence < floor,
+            removed: removed.contains(stray.address), reclaimable: true)
+        })
+    }
+    try backend.forEachStoredBlob(dated: { address, size, stored in
+      guard stored < oldest else { return }
+      pending.append((address, size))
+      if pending.count >= 500 { try settle() }
+    })
+    if !pending.isEmpty { try settle() }
+  }
+
+  /// A HEAD: an object is bytes, with no mode of its own.
+  func inspect(_ address: BlobAddress) throws -> StoredContent? {
+    try backend.storedSize(of: address).map { StoredContent(size: $0, isRegular: true, mode: nil) }
+  }
+
+  func digest(_ address: BlobAddress, md5: Bool, buffer: inout [UInt8]) throws -> ContentDigest {
+    let digest = Digest(.sha256)
+    let md5Digest = md5 ? Digest(.md5) : nil
+    var bytes: Int64 = 0
+    try backend.read(address, range: nil) {
+      digest.update($0)
+      md5Digest?.update($0)
+      bytes += Int64($0.count)
+    }
+    return ContentDigest(sha256: digest.finalize(), md5: md5Digest?.finalize(), bytes: bytes)
+  }
+
+  /// No S3 call under the lock: the caller checked before its transaction, and inside it the
+  /// row must still name this fence (a writer that healed it moved the row to a new one).
+  func isStillMissingUnderLock(_ address: BlobAddress) -> Bool { true }
+
+  /// The corrupt object is condemned by a deletion intent in the transaction that marks its
+  /// files, and deleted after it, so the next upload of that content goes to a fresh fence and
+  /// heals the files.
+  func quarantine(_ address: BlobAddress) throws -> Bool {
+    let condemned = try catalog.write { db -> Bool in
+      // Only if the row still names these bytes (a writer may have healed it meanwhile).
+      guard
+        try db.row("SELECT 1 FROM blobs WHERE sha256 = ? AND fence = ?", [address.sha256, address.fence])
+          != nil
+      else { return false }
+      try ContentQuarantine.mark(address.sha256, in: db)
+      try BlobDeletions.record([address], in: db)
+      return true
+    }
+    if condemned { try BlobDeletions.finish([address], catalog: catalog, backend: backend) }
+    return true
+  }
+
+  func restoreReadOnly(_ address: BlobAddress) -> Bool { false }
+}
