@@ -5,7 +5,7 @@ DATA ?= data
 PORT ?= 8080
 CONFIG ?= release
 
-.PHONY: deps build release serve test test-swift test-swift-postgres test-swift-s3 test-interop test-embedded stress bench gc-scale clean
+.PHONY: deps build release serve test test-swift test-swift-postgres test-swift-s3 test-interop test-embedded stress bench bench-observe gc-scale clean
 
 deps:
 	@scripts/deps.sh
@@ -83,6 +83,11 @@ stress: deps
 bench: deps
 	$(SWIFT) build -c release --product larder
 	Benchmarks/run.sh
+	Benchmarks/model-observe/run.sh
+
+# Alone: cross-process observation latency on SQLite, p50/p99 over 1,000 commits.
+bench-observe: deps
+	Benchmarks/model-observe/run.sh
 
 # Garbage collection on a generated store of N blobs (default 1 000 000, 10 % orphans).
 GC_SCALE_DIR ?= /tmp/larder-gc-scale

@@ -69,6 +69,11 @@ let package = Package(
     // (crash tests run it as a real process). Production code reads no such variable.
     .executableTarget(
       name: "larder-crashing", dependencies: ["LarderCLI", "Larder"], path: "Tests/Executables/larder-crashing"),
+    // Test and benchmark only: a second process committing models on a data directory, or timing
+    // how soon such commits reach an observer (cross-process observation tests, `make bench`).
+    .executableTarget(
+      name: "larder-model-probe", dependencies: ["Larder", "LarderTestSupport"],
+      path: "Tests/Executables/larder-model-probe"),
 
     // Test support shared by test targets (process spawning, openssl fixtures),
     // and an in-process driver for HTTP handlers (no socket).

@@ -19,7 +19,7 @@ import Synchronization
 public struct ModelStore: Sendable {
   let catalog: Catalog
   let center: ObservationCenter
-  /// On PostgreSQL, hears other processes' model commits (see ``ModelChangeListener``).
+  /// Hears other processes' model commits (see ``ModelChangeListener``).
   let listener = ModelChangeListener()
   /// Model types whose declared indexes exist.
   private let indexedTypes: IndexedTypes
@@ -111,9 +111,10 @@ public struct ModelStore: Sendable {
 
   // MARK: Observing
 
-  /// Delivers `.initial(results)`, then an `.update` after each commit in this process that
-  /// changed the query's result, on a serial queue of the observation's own. On a PostgreSQL
-  /// catalog, commits of other processes and nodes count too (`LISTEN/NOTIFY`).
+  /// Delivers `.initial(results)`, then an `.update` after each commit that changed the query's
+  /// result, on a serial queue of the observation's own. Commits of other processes count too:
+  /// on SQLite those on the same data directory (heard within a few milliseconds through the
+  /// WAL-index commit stamp), on PostgreSQL those of every process and node (`LISTEN/NOTIFY`).
   ///
   /// Keep the token: observation ends when it is cancelled or released.
   /// ```swift
@@ -128,9 +129,9 @@ public struct ModelStore: Sendable {
     _ = try QuerySQL.select("id", query, dialect: catalog.dialect)
     let observer = QueryObserver(query: query, store: self, handler: handler)
     let id = center.add(type: T.modelType) { observer.schedule() }
-    if catalog.isShared { listener.ensureRunning(catalog: catalog, center: center) }
     let center = self.center
     observer.schedule()
+    listener.ensureRunning(catalog: catalog, center: center)
     return ObservationToken {
       observer.cancel()
       center.remove(id)
