@@ -35,14 +35,17 @@ static inline VipsImage *larder_vips_thumbnail(const void *buf, size_t len, int 
   VipsImage *out = NULL;
   if (vips_thumbnail_buffer((void *)buf, len, &out, width, "height", height, "crop",
                             crop ? VIPS_INTERESTING_CENTRE : VIPS_INTERESTING_NONE, "size",
-                            force ? VIPS_SIZE_FORCE : VIPS_SIZE_BOTH, "export_profile", "srgb",
+                            force ? VIPS_SIZE_FORCE : VIPS_SIZE_BOTH,
                             "option_string", "fail=true", NULL))
     return NULL;
-  return out;
+  // libvips reads `buf` lazily, and the caller's buffer lives only for this call: render now.
+  VipsImage *rendered = vips_image_copy_memory(out);
+  g_object_unref(out);
+  return rendered;
 }
 
 /// Encodes: 0 JPEG, 1 PNG, 2 WebP, 3 AVIF. JPEG has no alpha: it is flattened onto white.
-static inline int larder_vips_save(VipsImage *image, int format, int quality, void **buf, size_t *len) {
+static inline int larder_vips_save(VipsImage *image, int format, int quality, int strip, void **buf, size_t *len) {
   switch (format) {
   case 0: {
     VipsImage *flat = NULL;
@@ -57,22 +60,26 @@ static inline int larder_vips_save(VipsImage *image, int format, int quality, vo
       flat = image;
       g_object_ref(flat);
     }
-    r = vips_jpegsave_buffer(flat, buf, len, "Q", quality, "strip", TRUE, "optimize_coding", TRUE, NULL);
+    r = vips_jpegsave_buffer(flat, buf, len, "Q", quality, "strip", strip, "optimize_coding", TRUE, NULL);
     g_object_unref(flat);
     return r;
   }
-  case 1: return vips_pngsave_buffer(image, buf, len, "strip", TRUE, NULL);
-  case 2: return vips_webpsave_buffer(image, buf, len, "Q", quality, "strip", TRUE, NULL);
+  case 1: return vips_pngsave_buffer(image, buf, len, "strip", strip, NULL);
+  case 2: return vips_webpsave_buffer(image, buf, len, "Q", quality, "strip", strip, NULL);
   case 3:
     return vips_heifsave_buffer(image, buf, len, "Q", quality, "compression", VIPS_FOREIGN_HEIF_COMPRESSION_AV1,
-                                "strip", TRUE, NULL);
+                                "strip", strip, NULL);
   default: return -1;
   }
 }
 
 /// Decodes a whole image from memory (tests and tools read results back with it).
 static inline VipsImage *larder_vips_load(const void *buf, size_t len) {
-  return vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_RANDOM, NULL);
+  VipsImage *lazy = vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_RANDOM, NULL);
+  if (!lazy) return NULL;
+  VipsImage *decoded = vips_image_copy_memory(lazy);
+  g_object_unref(lazy);
+  return decoded;
 }
 
 static inline int larder_vips_width(VipsImage *image) { return vips_image_get_width(image); }
@@ -104,6 +111,14 @@ static inline VipsImage *larder_vips_solid(int width, int height, int bands, con
   if (r) return NULL;
   cast->Type = bands == 1 ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB;
   return cast;
+}
+
+/// A copy of `image` whose EXIF orientation tag is `orientation` (written by a save without strip).
+static inline VipsImage *larder_vips_with_orientation(VipsImage *image, int orientation) {
+  VipsImage *out = NULL;
+  if (vips_copy(image, &out, NULL)) return NULL;
+  vips_image_set_int(out, VIPS_META_ORIENTATION, orientation);
+  return out;
 }
 
 static inline void larder_vips_unref(VipsImage *image) { g_object_unref(image); }

@@ -45,7 +45,8 @@ public struct ImageTransform: Sendable, Equatable {
     func dimension(_ name: String) throws(ImageError) -> Int? {
       guard let text = value(name) else { return nil }
       guard let n = Self.integer(text), n >= 1, n <= maxDimension else {
-        throw .invalidParameter("\(name) must be an integer from 1 to \(maxDimension), got '\(text.prefix(40))'")
+        throw .invalidParameter(
+          "\(name) must be an integer from 1 to \(maxDimension), got '\(text.prefix(40))'")
       }
       return n
     }
@@ -109,9 +110,9 @@ public struct ImageTransform: Sendable, Equatable {
   func box(source: Vips.Header) -> (width: Int, height: Int, crop: Bool, force: Bool) {
     let unbounded = 10_000_000
     switch (width, height) {
-    case let (w?, h?): return (w, h, resize == .cover, resize == .fill)
-    case let (w?, nil): return (w, unbounded, false, false)
-    case let (nil, h?): return (unbounded, h, false, false)
+    case (let w?, let h?): return (w, h, resize == .cover, resize == .fill)
+    case (let w?, nil): return (w, unbounded, false, false)
+    case (nil, let h?): return (unbounded, h, false, false)
     // The longest side either way round: EXIF orientation may swap width and height.
     case (nil, nil): return (max(source.width, source.height), max(source.width, source.height), false, false)
     }
@@ -131,7 +132,9 @@ public struct ImageTransform: Sendable, Equatable {
   }
 
   private static func integer(_ text: String) -> Int? {
-    guard !text.isEmpty, text.count <= 9, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+    guard !text.isEmpty, text.count <= 9, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+      return nil
+    }
     return Int(text)
   }
 }

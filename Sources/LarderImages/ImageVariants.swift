@@ -21,7 +21,10 @@ public struct ImageVariants: Sendable {
     public var maxDimension: Int = 2500
     /// When set, the least recently used variants are released once their bytes exceed it.
     public var cacheBytes: Int64?
-    public init(maxPixels: Int64 = 50_000_000, maxSourceBytes: Int64 = 25 << 20, maxDimension: Int = 2500, cacheBytes: Int64? = nil) {
+    public init(
+      maxPixels: Int64 = 50_000_000, maxSourceBytes: Int64 = 25 << 20, maxDimension: Int = 2500,
+      cacheBytes: Int64? = nil
+    ) {
       self.maxPixels = maxPixels
       self.maxSourceBytes = maxSourceBytes
       self.maxDimension = maxDimension
@@ -47,15 +50,19 @@ public struct ImageVariants: Sendable {
   ) throws -> File {
     for (name, value) in [("width", width), ("height", height)] {
       if let value, value < 1 || value > limits.maxDimension {
-        throw ImageError.invalidParameter("\(name) must be an integer from 1 to \(limits.maxDimension), got \(value)")
+        throw ImageError.invalidParameter(
+          "\(name) must be an integer from 1 to \(limits.maxDimension), got \(value)")
       }
     }
     guard (1...100).contains(quality) else {
       throw ImageError.invalidParameter("quality must be an integer from 1 to 100, got \(quality)")
     }
     let transform = ImageTransform(
-      width: width, height: height, resize: resize, format: format.map { .fixed($0) } ?? .origin, quality: quality)
-    return try variant(of: file, transform: transform, format: transform.outputFormat(sourceType: file.contentType, accept: nil))
+      width: width, height: height, resize: resize, format: format.map { .fixed($0) } ?? .origin,
+      quality: quality)
+    return try variant(
+      of: file, transform: transform,
+      format: transform.outputFormat(sourceType: file.contentType, accept: nil))
   }
 
   /// The variant of `file` that `transform` asks for, encoded as `format`.
@@ -75,7 +82,8 @@ public struct ImageVariants: Sendable {
       let bytes = try Self.render(
         [UInt8](try larder.files.data(of: file, maxSize: limits.maxSourceBytes)), transform: transform,
         format: format, maxPixels: limits.maxPixels)
-      let made = try larder.files.put(Data(bytes), filename: file.filename, declaredContentType: format.contentType)
+      let made = try larder.files.put(
+        Data(bytes), filename: file.filename, declaredContentType: format.contentType)
       // Nil: the source went meanwhile; the new file is left to gc, and served this once.
       let kept = try larder.derived.record(made, source: file.sha256, params: params) ?? made
       if let budget = limits.cacheBytes { try larder.derived.evict(toFit: budget) }
@@ -85,7 +93,9 @@ public struct ImageVariants: Sendable {
 
   /// Encoded bytes of `source` transformed: the header is checked against `maxPixels` first.
   /// - Throws: ``ImageError/tooManyPixels(width:height:limit:)``, ``ImageError/decodeFailed(_:)``.
-  public static func render(_ source: [UInt8], transform: ImageTransform, format: ImageFormat, maxPixels: Int64)
+  public static func render(
+    _ source: [UInt8], transform: ImageTransform, format: ImageFormat, maxPixels: Int64
+  )
     throws(ImageError) -> [UInt8]
   {
     let header: Vips.Header
@@ -95,7 +105,8 @@ public struct ImageVariants: Sendable {
     }
     let box = transform.box(source: header)
     do {
-      let image = try Vips.thumbnail(source, width: box.width, height: box.height, crop: box.crop, force: box.force)
+      let image = try Vips.thumbnail(
+        source, width: box.width, height: box.height, crop: box.crop, force: box.force)
       return try image.encoded(as: format, quality: transform.quality)
     } catch {
       throw .decodeFailed(error.message)

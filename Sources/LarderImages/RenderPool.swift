@@ -37,7 +37,8 @@ public final class RenderPool: Sendable {
   private let wake = DispatchSemaphore(value: 0)
 
   /// The process's default pool (the library API's): as many threads as cores, 64 queued.
-  public static let shared = RenderPool(threads: ProcessInfo.processInfo.activeProcessorCount, queueLength: 64)
+  public static let shared = RenderPool(
+    threads: ProcessInfo.processInfo.activeProcessorCount, queueLength: 64)
 
   public init(threads: Int, queueLength: Int) {
     self.threads = max(1, threads)

@@ -41,12 +41,14 @@ public enum Vips {
 
   /// A thumbnail of the encoded image in `bytes`, shrunk on load, oriented, in sRGB (first page).
   /// - Throws: ``VipsError`` carrying libvips' reason when the image cannot be decoded.
-  public static func thumbnail(_ bytes: [UInt8], width: Int, height: Int, crop: Bool, force: Bool) throws(VipsError)
+  public static func thumbnail(_ bytes: [UInt8], width: Int, height: Int, crop: Bool, force: Bool)
+    throws(VipsError)
     -> Image
   {
     try ready()
     let image = bytes.withUnsafeBytes { raw in
-      larder_vips_thumbnail(raw.baseAddress, raw.count, Int32(width), Int32(height), crop ? 1 : 0, force ? 1 : 0)
+      larder_vips_thumbnail(
+        raw.baseAddress, raw.count, Int32(width), Int32(height), crop ? 1 : 0, force ? 1 : 0)
     }
     guard let image else { throw lastError() }
     return Image(image)
@@ -99,8 +101,19 @@ public enum Vips {
       return Array(out.prefix(Int(n)))
     }
 
-    /// The image encoded; `quality` 1–100 for the lossy formats.
-    public func encoded(as format: ImageFormat, quality: Int) throws(VipsError) -> [UInt8] {
+    /// This image with EXIF orientation `orientation` (kept by an encoding that keeps metadata).
+    public func oriented(_ orientation: Int) throws(VipsError) -> Image {
+      guard let copy = larder_vips_with_orientation(handle, Int32(orientation)) else {
+        throw Vips.lastError()
+      }
+      return Image(copy)
+    }
+
+    /// The image encoded; `quality` 1–100 for the lossy formats. Metadata (EXIF, profiles) is
+    /// stripped unless `keepMetadata`.
+    public func encoded(as format: ImageFormat, quality: Int, keepMetadata: Bool = false) throws(VipsError)
+      -> [UInt8]
+    {
       let code: Int32 =
         switch format {
         case .jpeg: 0
@@ -110,7 +123,9 @@ public enum Vips {
         }
       var buffer: UnsafeMutableRawPointer?
       var length = 0
-      guard larder_vips_save(handle, code, Int32(quality), &buffer, &length) == 0, let buffer else {
+      guard larder_vips_save(handle, code, Int32(quality), keepMetadata ? 0 : 1, &buffer, &length) == 0,
+        let buffer
+      else {
         throw Vips.lastError()
       }
       defer { larder_vips_free(buffer) }

@@ -6,7 +6,9 @@ import LarderImages
 /// written by hand.
 public enum TestImages {
   /// A solid sRGB image (`value` 3 bands) or one with alpha (4 bands), encoded.
-  public static func solid(_ width: Int, _ height: Int, _ value: [Double] = [200, 30, 30], as format: ImageFormat)
+  public static func solid(
+    _ width: Int, _ height: Int, _ value: [Double] = [200, 30, 30], as format: ImageFormat
+  )
     throws -> [UInt8]
   {
     try Vips.solid(width: width, height: height, value: value).encoded(as: format, quality: 90)
@@ -21,7 +23,8 @@ public enum TestImages {
   /// Runs `convert` with `arguments` and returns the bytes it wrote to `output` (a temp path).
   public static func imagemagick(_ arguments: [String], ext: String) throws -> [UInt8] {
     guard let convert else { throw SkipReason("ImageMagick convert is not installed (scripts/deps.sh)") }
-    let out = FileManager.default.temporaryDirectory.appendingPathComponent("larder-img-\(UUID().uuidString).\(ext)")
+    let out = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "larder-img-\(UUID().uuidString).\(ext)")
     defer { try? FileManager.default.removeItem(at: out) }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: convert)
@@ -34,7 +37,8 @@ public enum TestImages {
 
   /// A 300x200 JPEG whose pixels are stored rotated, with EXIF orientation 6 (displayed 200x300).
   public static func orientedJPEG() throws -> [UInt8] {
-    try imagemagick(["-size", "300x200", "xc:red", "-orient", "RightTop"], ext: "jpg")
+    try Vips.solid(width: 300, height: 200, value: [255, 0, 0]).oriented(6).encoded(
+      as: .jpeg, quality: 90, keepMetadata: true)
   }
 
   /// A 120x80 CMYK JPEG.

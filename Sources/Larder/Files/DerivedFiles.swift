@@ -35,7 +35,8 @@ public struct DerivedFiles: Sendable {
       // Best effort: a busy catalog only delays the LRU order.
       _ = try? catalog.write { db in
         try db.execute(
-          "UPDATE derived_files SET used_at = ? WHERE source_sha256 = ? AND params = ?", [now, digest, params])
+          "UPDATE derived_files SET used_at = ? WHERE source_sha256 = ? AND params = ?",
+          [now, digest, params])
       }
     }
     return File(row: row)
@@ -89,7 +90,7 @@ public struct DerivedFiles: Sendable {
       let n = try catalog.write { db in
         try db.execute(
           """
-          DELETE FROM files WHERE id IN (SELECT file_id FROM derived_files ORDER BY used_at, file_id LIMIT 50)
+          DELETE FROM files WHERE id IN (SELECT file_id FROM derived_files ORDER BY used_at, created_at LIMIT 1)
           """)
         return db.changes
       }

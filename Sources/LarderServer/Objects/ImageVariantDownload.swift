@@ -25,7 +25,9 @@ enum ImageVariantDownload {
 
   /// The variant the request asks of `object`, nil when it asks for none.
   /// - Throws: ``ImageError`` (the status is APIError's), or the store's errors.
-  static func variant(of object: StoredObject, _ request: HTTPRequest, context: ServiceContext) throws -> Variant? {
+  static func variant(of object: StoredObject, _ request: HTTPRequest, context: ServiceContext) throws
+    -> Variant?
+  {
     guard let images = context.images else {
       // Turned off: a request for a variant is refused rather than answered with the original.
       if ImageTransform.parameterNames.contains(where: { request.queryValue($0) != nil }) {
@@ -34,9 +36,11 @@ enum ImageVariantDownload {
       return nil
     }
     guard
-      let transform = try ImageTransform(query: { request.queryValue($0) }, maxDimension: images.limits.maxDimension)
+      let transform = try ImageTransform(
+        query: { request.queryValue($0) }, maxDimension: images.limits.maxDimension)
     else { return nil }
-    let format = transform.outputFormat(sourceType: object.file.contentType, accept: request.headers["Accept"])
+    let format = transform.outputFormat(
+      sourceType: object.file.contentType, accept: request.headers["Accept"])
     let file = try images.variant(of: object.file, transform: transform, format: format)
     var variant = object
     variant.file = file
