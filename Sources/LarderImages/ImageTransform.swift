@@ -44,11 +44,7 @@ public struct ImageTransform: Sendable, Equatable {
     guard Self.parameterNames.contains(where: { value($0) != nil }) else { return nil }
     func dimension(_ name: String) throws(ImageError) -> Int? {
       guard let text = value(name) else { return nil }
-      guard let n = Self.integer(text), n >= 1, n <= maxDimension else {
-        throw .invalidParameter(
-          "\(name) must be an integer from 1 to \(maxDimension), got '\(text.prefix(40))'")
-      }
-      return n
+      return try Self.checkDimension(name, Self.integer(text) ?? -1, max: maxDimension, shown: text)
     }
     width = try dimension("width")
     height = try dimension("height")
@@ -72,13 +68,28 @@ public struct ImageTransform: Sendable, Equatable {
       format = nil
     }
     if let text = value("quality") {
-      guard let q = Self.integer(text), q >= 1, q <= 100 else {
-        throw .invalidParameter("quality must be an integer from 1 to 100, got '\(text.prefix(40))'")
-      }
-      quality = q
+      quality = try Self.checkQuality(Self.integer(text) ?? -1, shown: text)
     } else {
       quality = Self.defaultQuality
     }
+  }
+
+  /// `value` when it is a width or height from 1 to `max`.
+  /// - Throws: ``ImageError/invalidParameter(_:)`` naming the parameter and what was `shown`.
+  static func checkDimension(_ name: String, _ value: Int, max: Int, shown: String) throws(ImageError) -> Int
+  {
+    guard value >= 1, value <= max else {
+      throw .invalidParameter("\(name) must be an integer from 1 to \(max), got '\(shown.prefix(40))'")
+    }
+    return value
+  }
+
+  /// `value` when it is a quality from 1 to 100.
+  static func checkQuality(_ value: Int, shown: String) throws(ImageError) -> Int {
+    guard (1...100).contains(value) else {
+      throw .invalidParameter("quality must be an integer from 1 to 100, got '\(shown.prefix(40))'")
+    }
+    return value
   }
 
   public init?(query: [String: String], maxDimension: Int) throws(ImageError) {

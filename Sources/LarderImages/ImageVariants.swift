@@ -48,15 +48,10 @@ public struct ImageVariants: Sendable {
     of file: File, width: Int? = nil, height: Int? = nil, resize: ImageTransform.Resize = .cover,
     format: ImageFormat? = nil, quality: Int = ImageTransform.defaultQuality
   ) throws -> File {
-    for (name, value) in [("width", width), ("height", height)] {
-      if let value, value < 1 || value > limits.maxDimension {
-        throw ImageError.invalidParameter(
-          "\(name) must be an integer from 1 to \(limits.maxDimension), got \(value)")
-      }
+    for case (let name, let value?) in [("width", width), ("height", height)] {
+      _ = try ImageTransform.checkDimension(name, value, max: limits.maxDimension, shown: String(value))
     }
-    guard (1...100).contains(quality) else {
-      throw ImageError.invalidParameter("quality must be an integer from 1 to 100, got \(quality)")
-    }
+    _ = try ImageTransform.checkQuality(quality, shown: String(quality))
     let transform = ImageTransform(
       width: width, height: height, resize: resize, format: format.map { .fixed($0) } ?? .origin,
       quality: quality)
