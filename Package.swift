@@ -15,6 +15,7 @@ let package = Package(
     .library(name: "LarderPostgres", targets: ["LarderPostgres"]),
     .library(name: "LarderS3Store", targets: ["LarderS3Store"]),
     .library(name: "LarderCLI", targets: ["LarderCLI"]),
+    .library(name: "LarderImages", targets: ["LarderImages"]),
     .executable(name: "larder", targets: ["larder"]),
   ],
   targets: [
@@ -31,6 +32,9 @@ let package = Package(
       name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
     .systemLibrary(
       name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+    // libvips is variadic: its shim.h holds inline C functions with the options fixed.
+    .systemLibrary(
+      name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
     // RE2 is C++: a tiny C shim around it.
     .target(
       name: "CRE2",
@@ -51,6 +55,8 @@ let package = Package(
     .target(name: "LarderS3Store", dependencies: ["Larder", "LarderS3"]),
     .target(name: "LarderRules", dependencies: ["CRE2"]),
     .target(name: "LarderAuth", dependencies: ["LarderCrypto"]),
+    // Image variants (libvips): thumbnails and conversions cached as derived files of the store.
+    .target(name: "LarderImages", dependencies: ["CVips", "Larder"]),
     // The HTTP layer (libmicrohttpd, requests, responses, router, metrics, access log): it
     // imports no storage module, so "HTTP knows nothing of storage" is checked by the compiler.
     .target(name: "LarderHTTP", dependencies: ["CMicroHTTPD", "LarderLogging"]),
@@ -58,12 +64,14 @@ let package = Package(
       name: "LarderServer",
       dependencies: [
         "LarderHTTP", "LarderLogging", "Larder", "LarderRules", "LarderAuth", "LarderCrypto", "LarderPostgres",
-        "LarderS3Store",
+        "LarderS3Store", "LarderImages",
       ]),
     // The CLI's commands, as a library so that a test-only build of it can inject faults.
     .target(
       name: "LarderCLI",
-      dependencies: ["Larder", "LarderServer", "LarderRules", "LarderAuth", "LarderPostgres", "LarderS3Store"]),
+      dependencies: [
+        "Larder", "LarderServer", "LarderRules", "LarderAuth", "LarderPostgres", "LarderS3Store", "LarderImages",
+      ]),
     .executableTarget(name: "larder", dependencies: ["LarderCLI"]),
     // Test only: `larder` that exits abruptly at the fault point named by `LARDER_CRASH_AT`
     // (crash tests run it as a real process). Production code reads no such variable.
@@ -78,7 +86,8 @@ let package = Package(
     // Test support shared by test targets (process spawning, openssl fixtures),
     // and an in-process driver for HTTP handlers (no socket).
     // It also holds `TestCatalog` (which catalog a run uses), hence Larder.
-    .target(name: "LarderTestSupport", dependencies: ["LarderHTTP", "Larder", "LarderPostgres", "LarderS3Store"]),
+    .target(
+      name: "LarderTestSupport", dependencies: ["LarderHTTP", "Larder", "LarderPostgres", "LarderS3Store", "LarderImages"]),
 
     // S3-compatible blob storage over libcurl (which signs requests itself); CCurl stays inside.
     .target(name: "LarderS3", dependencies: ["CCurl", "LarderCrypto"]),
@@ -89,12 +98,13 @@ let package = Package(
     .testTarget(name: "LarderCryptoTests", dependencies: ["LarderCrypto"]),
     .testTarget(name: "LarderTests", dependencies: ["Larder", "LarderCrypto", "LarderTestSupport"]),
     .testTarget(name: "LarderRulesTests", dependencies: ["LarderRules"]),
+    .testTarget(name: "LarderImagesTests", dependencies: ["LarderImages", "Larder", "LarderTestSupport"]),
     .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderCrypto", "LarderTestSupport"]),
     .testTarget(
       name: "LarderServerTests",
       dependencies: [
         "LarderServer", "LarderHTTP", "LarderLogging", "Larder", "LarderRules", "LarderAuth", "LarderCrypto",
-        "LarderTestSupport",
+        "LarderTestSupport", "LarderImages",
       ]),
     .testTarget(
       name: "LarderClientTests", dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder", "LarderTestSupport"]),

@@ -11,6 +11,9 @@ PACKAGES=(pkg-config libsqlite3-dev libmagic-dev libmagic-mgc libssl-dev libmicr
 # The S3 blob backend: libcurl, and OpenStack Swift with its S3 API for the tests on loopback
 # (scripts/swift-s3.sh). Never python3-swiftclient: its `swift` command shadows the Swift compiler.
 PACKAGES+=(libcurl4-openssl-dev swift-proxy swift-account swift-container swift-object memcached)
+# Image variants (issue 26): libvips and its CLI (vipsthumbnail, the benchmark's limit),
+# ImageMagick (the benchmark's scripted peer).
+PACKAGES+=(libvips-dev libvips-tools imagemagick)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

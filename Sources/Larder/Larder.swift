@@ -67,6 +67,8 @@ public final class Larder: Sendable {
   let content: any ContentStore
   public let files: FileStore
   public let objects: ObjectStore
+  /// Files derived from other content (image variants), collected with their sources.
+  public var derived: DerivedFiles { DerivedFiles(catalog: catalog, files: files) }
   /// Application models and the files attached to them.
   public let models: ModelStore
   /// What recovery found at open.

@@ -158,6 +158,22 @@ enum PostgresMigrations {
         CREATE INDEX blobs_without_crc32c ON blobs(sha256) WHERE crc32c IS NULL;
         """)
     },
+    // 11: derived files, image variants (see the SQLite migration 11).
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE derived_files(
+          source_sha256 bytea NOT NULL,
+          params TEXT COLLATE "C" NOT NULL,
+          file_id TEXT COLLATE "C" NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+          size BIGINT NOT NULL,
+          created_at BIGINT NOT NULL,
+          used_at BIGINT NOT NULL,
+          PRIMARY KEY(source_sha256, params));
+        CREATE INDEX derived_files_by_file ON derived_files(file_id);
+        CREATE INDEX derived_files_by_use ON derived_files(used_at);
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

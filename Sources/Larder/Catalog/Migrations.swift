@@ -159,6 +159,22 @@ package enum Migrations {
     ALTER TABLE blobs ADD COLUMN crc32c INTEGER CHECK (crc32c IS NULL OR crc32c BETWEEN 0 AND 4294967295);
     CREATE INDEX blobs_without_crc32c ON blobs(sha256) WHERE crc32c IS NULL;
     """,
+    // 11: derived files (issue 26: image variants). A variant is a file like any other, keyed by
+    // its source blob and the canonical parameters that made it; gc keeps it while a file holds
+    // its source and removes it with the source (``DerivedFiles``). `used_at` orders the LRU budget.
+    """
+    CREATE TABLE derived_files(
+      source_sha256 BLOB NOT NULL,
+      params TEXT NOT NULL,
+      file_id TEXT NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+      size INTEGER NOT NULL,
+      created_at INTEGER NOT NULL,
+      used_at INTEGER NOT NULL,
+      PRIMARY KEY(source_sha256, params)
+    ) WITHOUT ROWID;
+    CREATE INDEX derived_files_by_file ON derived_files(file_id);
+    CREATE INDEX derived_files_by_use ON derived_files(used_at);
+    """,
   ]
 
   static func run(on db: Database) throws {

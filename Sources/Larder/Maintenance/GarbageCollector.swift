@@ -52,7 +52,8 @@ public struct GarbageCollector: Sendable {
   static let unreferencedFiles = """
     files.created_at < ? \
     AND NOT EXISTS (SELECT 1 FROM objects WHERE objects.file_id = files.id) \
-    AND NOT EXISTS (SELECT 1 FROM attachments WHERE attachments.file_id = files.id)
+    AND NOT EXISTS (SELECT 1 FROM attachments WHERE attachments.file_id = files.id) \
+    AND NOT EXISTS (SELECT 1 FROM derived_files WHERE derived_files.file_id = files.id)
     """
 
   /// Runs one collection.
@@ -168,6 +169,12 @@ public struct GarbageCollector: Sendable {
         report.filesReleased += released
         if released > 0 { options.progress?(.init(phase: .files, processed: report.filesReleased)) }
         if released < options.batchSize { break }
+      }
+      // Derived files (image variants) go with their source, whatever their age: the source's
+      // last file was released above, or earlier.
+      report.filesReleased += try catalog.write { db in
+        try db.execute("DELETE FROM files WHERE id IN (\(DerivedFiles.orphaned))")
+        return db.changes
       }
       return
     }

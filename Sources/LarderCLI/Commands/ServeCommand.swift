@@ -26,6 +26,21 @@ struct ServeCommand: Command {
   static let publicURL = Option.value(
     "--public-url", "URL", environment: "LARDER_PUBLIC_URL",
     help: "the URL clients reach the server at, for tus Locations; default: relative ones")
+  static let imageTransforms = Option.value(
+    "--image-transforms", "on|off", default: "on", environment: "LARDER_IMAGE_TRANSFORMS",
+    help: "image variants on downloads (width, height, resize, format, quality)")
+  static let imageMaxPixels = Option.value(
+    "--image-max-pixels", "N", default: "50000000", environment: "LARDER_IMAGE_MAX_PIXELS",
+    help: "sources whose header says more pixels are refused (422) before decoding")
+  static let imageMaxSourceSize = Option.value(
+    "--image-max-source-size", "SIZE", default: "25MiB", environment: "LARDER_IMAGE_MAX_SOURCE_SIZE",
+    help: "larger sources are not transformed (413)")
+  static let imageCacheSize = Option.value(
+    "--image-cache-size", "SIZE", environment: "LARDER_IMAGE_CACHE_SIZE",
+    help: "an LRU budget for cached variants; default: unbounded (gc removes them with their source)")
+  static let imageThreads = Option.value(
+    "--image-threads", "N", environment: "LARDER_IMAGE_THREADS",
+    help: "render threads (never the request threads), 1…64; default: the number of cores")
   static let corsOrigin = Option.repeated(
     "--cors-origin", "ORIGIN", help: "an origin browsers may call from; default: any")
   static let publicKey = Option.repeated(
@@ -53,6 +68,7 @@ struct ServeCommand: Command {
     options: [
       host, port, rules, allowAll, maxUploadSize, uploadLease, threads, publicURL, corsOrigin, publicKey, jwtIssuer,
       jwtAudience, connectionMemoryLimit, connectionTimeout, accessLog, connectionLimit, perIPConnectionLimit,
+      imageTransforms, imageMaxPixels, imageMaxSourceSize, imageCacheSize, imageThreads,
     ],
     exclusive: [
       ExclusiveOptions(
@@ -84,6 +100,7 @@ struct ServeCommand: Command {
     options.http.port = port
     options.maxUploadSize = try parseSize(arguments.value(Self.maxUploadSize)!)
     options.uploadLease = try parseDuration(arguments.value(Self.uploadLease)!)
+    options.images = try Self.imageOptions(arguments)
     guard options.uploadLease >= .seconds(1) else { throw UsageError("--upload-lease must be at least 1s") }
     if let text = arguments.value(Self.threads) {
       guard let n = Int(text), (1...256).contains(n) else { throw UsageError("--threads must be 1…256") }
@@ -157,5 +174,28 @@ struct ServeCommand: Command {
     let clean = service.stop(timeout: .seconds(30))
     Output.note(clean ? "larder: stopped" : "larder: stopped with requests still in flight after 30 s")
     _ = sources
+  }
+}
+
+extension ServeCommand {
+  /// `--image-*`: nil when `--image-transforms off`.
+  static func imageOptions(_ arguments: ParsedArguments) throws(UsageError) -> ImageOptions? {
+    switch arguments.value(imageTransforms)! {
+    case "off": return nil
+    case "on": break
+    default: throw UsageError("--image-transforms must be on or off")
+    }
+    var images = ImageOptions()
+    guard let pixels = Int64(arguments.value(imageMaxPixels)!), pixels >= 1 else {
+      throw UsageError("--image-max-pixels must be a positive integer")
+    }
+    images.limits.maxPixels = pixels
+    images.limits.maxSourceBytes = try parseSize(arguments.value(imageMaxSourceSize)!)
+    if let text = arguments.value(imageCacheSize) { images.limits.cacheBytes = try parseSize(text) }
+    if let text = arguments.value(imageThreads) {
+      guard let n = Int(text), (1...64).contains(n) else { throw UsageError("--image-threads must be 1…64") }
+      images.renderThreads = n
+    }
+    return images
   }
 }

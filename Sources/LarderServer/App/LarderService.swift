@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderImages
 import LarderAuth
 import LarderHTTP
 import LarderLogging
@@ -49,6 +50,8 @@ public final class LarderService: Sendable {
     public var serviceAccountKeyCacheTTL: Duration = .seconds(5)
     /// Where refusals and internal errors are logged (standard error unless replaced).
     public var logger = Logger(label: "larder.server")
+    /// Image variants on downloads (`width`, `height`, …); nil turns them off (`--image-transforms off`).
+    public var images: ImageOptions? = ImageOptions()
 
     public init(dataDirectory: URL, policy: Policy) {
       self.dataDirectory = dataDirectory
@@ -105,6 +108,10 @@ public final class LarderService: Sendable {
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
       uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger)
     context.serviceAccounts = accounts
+    context.images = options.images.map {
+      ImageVariants(
+        larder: larder, limits: $0.limits, pool: RenderPool(threads: $0.renderThreads, queueLength: $0.renderQueue))
+    }
     self.context = context
     let metrics = Metrics()
     metrics.registerGauge(

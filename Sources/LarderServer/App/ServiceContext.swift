@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderImages
 import LarderHTTP
 import LarderLogging
 
@@ -28,6 +29,8 @@ public struct ServiceContext: Sendable {
   public let uploads: UploadStore
   /// Where refusals and internal errors are logged, with each request's id as metadata.
   public var logger: Logger
+  /// Image variants on downloads; nil when turned off.
+  public var images: ImageVariants?
 
   public init(
     larder: Larder, policy: any AccessPolicy, authenticator: any Authenticator, maxUploadSize: Int64 = 5 << 30,

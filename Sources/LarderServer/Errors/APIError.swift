@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderImages
 import LarderAuth
 import LarderHTTP
 import LarderLogging
@@ -35,6 +36,9 @@ enum APIError {
     case let e as UploadError:
       log.info("upload refused", metadata: ["code": e.code])
       return upload(e)
+    case let e as ImageError:
+      log.info("image variant refused", metadata: ["code": e.code])
+      return image(e)
     case let e as SignedURLError:
       log.info("signed URL refused", metadata: ["code": e.code])
       if case .malformed = e { return .error(status: 400, message: e.message) }
@@ -112,6 +116,17 @@ enum APIError {
       case .checksumMismatch: 460  // tus's status for a chunk whose checksum does not match
       }
     return .error(status: status, message: e.description)
+  }
+
+  static func image(_ e: ImageError) -> HTTPResponse {
+    switch e {
+    case .invalidParameter, .disabled: return .error(status: 400, message: e.description)
+    case .notAnImage: return .error(status: 415, message: e.description)
+    case .sourceTooLarge(let size, let limit):
+      return .error(status: 413, message: e.description, extra: ["size": size, "limit": limit])
+    case .tooManyPixels, .decodeFailed: return .error(status: 422, message: e.description)
+    case .busy: return retryLater(e.description)
+    }
   }
 
   static func retryLater(_ message: String) -> HTTPResponse {

@@ -169,6 +169,11 @@ struct ObjectsEndpoint {
       if request.method == "HEAD" { r.body = .lengthOnly(r.body.length) }
       return r
     }
+    if let variant = try ImageVariantDownload.variant(of: object, request, context: context) {
+      var r = try download(request, object: variant.object, head: DownloadHead(variant.object))
+      if variant.negotiated { r.headers.set("Vary", "Accept") }
+      return r
+    }
     return try download(request, object: object, head: memo?.value { DownloadHead(object) } ?? DownloadHead(object))
   }
 
