@@ -164,6 +164,9 @@ def test_console_main_flows(console):
     by_id(d, "files").send_keys("\n".join(str(tmp / n) for n in files))
     wait(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#uploads li[data-state=done]")) == 4, timeout=60)
     wait(d, lambda d: all(link(d, n) for n in [*files, "video.bin"]))
+    time.sleep(0.5)  # every finished upload reloads the listing: each object must appear once
+    names = d.execute_script("return [...document.querySelectorAll('#listing a')].map((a) => a.textContent)")
+    assert sorted(names) == sorted([*files, "video.bin"]), names
     shot(d, "3-listing")
 
     # Image preview, from fetched bytes on a blob: URL.

@@ -44,14 +44,17 @@ async function load(reset) {
   if (state.loading && !reset) return;
   if (reset) Object.assign(state, { items: [], prefixes: [], next: null });
   state.loading = true;
+  // Only the latest listing is shown: a reload started while a page was on its way wins.
+  const ticket = (state.ticket = (state.ticket || 0) + 1);
   try {
     const page = await api.list(state.bucket, state.prefix + $("filter").value, reset ? null : state.next);
+    if (ticket !== state.ticket) return;
     state.items.push(...(page.items || []).filter((i) => i.name !== state.prefix));
     state.prefixes.push(...(page.prefixes || []));
     state.next = page.nextPageToken || null;
     say("status", `${state.prefixes.length} folders, ${state.items.length} objects${state.next ? " (scroll for more)" : ""}`);
     render();
-  } catch (error) { say("status", error.message, true); } finally { state.loading = false; }
+  } catch (error) { if (ticket === state.ticket) say("status", error.message, true); } finally { if (ticket === state.ticket) state.loading = false; }
 }
 
 // Pages arrive as the user scrolls: the sentinel below the table asks for the next one.
