@@ -65,7 +65,9 @@ let package = Package(
       dependencies: [
         "LarderHTTP", "LarderLogging", "Larder", "LarderRules", "LarderAuth", "LarderCrypto", "LarderPostgres",
         "LarderS3Store", "LarderImages",
-      ]),
+      ],
+      // The web console's HTML, CSS and JS, compiled into the binary (ConsoleAssets).
+      resources: [.embedInCode("Console/assets")]),
     // The CLI's commands, as a library so that a test-only build of it can inject faults.
     .target(
       name: "LarderCLI",

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(pkg-config libsqlite3-dev libmagic-dev libmagic-mgc libssl-dev libmicrohttpd-dev libre2-dev
           postgresql libpq-dev  # the PostgreSQL catalog: client library, and a throw-away server for its tests
           openssl curl python3-venv
-          nodejs chromium)  # the real Firebase JS SDK runs in node and headless Chromium (interop tests)
+          nodejs chromium  # the real Firebase JS SDK runs in node and headless Chromium (interop tests)
+          chromium-driver)  # selenium drives that Chromium through it (the console's browser tests)
 # The S3 blob backend: libcurl, and OpenStack Swift with its S3 API for the tests on loopback
 # (scripts/swift-s3.sh). Never python3-swiftclient: its `swift` command shadows the Swift compiler.
 PACKAGES+=(libcurl4-openssl-dev swift-proxy swift-account swift-container swift-object memcached)
@@ -28,8 +29,9 @@ fi
 # Interop clients from PyPI, in a project-local virtualenv.
 # google-auth, google-cloud-storage and firebase-admin: the Google clients a Firebase backend
 # uses (service-account keys, /token, V4 signed URLs, the GCS JSON API; issue 22).
-PY_PACKAGES=(tuspy==1.1.0 requests pytest google-auth==2.63.0 google-cloud-storage==3.17.1 firebase-admin==7.7.0)
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tusclient, requests, pytest, google.auth, google.cloud.storage, firebase_admin" 2>/dev/null; then
+PY_PACKAGES=(tuspy==1.1.0 requests pytest google-auth==2.63.0 google-cloud-storage==3.17.1 firebase-admin==7.7.0
+            selenium==4.50.0)  # the console's browser tests (interop/console)
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tusclient, requests, pytest, google.auth, google.cloud.storage, firebase_admin, selenium" 2>/dev/null; then
   echo "deps: creating .venv with ${PY_PACKAGES[*]}"
   python3 -m venv .venv || { rm -rf .venv; python3 -m venv --without-pip .venv; }
   .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip -q

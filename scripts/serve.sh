@@ -8,11 +8,18 @@ PORT="${2:-8080}"
 BIN="$(swift build -c release --show-bin-path)/larder"
 mkdir -p "$DATA"
 TOKEN="$("$BIN" token --uid dev --ttl 24h --data "$DATA")"
+# The console link signs "dev" in with a token of its own, short-lived, in the URL fragment:
+# browsers never send the fragment, so it stays out of the server's logs.
+CONSOLE_TOKEN="$("$BIN" token --uid dev --ttl 1h --data "$DATA")"
 cat <<MSG
 Larder on http://127.0.0.1:$PORT with data in $DATA/ and rules from storage.rules.example.
 A development token for uid "dev" (valid 24 h):
 
   export TOKEN=$TOKEN
+
+The web console, signed in as "dev" for an hour (then paste a token to sign in again):
+
+  http://127.0.0.1:$PORT/console/#token=$CONSOLE_TOKEN&bucket=app&prefix=users%2Fdev%2F
 
 Try:
   curl -H "Authorization: Bearer \$TOKEN" -H "Content-Type: text/markdown" --data-binary @README.md \\

@@ -36,6 +36,19 @@ import Testing
     }
   }
 
+  @Test func putWithoutContentTypeDeclaresTheDetectedType() throws {
+    let box = try Sandbox()
+    let src = try box.write("photo", onePixelPNG)
+    let put = try box.larder("put", src, "b/media/photo.png", "--json")
+    #expect(put.status == 0, "\(put)")
+    let json = try put.jsonObject()
+    #expect(json["contentType"] as? String == "image/png")
+    #expect(json["detectedContentType"] as? String == "image/png")
+    // An explicit --content-type still wins.
+    let declared = try box.larder("put", src, "b/media/photo.bin", "--content-type", "application/x-mine", "--json")
+    #expect(try declared.jsonObject()["contentType"] as? String == "application/x-mine")
+  }
+
   @Test func putFromStandardInput() throws {
     let box = try Sandbox()
     let bytes = pseudoRandomBytes(300_001, seed: 2)
@@ -100,8 +113,8 @@ import Testing
     let second = try again.jsonObject()
     #expect(try #require(Int64(second["generation"] as? String ?? "")) > generation)
     #expect(second["metageneration"] as? String == "1")
-    // Nothing declared: application/octet-stream, as Firebase reports it.
-    #expect(second["contentType"] as? String == "application/octet-stream")
+    // Nothing declared: the CLI declares what libmagic found.
+    #expect(second["contentType"] as? String == "text/plain")
     #expect(second["detectedContentType"] as? String == "text/plain")
     #expect(second["declaredContentType"] == nil)
     #expect(second["metadata"] == nil)
@@ -140,8 +153,8 @@ import Testing
     #expect(text.status == 0)
     #expect(text.stdoutLines.count == 2)
     #expect(text.stdoutLines.first == "a/")
-    // The type column is the object's contentType: the declared type, none here.
-    #expect(text.stdoutLines.last?.hasPrefix("top.txt\t5\tapplication/octet-stream\t") == true)
+    // The type column is the object's contentType: the declared type, here the detected one.
+    #expect(text.stdoutLines.last?.hasPrefix("top.txt\t5\t") == true)
     #expect(
       try box.larder("ls", "b", "-r").stdoutLines.map { String($0.split(separator: "\t")[0]) } == [
         "a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt",

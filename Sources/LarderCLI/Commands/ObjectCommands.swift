@@ -5,14 +5,14 @@ struct PutCommand: Command {
   static let source = Positional("FILE", help: "the local file to store; - for standard input")
   static let object = Positional("BUCKET/NAME", help: "where to store it")
   static let contentType = Option.value(
-    "--content-type", "TYPE", help: "kept as the declared type (the stored type is sniffed from the content)")
+    "--content-type", "TYPE", help: "the declared type (default: the type libmagic detects in the content)")
   static let metadata = Option.repeated("--metadata", "k=v", help: "custom metadata")
   static let maxSize = Option.value("--max-size", "SIZE", help: "refuse (exit 1) content larger than this")
   static let json = Option.flag("--json", help: "print the stored object's metadata as JSON")
 
   static let configuration = CommandConfiguration(
     name: "put", summary: "store a local file as BUCKET/NAME",
-    discussion: "The stored type is sniffed from the content; --content-type is kept as the declared type.",
+    discussion: "The declared type is --content-type, else the type libmagic detects in the content.",
     positionals: [source, object], options: [contentType, metadata, maxSize, json],
     groups: [StoreOptions.self])
 
@@ -61,10 +61,13 @@ struct PutCommand: Command {
       progress.update(writer.byteCount)
     }
     progress.finish()
+    let staged = try writer.finish()
+    // Without --content-type the CLI declares what libmagic found (the HTTP API keeps Firebase's
+    // semantics: the client's declaration, else application/octet-stream).
     let object = try larder.objects.put(
-      bucket: bucket, name: name, staged: try writer.finish(),
+      bucket: bucket, name: name, staged: staged,
       options: .init(
-        declaredContentType: contentType,
+        declaredContentType: contentType ?? staged.contentType,
         filename: source == "-" ? nil : URL(fileURLWithPath: source).lastPathComponent, metadata: metadata))
     if json {
       print(try Output.json(object.firebaseMetadata))

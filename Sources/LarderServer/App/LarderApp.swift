@@ -12,6 +12,7 @@ import LarderHTTP
 /// POST /token                        service accounts' JWT-bearer grant (RFC 7523)
 /// GET|HEAD|PUT /{bucket}/{object...}?X-Goog-Signature=…   V4 signed URLs
 /// *    /storage/v1/…, /upload/storage/v1/…, /download/storage/v1/…   the GCS JSON API (same objects)
+/// GET  /, /console/, /console/{hashed name}   the web console's static files (ConsoleEndpoint)
 /// ```
 /// Routes are declared once, here and in each endpoint's `register`; their labels are fixed,
 /// so metrics and the access log never grow with what clients send.
@@ -52,6 +53,7 @@ public final class LarderApp: HTTPHandler {
       }
     }
     objects.register(in: &router, cors: fixed)
+    ConsoleEndpoint(assets: .embedded).register(in: &router)  // the web console (static files)
     GcsEndpoint(context: context).register(in: &router)
     uploads?.register(in: &router, cors: fixed)
     if let accounts = context.serviceAccounts {

@@ -1,0 +1,103 @@
+// The public HTTP API, with the signed-in user's token: the console has no other way in.
+const TOKEN_KEY = "larder.token";
+
+export function token() { return sessionStorage.getItem(TOKEN_KEY); }
+export function setToken(value) { value ? sessionStorage.setItem(TOKEN_KEY, value) : sessionStorage.removeItem(TOKEN_KEY); }
+
+export const enc = encodeURIComponent;
+export function objectPath(bucket, name) { return `/v0/b/${enc(bucket)}/o/${enc(name)}`; }
+
+/** The server's refusal as an Error carrying its own message and status. */
+export async function failure(response) {
+  let message = `${response.status} ${response.statusText}`;
+  try { const body = await response.json(); if (body.error && body.error.message) message = `${response.status}: ${body.error.message}`; } catch (_) { /* not JSON */ }
+  const error = new Error(message); error.status = response.status; return error;
+}
+
+export async function call(path, init = {}) {
+  const headers = new Headers(init.headers || {});
+  if (token()) headers.set("Authorization", `Bearer ${token()}`);
+  const response = await fetch(path, { ...init, headers });
+  if (!response.ok) throw await failure(response);
+  return response;
+}
+
+export async function json(path, init) { const r = await call(path, init); return r.status === 204 ? null : r.json(); }
+
+export function buckets() { return json("/storage/v1/b?project=larder"); }
+
+/** One page of a folder: GCS JSON listing (full resources: size, updated, types). */
+export function list(bucket, prefix, pageToken) {
+  const q = new URLSearchParams({ prefix, delimiter: "/", maxResults: "100" });
+  if (pageToken) q.set("pageToken", pageToken);
+  return json(`/storage/v1/b/${enc(bucket)}/o?${q}`);
+}
+
+export function metadata(bucket, name) { return json(objectPath(bucket, name)); }
+export function patch(bucket, name, body) {
+  return json(objectPath(bucket, name), { method: "PATCH", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+}
+export function remove(bucket, name) { return call(objectPath(bucket, name), { method: "DELETE" }); }
+export async function bytes(bucket, name) { return (await call(`${objectPath(bucket, name)}?alt=media`)).blob(); }
+
+export function downloadURL(meta) {
+  const t = (meta.downloadTokens || "").split(",")[0];
+  return `${location.origin}${objectPath(meta.bucket, meta.name)}?alt=media${t ? `&token=${enc(t)}` : ""}`;
+}
+
+// tus 1.0.0 resumable uploads, with XMLHttpRequest for upload progress.
+const CHUNK = 1 << 20;
+const b64 = (s) => btoa(String.fromCharCode(...new TextEncoder().encode(s)));
+const uploadKey = (bucket, name, file) => `larder.upload:${bucket}:${name}:${file.size}:${file.lastModified}`;
+
+function xhr(method, url, headers, body, onProgress) {
+  return new Promise((resolve, reject) => {
+    const r = new XMLHttpRequest();
+    r.open(method, url);
+    for (const [k, v] of Object.entries(headers)) r.setRequestHeader(k, v);
+    if (token()) r.setRequestHeader("Authorization", `Bearer ${token()}`);
+    if (onProgress) r.upload.onprogress = (e) => onProgress(e.loaded);
+    r.onload = () => resolve(r);
+    r.onerror = () => reject(new Error("network error"));
+    r.send(body);
+  });
+}
+
+async function refusal(r) {
+  let message = `${r.status} ${r.statusText}`;
+  try { const body = JSON.parse(r.responseText); if (body.error && body.error.message) message = `${r.status}: ${body.error.message}`; } catch (_) { /* not JSON */ }
+  return new Error(message);
+}
+
+/** Uploads `file` as `name`, resuming an earlier upload of the same file (kept in localStorage). */
+export class Upload {
+  constructor(bucket, name, file, onProgress) { Object.assign(this, { bucket, name, file, onProgress, paused: false, resumedAt: 0 }); }
+
+  async start() {
+    const key = uploadKey(this.bucket, this.name, this.file);
+    let url = localStorage.getItem(key), offset = 0;
+    if (url) {
+      const r = await xhr("HEAD", url, { "Tus-Resumable": "1.0.0" });
+      if (r.status === 200) { offset = Number(r.getResponseHeader("Upload-Offset")); this.resumedAt = offset; } else url = null;
+    }
+    if (!url) {
+      const meta = `name ${b64(this.name)},contentType ${b64(this.file.type || "application/octet-stream")},filename ${b64(this.file.name)}`;
+      const r = await xhr("POST", `/v0/b/${enc(this.bucket)}/uploads`, { "Tus-Resumable": "1.0.0", "Upload-Length": String(this.file.size), "Upload-Metadata": meta });
+      if (r.status !== 201) throw await refusal(r);
+      url = new URL(r.getResponseHeader("Location"), location.href).href;
+      localStorage.setItem(key, url);
+    }
+    this.onProgress(offset);
+    while (offset < this.file.size) {
+      if (this.paused) return "paused";
+      const chunk = this.file.slice(offset, offset + CHUNK);
+      const r = await xhr("PATCH", url, { "Tus-Resumable": "1.0.0", "Upload-Offset": String(offset), "Content-Type": "application/offset+octet-stream" }, chunk, (n) => this.onProgress(offset + n));
+      if (r.status !== 204) throw await refusal(r);
+      offset = Number(r.getResponseHeader("Upload-Offset"));
+      this.onProgress(offset);
+    }
+    if (this.file.size === 0 && !localStorage.getItem(key)) return "done";
+    localStorage.removeItem(key);
+    return "done";
+  }
+}
