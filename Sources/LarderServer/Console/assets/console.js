@@ -116,7 +116,9 @@ function metaRow(k = "", v = "") {
 }
 
 // Previews come from bytes fetched with the token, shown through blob: URLs; HTML and SVG are
-// shown as text, never rendered; PDFs go in a sandboxed frame (no scripts, no same-origin).
+// shown as text, never rendered. A PDF goes in a frame on a blob typed application/pdf, which
+// Chromium and Firefox hand to their PDF viewer (a sandboxed frame would block the viewer); the
+// blob's type is fixed here from the detected type, so nothing stored can make it a page.
 async function preview(meta) {
   if (previewURL) URL.revokeObjectURL(previewURL);
   const box = $("preview"); box.replaceChildren();
@@ -130,7 +132,7 @@ async function preview(meta) {
     if (kind === "text") { box.append(el("pre", { textContent: (await blob.slice(0, 65536).text()) })); return; }
     previewURL = URL.createObjectURL(new Blob([blob], { type }));
     if (kind === "image") box.append(el("img", { src: previewURL, alt: `preview of ${meta.name}` }));
-    else if (kind === "pdf") { const f = el("iframe", { src: previewURL, title: `preview of ${meta.name}` }); f.setAttribute("sandbox", ""); box.append(f); }
+    else if (kind === "pdf") box.append(el("iframe", { src: previewURL, title: `preview of ${meta.name}` }));
     else box.append(el(kind, { src: previewURL, controls: true }));
   } catch (error) { box.append(el("p", { className: "error", textContent: error.message })); }
 }
