@@ -53,7 +53,7 @@ import Testing
       ("put", "  --metadata k=v         custom metadata (repeatable)"),
       (
         "put",
-        "  --content-type TYPE    kept as the declared type (the stored type is sniffed from the content)"
+        "  --content-type TYPE    the declared type (default: the type libmagic detects in the content)"
       ),
       ("gc", "  --grace DURATION       release unreferenced files only once older than this (default 24h)"),
       ("token", "  --uid U                the token's subject (request.auth.uid) (required)"),
