@@ -86,6 +86,16 @@ import Testing
     (["serve", "--allow-all", "--upload-lease", "0"], "--upload-lease must be at least 1s", "serve"),
     (["serve", "--allow-all", "--upload-lease", "soon"], "'soon' is not a duration (e.g. 30s, 15m, 24h)", "serve"),
     (["ls", "--data", ""], "--data needs a directory", "ls"),
+    (["serve", "--allow-all", "--image-transforms", "maybe"], "--image-transforms must be on or off", "serve"),
+    (["serve", "--allow-all", "--image-max-pixels", "0"], "--image-max-pixels must be a positive integer", "serve"),
+    (["serve", "--allow-all", "--image-max-pixels", "lots"], "--image-max-pixels must be a positive integer", "serve"),
+    (["serve", "--allow-all", "--image-threads", "0"], "--image-threads must be 1…64", "serve"),
+    (["serve", "--allow-all", "--image-threads", "65"], "--image-threads must be 1…64", "serve"),
+    (
+      ["serve", "--allow-all", "--image-max-source-size", "big"], "'big' is not a size (e.g. 1024, 10MiB, 5GiB)",
+      "serve"
+    ),
+    (["serve", "--allow-all", "--image-cache-size", "-1"], "'-1' is not a size (e.g. 1024, 10MiB, 5GiB)", "serve"),
   ]
 
   @Test(arguments: 0..<badUsage.count) func badUsageExitsTwoWithErrorAndUsage(_ index: Int) throws {

@@ -93,9 +93,20 @@ import Testing
       let first = try images.variant(of: photo, width: 100, format: .png)
       usleep(5000)  // a later `used_at`
       let second = try images.variant(of: photo, width: 101, format: .png)
-      #expect(try larder.derived.evict(toFit: second.size) == 1)
+      usleep(5000)
+      let third = try images.variant(of: photo, width: 102, format: .png)
+      // Within budget: nothing goes.
+      #expect(try larder.derived.evict(toFit: first.size + second.size + third.size) == 0)
+      // Room for the two most recently used: only the oldest goes.
+      #expect(try larder.derived.evict(toFit: second.size + third.size) == 1)
       #expect(try larder.files.file(id: first.id) == nil)
       #expect(try larder.files.file(id: second.id) != nil)
+      #expect(try larder.files.file(id: third.id) != nil)
+      #expect(try larder.derived.statistics() == (2, second.size + third.size))
+      // A budget smaller than any variant releases them all; the source stays.
+      #expect(try larder.derived.evict(toFit: 0) == 2)
+      #expect(try larder.derived.statistics() == (0, 0))
+      #expect(try larder.files.file(id: photo.id) != nil)
     }
   }
 

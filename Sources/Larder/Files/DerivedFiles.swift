@@ -79,23 +79,19 @@ public struct DerivedFiles: Sendable {
     }
   }
 
-  /// Releases the least recently used derived files until their bytes fit in `budget`; their
-  /// blobs go at the next collection (when no other file holds them). Returns how many went.
+  /// Releases the least recently used derived files until their bytes fit in `budget`, in one
+  /// statement (a running sum from the most recently used: what lies beyond the budget goes);
+  /// their blobs go at the next collection (when no other file holds them). Returns how many went.
   @discardableResult
   public func evict(toFit budget: Int64) throws -> Int {
-    var released = 0
-    while true {
-      let (_, bytes) = try statistics()
-      guard bytes > budget else { return released }
-      let n = try catalog.write { db in
-        try db.execute(
-          """
-          DELETE FROM files WHERE id IN (SELECT file_id FROM derived_files ORDER BY used_at, created_at LIMIT 1)
-          """)
-        return db.changes
-      }
-      if n == 0 { return released }
-      released += n
+    try catalog.write { db in
+      try db.execute(
+        """
+        DELETE FROM files WHERE id IN (SELECT file_id FROM (\
+        SELECT file_id, sum(size) OVER (ORDER BY used_at DESC, created_at DESC, file_id) AS kept \
+        FROM derived_files) ranked WHERE kept > ?)
+        """, [budget])
+      return db.changes
     }
   }
 

@@ -74,7 +74,7 @@ final class ModelChangeListener: Sendable {
     var seen = catalog.commitStamp()
     // A commit between an observer's first query and this first reading would go unseen.
     center.committed(types: center.types)
-    let interval = Double(Self.stampPollInterval.components.attoseconds) / 1e18
+    let interval = Self.stampPollInterval.timeInterval
     while center.count > 0 {
       Thread.sleep(forTimeInterval: interval)
       // nil: the header was being rewritten at that instant; the next reading tells.
