@@ -102,6 +102,7 @@ public struct GarbageCollector: Sendable {
       report.uploadBytesFreed + report.blobBytesFreed + report.strayBytesFreed + report.tempBytesFreed
     report.durationSeconds = Self.seconds(clock.now - started)
     options.progress?(.init(phase: .done, processed: 0))
+    if !options.dryRun { try larder.recordCollection(report) }
     return report
   }
 
