@@ -181,7 +181,7 @@ $("delete-selected").addEventListener("click", () => {
     for (const name of names) {
       try { await api.remove(state.bucket, name); state.selected.delete(name); } catch (error) { failed++; message = `${name}: ${error.message}`; }
     }
-    say("status", failed ? `Deleted ${names.length - failed}, ${failed} refused (${message}).` : `Deleted ${names.length} objects.`, failed > 0);
+    say("notice", failed ? `Deleted ${names.length - failed}, ${failed} refused (${message}).` : `Deleted ${names.length} objects.`, failed > 0);
     load(true);
   });
 });
@@ -310,7 +310,7 @@ $("rotate").addEventListener("click", async () => {
   try { state.current = await api.patch(state.current.bucket, state.current.name, { rotateDownloadToken: true }); $("url").value = api.downloadURL(state.current); say("panel-status", "Token rotated: the old download URL no longer works."); } catch (error) { say("panel-status", error.message, true); }
 });
 $("delete").addEventListener("click", () => confirmThen(`Delete ${state.current.name}? This cannot be undone.`, async () => {
-  try { await api.remove(state.current.bucket, state.current.name); $("panel").hidden = true; say("status", `Deleted ${state.current.name}.`); load(true); $("filter").focus(); } catch (error) { say("panel-status", error.message, true); }
+  try { await api.remove(state.current.bucket, state.current.name); $("panel").hidden = true; say("notice", `Deleted ${state.current.name}.`); load(true); $("filter").focus(); } catch (error) { say("panel-status", error.message, true); }
 }));
 
 // Rename / move: copy to the new name, then delete the old one (not atomic: see api.rename).
@@ -322,7 +322,7 @@ $("rename-form").addEventListener("submit", async (e) => {
   if (!target || target === state.current.name) { $("rename-dialog").close(); return; }
   try {
     await api.rename(state.current.bucket, state.current.name, state.current.generation, target);
-    $("rename-dialog").close(); say("status", `Renamed ${state.current.name} to ${target}.`); load(true); openObject(target);
+    $("rename-dialog").close(); say("notice", `Renamed ${state.current.name} to ${target}.`); load(true); openObject(target);
   } catch (error) { say("rename-status", error.message, true); }
 });
 
