@@ -229,8 +229,11 @@ def test_console_main_flows(console):
     other.write_bytes(os.urandom(90 << 20))
     by_id(d, "files").send_keys(str(other))
     wait(d, lambda d: (u := upload_item(d, "users/dev/other.bin")) and "/s" in u["text"])
+    tus_url = d.execute_script("return Object.entries(localStorage).find(([k]) => k.includes(':users/dev/other.bin:'))[1]")
+    assert requests.head(tus_url, headers={**auth, "Tus-Resumable": "1.0.0"}).status_code == 200
     d.find_element(By.CSS_SELECTOR, "#uploads li[data-name='users/dev/other.bin'] button[aria-label='cancel other.bin']").click()
     wait(d, lambda d: upload_item(d, "users/dev/other.bin")["state"] == "cancelled")
+    wait(d, lambda d: requests.head(tus_url, headers={**auth, "Tus-Resumable": "1.0.0"}).status_code in (404, 410))
     assert d.execute_script("return Object.keys(localStorage).filter((k) => k.includes('other.bin')).length") == 0
     assert requests.get(f"{server.url}/v0/b/app/o/users%2Fdev%2Fother.bin", headers=auth).status_code == 404
 
@@ -243,6 +246,9 @@ def test_console_main_flows(console):
     message = d.find_element(By.CSS_SELECTOR, "#uploads li[data-name='users/dev/huge.bin'] .error").text
     assert message.startswith("413"), message
     shot(d, "11-upload-refused-too-large")
+    # "Clear finished" empties the list of what is done, cancelled or refused.
+    by_id(d, "clear-uploads").click()
+    wait(d, lambda d: not d.find_elements(By.CSS_SELECTOR, "#uploads li"))
 
     # A folder through the directory picker (webkitdirectory): names keep their relative paths.
     album = tmp / "album"
@@ -403,6 +409,9 @@ def test_console_main_flows(console):
 
     # Usable on a 375 px wide phone: nothing wider than the viewport.
     d.set_window_size(375, 800)
+    d.execute_script("window.scrollTo(0, 0)")
+    wait(d, lambda d: link(d, "photo.png") and d.execute_script("return document.documentElement.scrollWidth") <= 375)
+    shot(d, "16-phone-listing")
     link(d, "photo.png").click()
     wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#preview img"))
     assert d.execute_script("return document.documentElement.scrollWidth") <= 375
@@ -501,6 +510,10 @@ def test_console_store_view_for_admins_only(console):
     assert d.find_element(By.CSS_SELECTOR, "#store a[href='/metrics']")
     got = requests.get(f"{server.url}/admin/v1/store", headers=admin).json()
     assert (got["objects"], got["logicalBytes"], got["storedBytes"], got["blobs"]) == (3, 2500, 1500, 2)
+    # `larder service-account token` prints an access token that is an admin identity too.
+    cli = subprocess.run([os.environ["LARDER_BIN"], "service-account", "token", "ops", "--data", server.data_dir],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    assert requests.get(f"{server.url}/admin/v1/store", headers={"Authorization": f"Bearer {cli}"}).json()["objects"] == 3
     shot(d, "15-store")
     logs = d.get_log("browser")
     bad = [e for e in logs if e["level"] == "SEVERE" or "Content Security Policy" in e["message"]]

@@ -210,7 +210,7 @@ function upload(file, relative) {
     const rate = (sent - base) / Math.max((performance.now() - began) / 1000, 0.001);
     text.textContent = `${formatSize(sent)} of ${formatSize(file.size)}${job.resumedAt ? ` (resumed at ${formatSize(job.resumedAt)})` : ""}, ${formatSize(rate)}/s, ${rate > 0 ? formatTime((file.size - sent) / rate) : "?"} left`;
   });
-  const finish = (how, message) => { item.dataset.state = how; pause.remove(); cancel.remove(); if (message) { text.textContent = message; text.className = "error"; } };
+  const finish = (how, message) => { item.dataset.state = how; pause.remove(); cancel.remove(); $("clear-uploads").hidden = false; if (message) { text.textContent = message; text.className = "error"; } };
   const run = () => { began = performance.now(); base = Number(bar.value); return job.start().then((how) => {
     if (how === "paused") { text.textContent = `paused at ${formatSize(bar.value)}`; pause.textContent = "Resume"; pause.setAttribute("aria-label", `resume ${relative}`); item.dataset.state = "paused"; return; }
     text.textContent = `done${job.resumedAt ? ` (resumed at ${formatSize(job.resumedAt)})` : ""}`; finish("done"); reloadSoon();
@@ -219,6 +219,11 @@ function upload(file, relative) {
   cancel.addEventListener("click", () => { const idle = item.dataset.state === "paused" || text.textContent === "queued"; job.cancel(); if (idle) { text.textContent = "cancelled"; finish("cancelled"); } });
   return () => (job.cancelled ? Promise.resolve() : (item.dataset.state = "running", run()));
 }
+
+$("clear-uploads").addEventListener("click", () => {
+  for (const li of $("uploads").querySelectorAll("li")) if (["done", "cancelled", "failed"].includes(li.dataset.state)) li.remove();
+  $("clear-uploads").hidden = true; $("files").focus();
+});
 
 // Drag and drop: files and whole folders (folders through the entries API, read recursively).
 const drop = $("browser");
