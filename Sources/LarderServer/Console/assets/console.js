@@ -59,7 +59,8 @@ async function load(reset) {
   // Only the latest listing is shown: a reload started while a page was on its way wins.
   const ticket = (state.ticket = (state.ticket || 0) + 1);
   try {
-    const page = await api.list(state.bucket, state.prefix + $("filter").value, reset ? null : state.next);
+    // Pages of 200 as the user scrolls; the API's largest (1000) when the sort needs the whole folder.
+    const page = await api.list(state.bucket, state.prefix + $("filter").value, reset ? null : state.next, $("sort").value === "name" ? 200 : 1000);
     if (ticket !== state.ticket) return;
     state.items.push(...(page.items || []).filter((i) => i.name !== state.prefix));
     state.prefixes.push(...(page.prefixes || []));
@@ -160,7 +161,11 @@ function tile(entry) {
   const icon = () => picture.replaceChildren(el("span", { className: "type-icon", ariaHidden: "true", textContent: entry.folder ? "DIR" : (label.includes(".") ? label.split(".").pop().slice(0, 4).toUpperCase() : "FILE") }));
   if (!entry.folder && type.startsWith("image/") && type !== "image/svg+xml") {
     const key = `${state.bucket}/${entry.name}#${entry.generation}`;
-    if (!thumbs.has(key)) thumbs.set(key, api.thumbnail(state.bucket, entry.name, 160).then((b) => URL.createObjectURL(b)).catch(() => null));
+    if (!thumbs.has(key)) {
+      // At most 300 kept: the oldest blob: URLs are released (a Map iterates in insertion order).
+      for (const [old, url] of thumbs) { if (thumbs.size < 300) break; thumbs.delete(old); url.then((u) => u && URL.revokeObjectURL(u)); }
+      thumbs.set(key, api.thumbnail(state.bucket, entry.name, 160).then((b) => URL.createObjectURL(b)).catch(() => null));
+    }
     icon();
     thumbs.get(key).then((url) => { if (url) picture.replaceChildren(el("img", { src: url, alt: "" , className: "thumbnail" })); });
   } else icon();
