@@ -540,3 +540,37 @@ def test_console_store_view_for_admins_only(console):
     bad = [e for e in logs if e["level"] == "SEVERE" or "Content Security Policy" in e["message"]]
     bad = [e for e in bad if not ("Failed to load resource" in e["message"] and "403" in e["message"])]
     assert not bad, bad
+
+
+def test_console_full_disk_refusal_is_shown_on_the_file(console, tmp_path):
+    """A data directory on an 8 MiB tmpfs: a 20 MB upload runs out of space and the console shows
+    the server's 507 on that file. Needs root (mount); skipped otherwise, and says so."""
+    _, _, d, _ = console
+    disk = tmp_path / "tiny"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        print(f"\n*** SKIPPED: full-disk console test, cannot mount a tmpfs: {mounted.stderr.strip()} ***")
+        pytest.skip("*** full-disk console test SKIPPED: cannot mount a tmpfs (needs root) ***")
+    server = None
+    try:
+        rules = tmp_path / "full.rules"
+        rules.write_text(RULES)
+        server = LarderServer(disk / "data", allow_all=False, extra=["--rules", str(rules)])
+        token = subprocess.run([os.environ["LARDER_BIN"], "token", "--uid", "dev", "--ttl", "1h", "--data", str(disk / "data")],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        big = tmp_path / "too-big-for-the-disk.bin"
+        big.write_bytes(os.urandom(20_000_000))
+        d.get(server.url + "/console/#token=" + token + "&bucket=app&prefix=users%2Fdev%2F")
+        wait(d, lambda d: "0 objects" in by_id(d, "status").text)
+        by_id(d, "files").send_keys(str(big))
+        wait(d, lambda d: (u := upload_item(d, "users/dev/too-big-for-the-disk.bin")) and u["state"] == "failed", timeout=60)
+        message = d.find_element(By.CSS_SELECTOR, "#uploads li[data-name='users/dev/too-big-for-the-disk.bin'] .error").text
+        assert message == "507: no space left on the storage device", message
+        shot(d, "17-full-disk")
+        bad = [e for e in d.get_log("browser") if e["level"] == "SEVERE" or "Content Security Policy" in e["message"]]
+        assert not [e for e in bad if not ("Failed to load resource" in e["message"] and "507" in e["message"])], bad
+    finally:
+        if server:
+            server.stop()
+        subprocess.run(["umount", str(disk)], check=False)
