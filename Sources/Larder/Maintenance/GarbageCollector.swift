@@ -102,6 +102,8 @@ public struct GarbageCollector: Sendable {
       report.uploadBytesFreed + report.blobBytesFreed + report.strayBytesFreed + report.tempBytesFreed
     report.durationSeconds = Self.seconds(clock.now - started)
     options.progress?(.init(phase: .done, processed: 0))
+    // Best effort: the collection has committed; failing to note it (a full disk) must not report it failed.
+    if !options.dryRun { try? larder.recordCollection(report) }
     return report
   }
 
