@@ -17,6 +17,10 @@ struct PostgresDialect: SQLDialect {
   /// The field as text (`#>>`), for string tests.
   static func text(_ field: String) throws(ModelError) -> String { "(body #>> \(try path(field)))" }
 
+  func bodySettingNull(_ field: String) throws(ModelError) -> String {
+    "jsonb_set(body, \(try Self.path(field)), 'null'::jsonb)"
+  }
+
   var namesIndexes: Bool { false }
   /// PostgreSQL refuses a negative LIMIT; NULL is none.
   var noLimit: SQLValue { .null }

@@ -174,6 +174,23 @@ enum PostgresMigrations {
         CREATE INDEX derived_files_by_use ON derived_files(used_at);
         """)
     },
+    // 12: references between models (see the SQLite migration 12).
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE model_references(
+          record_type TEXT COLLATE "C" NOT NULL,
+          record_id TEXT COLLATE "C" NOT NULL,
+          property TEXT COLLATE "C" NOT NULL,
+          target_type TEXT COLLATE "C" NOT NULL,
+          target_id TEXT COLLATE "C" NOT NULL,
+          on_delete TEXT NOT NULL CHECK (on_delete IN ('cascade', 'nullify', 'restrict')),
+          PRIMARY KEY(record_type, record_id, property),
+          FOREIGN KEY(record_type, record_id) REFERENCES records(type, id) ON DELETE CASCADE,
+          FOREIGN KEY(target_type, target_id) REFERENCES records(type, id));
+        CREATE INDEX model_references_by_target ON model_references(target_type, target_id);
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

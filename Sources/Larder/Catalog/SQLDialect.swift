@@ -29,6 +29,9 @@ package protocol SQLDialect: Sendable {
   /// A query that moves the fence counter to its one argument, after a catalog copy, when the
   /// counter is not a row that the copy carries; nil when it is.
   var fenceCounterCatchUp: String? { get }
+  /// A record's body with one field (validated) set to JSON null, as an SQL expression: how a
+  /// ``DeleteRule/nullify`` reference lets go of a deleted model.
+  func bodySettingNull(_ field: String) throws(ModelError) -> String
   /// The steps the catalog plans for `sql`, one line each.
   func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String]
 }
@@ -55,6 +58,10 @@ package struct SQLiteDialect: SQLDialect {
 
   package func extract(_ field: String) throws(ModelError) -> String {
     "json_extract(body, \(try QuerySQL.jsonPath(field)))"
+  }
+
+  package func bodySettingNull(_ field: String) throws(ModelError) -> String {
+    "json_set(body, \(try QuerySQL.jsonPath(field)), json('null'))"
   }
 
   package var namesIndexes: Bool { true }
