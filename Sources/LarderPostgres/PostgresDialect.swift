@@ -63,7 +63,7 @@ struct PostgresDialect: SQLDialect {
       return "coalesce(jsonb_typeof(\(try extract(field))), 'null') = 'null'"
     case .isNotNil(let field):
       return "jsonb_typeof(\(try extract(field))) <> 'null'"
-    case .and, .or, .not:
+    case .and, .or, .not, .linked:
       return try condition(predicate, &arguments)
     }
   }

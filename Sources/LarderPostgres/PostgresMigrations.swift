@@ -189,6 +189,17 @@ enum PostgresMigrations {
           FOREIGN KEY(record_type, record_id) REFERENCES records(type, id) ON DELETE CASCADE,
           FOREIGN KEY(target_type, target_id) REFERENCES records(type, id));
         CREATE INDEX model_references_by_target ON model_references(target_type, target_id);
+        CREATE TABLE model_links(
+          relation TEXT COLLATE "C" NOT NULL,
+          from_type TEXT COLLATE "C" NOT NULL,
+          from_id TEXT COLLATE "C" NOT NULL,
+          to_type TEXT COLLATE "C" NOT NULL,
+          to_id TEXT COLLATE "C" NOT NULL,
+          created_at BIGINT NOT NULL,
+          PRIMARY KEY(relation, from_type, from_id, to_type, to_id),
+          FOREIGN KEY(from_type, from_id) REFERENCES records(type, id) ON DELETE CASCADE,
+          FOREIGN KEY(to_type, to_id) REFERENCES records(type, id) ON DELETE CASCADE);
+        CREATE INDEX model_links_to ON model_links(relation, to_type, to_id);
         """)
     },
   ]

@@ -46,6 +46,8 @@ extension SQLDialect {
       "(\(try condition(a, &arguments))) OR (\(try condition(b, &arguments)))"
     case .not(let a):
       "NOT (\(try condition(a, &arguments)))"
+    case .linked(let relation, let type, let id, let outgoing):
+      ModelRelations.condition(relation: relation, type: type, id: id, outgoing: outgoing, &arguments)
     default:
       try test(predicate, &arguments)
     }
@@ -102,7 +104,7 @@ package struct SQLiteDialect: SQLDialect {
       return "\(try extract(field)) IS NULL"
     case .isNotNil(let field):
       return "\(try extract(field)) IS NOT NULL"
-    case .and, .or, .not:
+    case .and, .or, .not, .linked:
       return try condition(predicate, &arguments)
     }
   }

@@ -22,6 +22,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
   /// The model cannot be deleted: `referrer` points at it with ``DeleteRule/restrict``. Nothing
   /// is deleted.
   case deleteRestricted(type: String, id: String, referrerType: String, referrerID: String, field: String)
+  /// One end of a ``ModelRelation`` link does not exist; nothing is linked.
+  case linkEndNotFound(relation: String, type: String, id: String)
 
   public var code: String {
     switch self {
@@ -34,6 +36,7 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case .referenceNotFound: "reference-not-found"
     case .invalidReference: "invalid-reference"
     case .deleteRestricted: "delete-restricted"
+    case .linkEndNotFound: "link-end-not-found"
     }
   }
 
@@ -51,6 +54,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
       "\(type) '\(id.prefix(100))': reference field '\(field)' must hold an id string or null"
     case .deleteRestricted(let type, let id, let referrerType, let referrerID, let field):
       "\(type) '\(id.prefix(100))' cannot be deleted: \(referrerType) '\(referrerID.prefix(100))' refers to it through '\(field)' (restrict)"
+    case .linkEndNotFound(let relation, let type, let id):
+      "cannot link '\(relation.prefix(100))': \(type) '\(id.prefix(100))' does not exist"
     }
   }
 }

@@ -98,7 +98,7 @@ public final class ModelTransaction {
     }
   }
 
-  private func exists(type: String, id: String) throws -> Bool {
+  func exists(type: String, id: String) throws -> Bool {
     try db.row("SELECT 1 AS found FROM records WHERE type = ? AND id = ?", [type, id]) != nil
   }
 
@@ -199,13 +199,15 @@ public final class ModelTransaction {
   }
 
   /// Creates the type's indexes inside this transaction if the store has not yet.
-  private func prepare<T: Model>(_ type: T.Type) throws {
+  func prepare<T: Model>(_ type: T.Type) throws {
     guard !T.indexes.isEmpty, !store.isIndexed(T.modelType), !indexedTypes.contains(T.modelType) else { return }
     try ModelStore.createIndexes(T.self, in: db)
     indexedTypes.insert(T.modelType)
   }
 
-  private func checkOpen() throws {
+  func touch(_ types: String...) { touchedTypes.formUnion(types) }
+
+  func checkOpen() throws {
     guard isOpen else { throw ModelError.invalidQuery("a ModelTransaction is used after its write closure returned") }
   }
 }
