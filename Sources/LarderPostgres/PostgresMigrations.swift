@@ -200,6 +200,12 @@ enum PostgresMigrations {
           FOREIGN KEY(from_type, from_id) REFERENCES records(type, id) ON DELETE CASCADE,
           FOREIGN KEY(to_type, to_id) REFERENCES records(type, id) ON DELETE CASCADE);
         CREATE INDEX model_links_to ON model_links(relation, to_type, to_id);
+        CREATE TABLE model_reference_rules(
+          record_type TEXT COLLATE "C" NOT NULL,
+          property TEXT COLLATE "C" NOT NULL,
+          target_type TEXT COLLATE "C" NOT NULL,
+          on_delete TEXT NOT NULL CHECK (on_delete IN ('cascade', 'nullify', 'restrict')),
+          PRIMARY KEY(record_type, property));
         """)
     },
   ]

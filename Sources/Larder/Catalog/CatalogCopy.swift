@@ -12,7 +12,7 @@ import Foundation
 package enum CatalogCopy {
   /// The tables, parents before children (foreign keys hold at every insert).
   static let tables = [
-    "blobs", "files", "objects", "records", "attachments", "model_references", "model_links", "uploads", "settings",
+    "blobs", "files", "objects", "records", "attachments", "model_references", "model_links", "model_reference_rules", "uploads", "settings",
     "service_account_keys", "blob_deletions", "blob_fences", "derived_files",
   ]
   /// Tables the destination's migrations fill, whose rows the source's replace.

@@ -181,7 +181,8 @@ package enum Migrations {
     // exists, and a record cannot be deleted while a row points at it (``ModelTransaction``
     // cascades, nullifies or refuses first, so this never fires unless something bypasses it).
     // `model_links` holds many-to-many links (``ModelRelation``): a row per (relation, from, to),
-    // gone with either end.
+    // gone with either end. `model_reference_rules` is each type's declared references as its
+    // last typed save had them, for what imports documents without the Swift type.
     """
     CREATE TABLE model_references(
       record_type TEXT NOT NULL,
@@ -207,6 +208,13 @@ package enum Migrations {
       FOREIGN KEY(to_type, to_id) REFERENCES records(type, id) ON DELETE CASCADE
     ) WITHOUT ROWID;
     CREATE INDEX model_links_to ON model_links(relation, to_type, to_id);
+    CREATE TABLE model_reference_rules(
+      record_type TEXT NOT NULL,
+      property TEXT NOT NULL,
+      target_type TEXT NOT NULL,
+      on_delete TEXT NOT NULL CHECK (on_delete IN ('cascade', 'nullify', 'restrict')),
+      PRIMARY KEY(record_type, property)
+    ) WITHOUT ROWID;
     """,
   ]
 

@@ -16,6 +16,7 @@ public final class ModelTransaction {
   var isOpen = true
   private(set) var touchedTypes: Set<String> = []
   private(set) var indexedTypes: Set<String> = []
+  private var rulesRecorded: Set<String> = []
 
   init(db: Database, store: ModelStore) {
     self.db = db
@@ -74,14 +75,18 @@ public final class ModelTransaction {
   private func recordReferences<T: Model>(of model: T, body: String) throws {
     let type = T.modelType
     try db.execute("DELETE FROM model_references WHERE record_type = ? AND record_id = ?", [type, model.id])
-    guard !T.references.isEmpty else { return }
-    let json = try JSONSerialization.jsonObject(with: Data(body.utf8), options: [.fragmentsAllowed])
     var fields: Set<String> = []
     for reference in T.references {
       guard fields.insert(reference.field).inserted else {
         throw ModelError.invalidQuery("\(type) declares the reference '\(reference.field)' twice")
       }
       _ = try QuerySQL.typeLiteral(reference.targetType)
+      _ = try QuerySQL.jsonPath(reference.field)
+    }
+    try recordRules(of: T.self)
+    guard !T.references.isEmpty else { return }
+    let json = try JSONSerialization.jsonObject(with: Data(body.utf8), options: [.fragmentsAllowed])
+    for reference in T.references {
       guard let value = try ModelReference.value(at: reference.field, in: json) else { continue }
       guard let targetID = value as? String else {
         throw ModelError.invalidReference(type: type, id: model.id, field: reference.field)
@@ -95,6 +100,24 @@ public final class ModelTransaction {
         INSERT INTO model_references(record_type, record_id, property, target_type, target_id, on_delete)
         VALUES (?, ?, ?, ?, ?, ?)
         """, [type, model.id, reference.field, reference.targetType, targetID, reference.onDelete.rawValue])
+    }
+  }
+
+  /// Keeps the type's declared references in `model_reference_rules` (once per transaction; a
+  /// write only when they changed), for imports that have no Swift type.
+  private func recordRules<T: Model>(of type: T.Type) throws {
+    guard rulesRecorded.insert(T.modelType).inserted else { return }
+    func rule(_ field: String, _ target: String, _ action: String) -> String { [field, target, action].joined(separator: "\u{0}") }
+    let declared = Set(T.references.map { rule($0.field, $0.targetType, $0.onDelete.rawValue) })
+    let stored = Set(
+      try db.rows("SELECT property, target_type, on_delete FROM model_reference_rules WHERE record_type = ?", [T.modelType])
+        .map { rule($0.string("property") ?? "", $0.string("target_type") ?? "", $0.string("on_delete") ?? "") })
+    guard declared != stored else { return }
+    try db.execute("DELETE FROM model_reference_rules WHERE record_type = ?", [T.modelType])
+    for reference in T.references {
+      try db.execute(
+        "INSERT INTO model_reference_rules(record_type, property, target_type, on_delete) VALUES (?, ?, ?, ?)",
+        [T.modelType, reference.field, reference.targetType, reference.onDelete.rawValue])
     }
   }
 
