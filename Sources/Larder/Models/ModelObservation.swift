@@ -115,7 +115,6 @@ final class QueryObserver<T: Model>: Sendable {
       // A failed refresh (a lost or refused catalog connection) delivers nothing and is tried
       // again after a pause that doubles up to a second: waiting for the next commit of the
       // type would leave the observer on a stale result for as long as none comes.
-      FileHandle.standardError.write(Data("OBSERVE-REFRESH-FAILED: \(error)\n".utf8))
       let delay = state.withLock { state -> Double in
         state.retryDelay = min(max(state.retryDelay * 2, 0.01), 1)
         return state.retryDelay
