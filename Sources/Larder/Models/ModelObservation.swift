@@ -111,8 +111,8 @@ final class QueryObserver<T: Model>: Sendable {
         if diff.isEmpty { return }
       }
       models = try rows.map { try ModelStore.decode(T.self, id: $0.id, body: $0.body) }
-    } catch {
-      // A failed refresh (a lost or refused catalog connection) delivers nothing and is tried
+    } catch is DatabaseError {
+      // A failed read (a lost or refused catalog connection) delivers nothing and is tried
       // again after a pause that doubles up to a second: waiting for the next commit of the
       // type would leave the observer on a stale result for as long as none comes.
       let delay = state.withLock { state -> Double in
@@ -120,6 +120,10 @@ final class QueryObserver<T: Model>: Sendable {
         return state.retryDelay
       }
       queue.asyncAfter(deadline: .now() + delay) { self.schedule() }
+      return
+    } catch {
+      // A body that no longer decodes (the type changed) fails the same way on every try:
+      // nothing is delivered until a commit of the type changes it.
       return
     }
     state.withLock { $0.retryDelay = 0 }
