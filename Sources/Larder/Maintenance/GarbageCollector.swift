@@ -210,12 +210,12 @@ public struct GarbageCollector: Sendable {
     var cursor: [UInt8] = []
     while true {
       let candidates = try orphanBlobCandidates(after: cursor, cutoff: cutoff, limit: options.batchSize)
-      guard let first = candidates.first?.sha256, let last = candidates.last?.sha256 else { break }
+      guard let last = candidates.last?.sha256 else { break }
       cursor = last
       let (removed, bytes) =
         options.dryRun
         ? (candidates.count, candidates.reduce(0) { $0 + $1.size })
-        : try content.removeUnreferenced(from: first, through: last, faults: faults)
+        : try content.removeUnreferenced(candidates.map(\.sha256), faults: faults)
       report.blobsRemoved += removed
       report.blobBytesFreed += bytes
       report.batches += 1

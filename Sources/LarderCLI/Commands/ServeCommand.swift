@@ -95,6 +95,7 @@ struct ServeCommand: Command {
       policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: arguments.value(Self.rules)!)))
     options.catalog = store.catalog
     options.blobs = store.blobs
+    options.catalogWriters = store.catalogWriters
     options.faults = StoreOptions.faults
     options.http.host = arguments.value(Self.host)!
     options.http.port = port
