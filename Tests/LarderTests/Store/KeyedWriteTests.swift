@@ -39,7 +39,7 @@ struct KeyedWriteTests {
     gate.release()
     #expect(committedBeside, "a put of other content waited for an open commit (one store-wide lock?)")
     #expect(visible)
-    #expect(holder.finished(within: 30))
+    #expect(holder.finished(within: 30) && second.finished(within: 30))
     try holder.value()
     try second.value()
     #expect(try larder.storeCounts() == [2, 2, 1])
