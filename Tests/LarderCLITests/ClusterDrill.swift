@@ -43,7 +43,11 @@ struct ClusterDrill {
       while !stop.load(ordering: .relaxed) {
         do {
           let r = try CLI.larder(gcArguments, environment: environment)
-          if r.status == 0 { gcRuns.add(1, ordering: .relaxed) } else { gcFailures.withLock { $0.append(r.stderr) } }
+          if r.status == 0 {
+            gcRuns.add(1, ordering: .relaxed)
+          } else {
+            gcFailures.withLock { $0.append(r.stderr) }
+          }
         } catch {
           gcFailures.withLock { $0.append("\(error)") }
         }
@@ -78,7 +82,9 @@ struct ClusterDrill {
   }
 
   static func upload(_ node: ServedLarder, _ name: String, _ bytes: [UInt8]) throws -> RawResponse {
-    try node.exchange("POST", "/v0/b/app/o?name=\(name)", headers: [("Content-Type", "application/octet-stream")], body: bytes)
+    try node.exchange(
+      "POST", "/v0/b/app/o?name=\(name)", headers: [("Content-Type", "application/octet-stream")], body: bytes
+    )
   }
 
   static func download(_ node: ServedLarder, _ name: String, range: String? = nil) throws -> RawResponse {
@@ -109,7 +115,9 @@ struct ClusterDrill {
         }
         if i % 3 == 0 {
           let delete = try down.exchange("DELETE", "/v0/b/app/o/\(name)")
-          guard delete.status == 204 || delete.status == 200 else { throw HarnessFailure("delete \(name): \(delete.status)") }
+          guard delete.status == 204 || delete.status == 200 else {
+            throw HarnessFailure("delete \(name): \(delete.status)")
+          }
           tally.withLock { $0.deletes += 1 }
         } else {
           tally.withLock { $0.kept.append((name, bytes)) }

@@ -13,7 +13,9 @@ struct KeyedWriteNodeTests {
   @Test func twoNodesWithWriterPoolsLoseNothingWhileGCRuns() throws {
     let box = try Sandbox()
     _ = try TestStore.open(at: box.data)  // the schema exists before both nodes start
-    var nodes = try (0..<2).map { _ in try ServedLarder(box, arguments: ["--threads", "8", "--catalog-writers", "8"]) }
+    var nodes = try (0..<2).map { _ in
+      try ServedLarder(box, arguments: ["--threads", "8", "--catalog-writers", "8"])
+    }
     defer { for i in nodes.indices { nodes[i].kill() } }
     let drill = ClusterDrill(
       nodes: nodes, gcArguments: ["gc", "--grace", "0s", "--data", box.dataPath], environment: [:],

@@ -15,7 +15,8 @@ import Synchronization
 public struct CatalogLockTimes: Sendable, Equatable {
   /// Upper bounds of the buckets, in seconds (the last bucket, +Inf, is implicit).
   public static let bounds: [Double] = [
-    0.000_05, 0.000_1, 0.000_2, 0.000_3, 0.000_5, 0.000_75, 0.001, 0.001_5, 0.002, 0.003, 0.005, 0.007_5, 0.01,
+    0.000_05, 0.000_1, 0.000_2, 0.000_3, 0.000_5, 0.000_75, 0.001, 0.001_5, 0.002, 0.003, 0.005, 0.007_5,
+    0.01,
     0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5,
   ]
 

@@ -23,10 +23,7 @@ struct StoreOptions: OptionGroup {
   static let s3Credentials = Option.value(
     "--s3-credentials", "FILE", environment: "LARDER_S3_CREDENTIALS",
     help: "the S3 access key and secret (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")
-  static let catalogWriters = Option.value(
-    "--catalog-writers", "N", default: "8", environment: "LARDER_CATALOG_WRITERS",
-    help: "with a PostgreSQL catalog: writer connections at most, 1…256\n(writes of different contents and names commit together)")
-  static let options = DataOptions.options + [catalog, blobs, s3Credentials, catalogWriters]
+  static let options = DataOptions.options + [catalog, blobs, s3Credentials]
 
   /// Every backend the CLI can open a store on.
   static let backends: StoreBackends = [.postgres, .s3]
@@ -39,8 +36,6 @@ struct StoreOptions: OptionGroup {
   var catalog: CatalogLocation?
   /// nil: blobs in the data directory.
   var blobs: BlobLocation?
-  /// Writer connections to a PostgreSQL catalog.
-  var catalogWriters = 8
 
   init(_ arguments: ParsedArguments) throws(UsageError) {
     data = try DataOptions(arguments)
@@ -51,10 +46,6 @@ struct StoreOptions: OptionGroup {
         throw UsageError("--catalog: \(error)")
       }
     }
-    guard let writers = Int(arguments.value(Self.catalogWriters) ?? "8"), (1...256).contains(writers) else {
-      throw UsageError("--catalog-writers must be 1…256")
-    }
-    catalogWriters = writers
     let credentials = arguments.value(Self.s3Credentials).flatMap { $0.isEmpty ? nil : $0 }
     if let text = arguments.value(Self.blobs), !text.isEmpty {
       do {
@@ -76,8 +67,6 @@ struct StoreOptions: OptionGroup {
 
   /// The store's configuration as the options give it.
   func configuration(backgroundMD5: Bool) -> Larder.Configuration {
-    .init(
-      faults: Self.faults, backgroundMD5: backgroundMD5, catalog: catalog, blobs: blobs, backends: Self.backends,
-      catalogWriters: catalogWriters)
+    .init(faults: Self.faults, backgroundMD5: backgroundMD5, catalog: catalog, blobs: blobs, backends: Self.backends)
   }
 }

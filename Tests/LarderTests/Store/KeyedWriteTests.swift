@@ -24,24 +24,16 @@ struct KeyedWriteTests {
     let larder = try TestStore.temporary(configuration: .init(backgroundMD5: false))
     let a = try Self.stage(larder, seed: 1)
     let b = try Self.stage(larder, seed: 2)
-    let gate = Gate()
-    let holder = Background {
-      _ = try larder.files.commit(a) { _, file in
-        gate.enterAndWait()
-        return file
-      }
+    var visible = false
+    let committedBeside = try Self.whileOpen(
+      Self.holdingCommit(larder, a),
+      run: { _ = try larder.objects.put(bucket: "k", name: "b", staged: b) }, watch: Self.runsBeside
+    ) {
+      // Seen by a reader while A's transaction is still open.
+      visible = try larder.objects.find(bucket: "k", name: "b") != nil
     }
-    #expect(gate.awaitEntered())
-    let second = Background { _ = try larder.objects.put(bucket: "k", name: "b", staged: b) }
-    let committedBeside = second.finished(within: Self.runsBeside)
-    // Seen by a reader while A's transaction is still open.
-    let visible = try larder.objects.find(bucket: "k", name: "b") != nil
-    gate.release()
     #expect(committedBeside, "a put of other content waited for an open commit (one store-wide lock?)")
     #expect(visible)
-    #expect(holder.finished(within: 30) && second.finished(within: 30))
-    try holder.value()
-    try second.value()
     #expect(try larder.storeCounts() == [2, 2, 1])
     let times = larder.catalogLockTimes()
     #expect(times.keyedHeld.count >= 2)
@@ -52,23 +44,12 @@ struct KeyedWriteTests {
   /// objects are deleted the collector releases the blob (rows and bytes).
   @Test func writesOfOneContentSerialiseAndItsReferencesStayExact() throws {
     let larder = try TestStore.temporary(configuration: .init(backgroundMD5: false))
-    let gate = Gate()
     let first = try Self.stage(larder, seed: 3)
     let again = try Self.stage(larder, seed: 3)
-    let holder = Background {
-      _ = try larder.files.commit(first) { _, file in
-        gate.enterAndWait()
-        return file
-      }
-    }
-    #expect(gate.awaitEntered())
-    let second = Background { _ = try larder.objects.put(bucket: "k", name: "same", staged: again) }
-    let ranBeside = second.finished(within: Self.waits)
-    gate.release()
+    let ranBeside = try Self.whileOpen(
+      Self.holdingCommit(larder, first),
+      run: { _ = try larder.objects.put(bucket: "k", name: "same", staged: again) }, watch: Self.waits)
     #expect(!ranBeside, "a commit of the same content ran beside an open one (no content key?)")
-    #expect(holder.finished(within: 30) && second.finished(within: 30))
-    try holder.value()
-    try second.value()
     #expect(try larder.storeCounts() == [1, 2, 1])
 
     let bytes = Self.content(seed: 4)
@@ -96,7 +77,9 @@ struct KeyedWriteTests {
       try db.row("SELECT count(*) AS n FROM blobs WHERE sha256 = ?", [digest])?.int("n")
     }
     #expect(left == 0)
-    if larder.files.blobsAreLocal { #expect(!FileManager.default.fileExists(atPath: larder.blobs.path(for: digest))) }
+    if larder.files.blobsAreLocal {
+      #expect(!FileManager.default.fileExists(atPath: larder.blobs.path(for: digest)))
+    }
   }
 
   /// A writer deduping against an orphaned blob holds its content key: the collector's
@@ -110,24 +93,19 @@ struct KeyedWriteTests {
     try larder.objects.delete(bucket: "k", name: "old")
     // The files phase releases the orphaned file; the blob row stays for the blobs phase.
     try larder.catalog.write { db in try db.execute("DELETE FROM files") }
-    let gate = Gate()
     let staged = try Self.stage(larder, bytes)
-    let writer = Background {
-      _ = try larder.objects.put(
-        ObjectPath(bucket: "k", name: "new"), staged: staged, options: .init(), admission: nil, alsoIn: { _ in gate.enterAndWait() })
-    }
-    #expect(gate.awaitEntered())
     let removed = Mutex<Int>(-1)
-    let collector = Background {
-      let result = try larder.content.removeUnreferenced([Digest.hash(.sha256, bytes)], faults: .none)
-      removed.withLock { $0 = result.blobs }
-    }
-    let ranBeside = collector.finished(within: Self.waits)
-    gate.release()
+    let ranBeside = try Self.whileOpen(
+      { gate in
+        _ = try larder.objects.put(
+          ObjectPath(bucket: "k", name: "new"), staged: staged, options: .init(), admission: nil,
+          alsoIn: { _ in gate.enterAndWait() })
+      },
+      run: {
+        let result = try larder.content.removeUnreferenced([Digest.hash(.sha256, bytes)], faults: .none)
+        removed.withLock { $0 = result.blobs }
+      }, watch: Self.waits)
     #expect(!ranBeside, "the collector's delete ran beside a writer deduping against its candidate")
-    #expect(writer.finished(within: 30) && collector.finished(within: 60))
-    try writer.value()
-    try collector.value()
     #expect(removed.withLock { $0 } == 0)
     let object = try larder.objects.get(bucket: "k", name: "new")
     #expect(try larder.files.data(of: object.file) == Data(bytes))
@@ -137,34 +115,18 @@ struct KeyedWriteTests {
   /// commit keeps an unkeyed write waiting.
   @Test func anUnkeyedWriteExcludesKeyedOnesAndTheyExcludeIt() throws {
     let larder = try TestStore.temporary(configuration: .init(backgroundMD5: false))
-    let gate = Gate()
-    let unkeyed = Background { try larder.catalog.write { _ in gate.enterAndWait() } }
-    #expect(gate.awaitEntered())
     let staged = try Self.stage(larder, seed: 6)
-    let keyed = Background { _ = try larder.objects.put(bucket: "k", name: "keyed", staged: staged) }
-    let keyedRanBeside = keyed.finished(within: Self.waits)
-    gate.release()
+    let keyedRanBeside = try Self.whileOpen(
+      { gate in try larder.catalog.write { _ in gate.enterAndWait() } },
+      run: { _ = try larder.objects.put(bucket: "k", name: "keyed", staged: staged) }, watch: Self.waits)
     #expect(!keyedRanBeside, "a keyed put ran beside an open unkeyed write (no shared store lock?)")
-    #expect(unkeyed.finished(within: 30) && keyed.finished(within: 30))
-    try unkeyed.value()
-    try keyed.value()
 
-    let other = Gate()
-    let staged2 = try Self.stage(larder, seed: 7)
-    let holder = Background {
-      _ = try larder.files.commit(staged2) { _, file in
-        other.enterAndWait()
-        return file
-      }
-    }
-    #expect(other.awaitEntered())
-    let alone = Background { try larder.catalog.write { db in try db.execute("DELETE FROM uploads WHERE id = 'none'") } }
-    let aloneRanBeside = alone.finished(within: Self.waits)
-    other.release()
-    #expect(!aloneRanBeside, "an unkeyed write ran beside an open keyed commit (store lock not exclusive?)")
-    #expect(holder.finished(within: 30) && alone.finished(within: 30))
-    try holder.value()
-    try alone.value()
+    let other = try Self.stage(larder, seed: 7)
+    let unkeyedRanBeside = try Self.whileOpen(
+      Self.holdingCommit(larder, other),
+      run: { try larder.catalog.write { db in try db.execute("DELETE FROM uploads WHERE id = 'none'") } },
+      watch: Self.waits)
+    #expect(!unkeyedRanBeside, "an unkeyed write ran beside an open keyed commit (store lock not exclusive?)")
   }
 
   /// Conditional writes to one name: while the first (`ifGenerationMatch: 0`) is inside its
@@ -180,7 +142,8 @@ struct KeyedWriteTests {
       do {
         var options = ObjectWriteOptions()
         options.ifGenerationMatch = generation
-        _ = try larder.objects.put(path, staged: try Self.stage(larder, seed: seed), options: options, admission: admission)
+        _ = try larder.objects.put(
+          path, staged: try Self.stage(larder, seed: seed), options: options, admission: admission)
         outcomes.withLock { $0.won += 1 }
       } catch LarderError.preconditionFailed {
         outcomes.withLock { $0.refused += 1 }
@@ -200,7 +163,9 @@ struct KeyedWriteTests {
 
     outcomes.withLock { $0 = (0, 0, []) }
     let current = try larder.objects.get(bucket: "k", name: "race").generation
-    let writers = (0..<16).map { i in Background { attempt(200 + UInt64(i), generation: current, admission: nil) } }
+    let writers = (0..<16).map { i in
+      Background { attempt(200 + UInt64(i), generation: current, admission: nil) }
+    }
     for writer in writers { #expect(writer.finished(within: 60)) }
     seen = outcomes.withLock { $0 }
     #expect(seen.won == 1 && seen.refused == 15 && seen.other == [], "\(seen)")
@@ -208,12 +173,45 @@ struct KeyedWriteTests {
 
   // MARK: - helpers
 
+  /// Runs `open` (a write whose transaction calls `gate.enterAndWait()`) on a thread of its own;
+  /// once it is inside its transaction, starts `other` on another and watches it for `seconds`,
+  /// runs `meanwhile`, then lets the first go and waits for both (rethrowing what either threw).
+  /// Returns whether `other` finished while the first transaction was open.
+  static func whileOpen(
+    _ open: @escaping @Sendable (Gate) throws -> Void, run other: @escaping @Sendable () throws -> Void,
+    watch seconds: Double, meanwhile: () throws -> Void = {}
+  ) throws -> Bool {
+    let gate = Gate()
+    let holder = Background { try open(gate) }
+    guard gate.awaitEntered() else { throw HarnessFailure("the first write never entered its transaction") }
+    let second = Background(other)
+    let ranBeside = second.finished(within: seconds)
+    try meanwhile()
+    gate.release()
+    #expect(holder.finished(within: 60) && second.finished(within: 60))
+    try holder.value()
+    try second.value()
+    return ranBeside
+  }
+
+  /// A commit of `staged` (no object) that waits inside its transaction for the gate.
+  static func holdingCommit(_ larder: Larder, _ staged: StagedBlob) -> @Sendable (Gate) throws -> Void {
+    { gate in
+      _ = try larder.files.commit(staged) { _, file in
+        gate.enterAndWait()
+        return file
+      }
+    }
+  }
+
   static func content(seed: UInt64) -> [UInt8] {
     var random = PseudoRandomBytes(seed: seed)
     return random.bytes(4096 + Int(seed % 97))
   }
 
-  static func stage(_ larder: Larder, seed: UInt64) throws -> StagedBlob { try stage(larder, content(seed: seed)) }
+  static func stage(_ larder: Larder, seed: UInt64) throws -> StagedBlob {
+    try stage(larder, content(seed: seed))
+  }
 
   static func stage(_ larder: Larder, _ bytes: [UInt8]) throws -> StagedBlob {
     let writer = try larder.files.makeWriter()
