@@ -331,11 +331,15 @@ def pg_writes_summary_rows(w):
     runs = w["runs"]
     one, sixteen = med([r["rps"] for r in runs[("one node", 1, 1)]]), med([r["rps"] for r in runs[("one node", 1, 16)]])
     two16 = med([r["rps"] for r in runs[("two nodes", 2, 16)]])
+    base1, base16 = (med([r["rps"] for r in runs[("one node, 1 writer", 1, c)]]) for c in (1, 16))
     return [
         (f"{SMALL_BYTES // 1024} KiB uploads/s, PostgreSQL fsync on, one node: 16 clients vs 1", f"{sixteen:,.0f}",
          f"1 client {one:,.0f}", f"{sixteen / one:.2f}", "≥ 4", verdict(sixteen / one, 4), "",
          f"16: {runs_text([r['rps'] for r in runs[('one node', 1, 16)]], '{:,.0f}')}; 1: "
          f"{runs_text([r['rps'] for r in runs[('one node', 1, 1)]], '{:,.0f}')}"),
+        (f"the same with one writer connection (--catalog-writers 1, writes in turn): 16 clients vs 1",
+         f"{base16:,.0f}", f"1 client {base1:,.0f}", f"{base16 / base1:.2f}", "baseline", "—", "",
+         f"16 clients, 8 writers vs 1: {sixteen / base16:.2f}×"),
         (f"{SMALL_BYTES // 1024} KiB uploads/s, 16 clients: two nodes vs one", f"{two16:,.0f}", f"one node {sixteen:,.0f}",
          f"{two16 / sixteen:.2f}", "reported", "—", "two processes on one machine share its two cores",
          ""),

@@ -19,8 +19,11 @@ from .catalog import SMALL_UPLOAD_BODIES, WRK_UPLOAD_LUA
 # Request threads per node: the default (one per core) would let only two uploads per node be
 # in their commit at once, whatever the catalog allows.
 THREADS = 16
-# (label, nodes, clients in all): one node alone, then the same store served by two processes.
-SHAPES = [("one node", 1, 1), ("one node", 1, 16), ("two nodes", 2, 2), ("two nodes", 2, 16)]
+# (label, nodes, clients in all): one node alone, then the same store served by two processes;
+# last, one node with a single writer connection (`--catalog-writers 1`: every write of the
+# process in turn, as before keyed locks), the baseline of the same run.
+SHAPES = [("one node", 1, 1), ("one node", 1, 16), ("two nodes", 2, 2), ("two nodes", 2, 16),
+          ("one node, 1 writer", 1, 1), ("one node, 1 writer", 1, 16)]
 HELD = "larder_catalog_lock_held_seconds"
 WAIT = "larder_catalog_lock_wait_seconds"
 
@@ -119,17 +122,23 @@ def write_scaling(pg, commands):
     for rep in range(REPS):
         catalog = pg.catalog(f"pgw{rep}")
         first = Larder(f"pgw{rep}", catalog=catalog, extra=["--threads", str(THREADS)])
-        second = None
+        second, single = None, None
         if rep == 0:
             commands.append(first.command.replace(pg.url, "$PG") + "   # and a second on the same --data")
         for label, n, clients in SHAPES:
             if n == 2 and second is None:
                 second = Larder(f"pgw{rep}b", catalog=catalog, data=first.data, extra=["--threads", str(THREADS)])
-            r = wrk_uploads([first, second][:n], clients)
+            if label.endswith("1 writer") and single is None:
+                for node in (second, first):
+                    if node:
+                        node.close(keep_data=True)
+                second = None
+                single = Larder(f"pgw{rep}w1", catalog=catalog, data=first.data,
+                                extra=["--threads", str(THREADS), "--catalog-writers", "1"])
+            r = wrk_uploads([single] if single else [first, second][:n], clients)
             runs[(label, n, clients)].append(r)
             log(f"pg-writes {label}, {clients} clients, round {rep + 1}: {r['rps']:,.0f} uploads/s, lock held p50 "
                 f"{(r['held_p50'] or 0) * 1e3:.2f} ms p99 {(r['held_p99'] or 0) * 1e3:.2f} ms {r['problems']}")
-        if second:
-            second.close(keep_data=True)
-        first.close()
+        single.close(keep_data=True)
+        shutil.rmtree(first.data, ignore_errors=True)
     return {"runs": runs, "fsync": rate, "version": pg.version, "threads": THREADS}
