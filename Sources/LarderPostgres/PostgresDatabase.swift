@@ -84,7 +84,8 @@ package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDa
   static let reservedTags: Set<UInt32> = [0x4C52_4457, 0x4C52_4447]
 
   /// The advisory-lock key of `key` in this store: keyed by the schema too, so stores in
-  /// different schemas of one database never wait on each other's keys (``WriteKey/advisoryKey(namespace:reservedTags:)``).
+  /// different schemas of one database never wait on each other's keys
+  /// (``WriteKey/advisoryKey(namespace:reservedTags:)``).
   func writeKeyLock(_ key: WriteKey) -> Int64 {
     key.advisoryKey(namespace: schema ?? "public", reservedTags: Self.reservedTags)
   }
@@ -306,8 +307,8 @@ package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDa
   package func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
     try transaction(
       begin: immediate
-        ? Self.beginWrite + "SELECT pg_advisory_xact_lock(\(writeLock))" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-      body)
+        ? Self.beginWrite + "SELECT pg_advisory_xact_lock(\(writeLock))"
+        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", body)
   }
 
   /// A keyed write: the store's lock shared, then each key's exclusively in ascending order of
@@ -318,7 +319,8 @@ package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDa
   package func transaction<T>(locking keys: Set<WriteKey>, _ body: (Database) throws -> T) throws -> T {
     let numbers = Set(keys.map(writeKeyLock)).sorted()
     let locks = numbers.map { "SELECT pg_advisory_xact_lock(\($0))" }.joined(separator: "; ")
-    return try transaction(begin: Self.beginWrite + "SELECT pg_advisory_xact_lock_shared(\(writeLock)); " + locks, body)
+    let begin = Self.beginWrite + "SELECT pg_advisory_xact_lock_shared(\(writeLock)); " + locks
+    return try transaction(begin: begin, body)
   }
 
   private static let beginWrite =

@@ -45,12 +45,12 @@ package final class Catalog: @unchecked Sendable {
   /// Reads SQLite's commit counter; nil on PostgreSQL (see ``commitStamp()``).
   private let commitWatch: WALIndexWatch?
 
-  /// Opens the SQLite catalog at `path`, creating it and running migrations as needed.
-  /// - Throws: ``DatabaseError`` when SQLite fails, ``LarderError/catalogTooNew(version:supported:)``
-  ///   when a newer Larder wrote the file.
   /// Writer connections a PostgreSQL catalog opens at most, unless configured otherwise.
   package static let defaultPostgresWriters = 8
 
+  /// Opens the SQLite catalog at `path`, creating it and running migrations as needed.
+  /// - Throws: ``DatabaseError`` when SQLite fails, ``LarderError/catalogTooNew(version:supported:)``
+  ///   when a newer Larder wrote the file.
   convenience init(path: String, maxIdleReaders: Int = 8, reserve: SpaceReserve? = nil) throws {
     try self.init(
       location: .dataDirectory, sqlitePath: path, backends: .embedded, maxIdleReaders: maxIdleReaders, reserve: reserve)
@@ -147,9 +147,9 @@ package final class Catalog: @unchecked Sendable {
 
   /// One write transaction on `writer`, keyed where the connection can be, timed from its
   /// locks' grant to its COMMIT's return (``CatalogLockTimes``).
-  private func transaction<T>(on writer: Database, keys: [WriteKey], asked: ContinuousClock.Instant, _ body: (Database) throws -> T)
-    throws -> T
-  {
+  private func transaction<T>(
+    on writer: Database, keys: [WriteKey], asked: ContinuousClock.Instant, _ body: (Database) throws -> T
+  ) throws -> T {
     let keyedWriter = keys.isEmpty ? nil : writer as? KeyedWriteDatabase
     var granted: ContinuousClock.Instant?
     func timed(_ db: Database) throws -> T {

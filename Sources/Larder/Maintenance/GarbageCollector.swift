@@ -10,8 +10,9 @@ import LarderCrypto
 /// Safety rests on SQLite's single writer: every decision to delete is taken inside a
 /// `BEGIN IMMEDIATE` transaction, the same lock under which an upload decides to dedupe against
 /// an existing `blobs` row. On PostgreSQL the deleting batch holds each candidate's content key
-/// (``WriteKey``), which the deduping upload holds too (ARCHITECTURE §7b). A blob's file is renamed into `trash/` inside the transaction that
-/// deletes its row and is unlinked only after the commit; a crash before the commit leaves the
+/// (``WriteKey``), which the deduping upload holds too (ARCHITECTURE §7b). A blob's file is
+/// renamed into `trash/` inside the transaction that deletes its row and is unlinked only after
+/// the commit; a crash before the commit leaves the
 /// row and a trash entry, which recovery (at the next open, or the next collection) puts back.
 ///
 /// One collector runs at a time per data directory (`flock` on `gc.lock`); a second one gets
