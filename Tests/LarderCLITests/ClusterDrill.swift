@@ -14,6 +14,10 @@ struct ClusterDrill {
   let environment: [String: String]
   let workers: Int
   let seconds: Double
+  /// Every `sharedEvery`-th upload is one of the shared contents (the rest are unique), and
+  /// every `deleteEvery`-th object is deleted again.
+  var sharedEvery = 2
+  var deleteEvery = 3
 
   struct Outcome {
     var uploads = 0
@@ -34,6 +38,7 @@ struct ClusterDrill {
 
   func run() throws -> Outcome {
     let shared = (0..<4).map { pseudoRandomBytes(20_000 + $0 * 7_000, seed: 1000 + UInt64($0)) }
+    let (sharedEvery, deleteEvery) = (self.sharedEvery, self.deleteEvery)
     let tally = Mutex(Outcome())
     let stop = Atomic<Bool>(false)
     let gcRuns = Atomic<Int>(0)
@@ -61,7 +66,9 @@ struct ClusterDrill {
     for w in 0..<workers {
       let thread = Thread {
         defer { finished.signal() }
-        Self.client(w, nodes: nodes, shared: shared, until: deadline, tally: tally)
+        Self.client(
+          w, nodes: nodes, shared: shared, every: (shared: sharedEvery, delete: deleteEvery), until: deadline,
+          tally: tally)
       }
       thread.stackSize = 512 << 10
       thread.start()
@@ -92,16 +99,17 @@ struct ClusterDrill {
   }
 
   /// One client: upload through one node, download through the next (exact bytes), and delete
-  /// every third object, until `deadline`.
+  /// every `every.delete`-th object, until `deadline`.
   static func client(
-    _ w: Int, nodes: [ServedLarder], shared: [[UInt8]], until deadline: Date, tally: borrowing Mutex<Outcome>
+    _ w: Int, nodes: [ServedLarder], shared: [[UInt8]], every: (shared: Int, delete: Int), until deadline: Date,
+    tally: borrowing Mutex<Outcome>
   ) {
     var i = 0
     while Date() < deadline {
       i += 1
       let name = "w\(w)-\(i).bin"
       let bytes =
-        i % 2 == 0
+        i % every.shared == 0
         ? shared[(w + i) % shared.count]
         : pseudoRandomBytes(1 + (w * 7919 + i * 104_729) % 300_000, seed: UInt64(w * 100_000 + i))
       let up = nodes[(w + i) % nodes.count]
@@ -113,7 +121,7 @@ struct ClusterDrill {
         guard get.status == 200, get.body == bytes else {
           throw HarnessFailure("download \(name): \(get.status), \(get.body.count) of \(bytes.count) bytes")
         }
-        if i % 3 == 0 {
+        if i % every.delete == 0 {
           let delete = try down.exchange("DELETE", "/v0/b/app/o/\(name)")
           guard delete.status == 204 || delete.status == 200 else {
             throw HarnessFailure("delete \(name): \(delete.status)")

@@ -6,7 +6,8 @@ import Testing
 /// Two `larder serve` processes on one PostgreSQL catalog (and one data directory, or one S3
 /// prefix in the S3 pass), each with a pool of writer connections whose keyed writes commit
 /// together, while `larder gc --grace 0s` runs over and over: the drill of ``ClusterDrill``
-/// (overlapping contents uploaded, downloaded through the other node, deleted). No upload may
+/// (four contents uploaded under ever new names, downloaded through the other node, half of
+/// them deleted again). No upload may
 /// fail, every acknowledged object must download exactly, and `larder verify` must be clean.
 @Suite(.enabled(if: TestCatalog.isPostgres, "needs LARDER_TEST_CATALOG (make test's PostgreSQL pass)"))
 struct KeyedWriteNodeTests {
@@ -17,9 +18,14 @@ struct KeyedWriteNodeTests {
       try ServedLarder(box, arguments: ["--threads", "8", "--catalog-writers", "8"])
     }
     defer { for i in nodes.indices { nodes[i].kill() } }
-    let drill = ClusterDrill(
+    // Every upload one of four shared contents, every other object deleted again: contents keep
+    // losing their last reference, being collected and being uploaded anew by several clients
+    // at once, so new-content commits of one digest race each other and the collector.
+    var drill = ClusterDrill(
       nodes: nodes, gcArguments: ["gc", "--grace", "0s", "--data", box.dataPath], environment: [:],
       workers: 8, seconds: 8)
+    drill.sharedEvery = 1
+    drill.deleteEvery = 2
     let outcome = try drill.run()
     let verify = try box.larder("verify")
     print("keyed writes, two nodes: \(outcome.summary)")
