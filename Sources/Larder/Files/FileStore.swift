@@ -93,8 +93,12 @@ public struct FileStore: Sendable {
   /// transaction to add the rows that reference the file (an object, an attachment); if it
   /// throws, nothing is committed. `package`: the closure sees the SQL connection, which apps
   /// never do; the server and the store's own object and model writes use it.
+  ///
+  /// The transaction is keyed (``WriteKey``) by the content, plus `keys`, which must name what
+  /// `then` reads and changes (the object's name, the upload it completes); on PostgreSQL
+  /// commits of different contents and names run together.
   package func commit<T>(
-    _ staged: StagedBlob, filename: String? = nil, declaredContentType: String? = nil,
+    _ staged: StagedBlob, filename: String? = nil, declaredContentType: String? = nil, keys: [WriteKey] = [],
     then: (Database, File) throws -> T
   ) throws -> T {
     defer { staged.discard() }
@@ -106,7 +110,9 @@ public struct FileStore: Sendable {
     if staged.size <= Self.inlineMD5Limit, staged.assembledUpload == nil {
       try staged.computeChecksums()
     }
-    guard backend.publishesInsideTransaction else { return try commitRemote(staged, filename, declaredContentType, then) }
+    guard backend.publishesInsideTransaction else {
+      return try commitRemote(staged, filename, declaredContentType, keys, then)
+    }
     // What the blob row says once committed: nil leaves it to the backfill.
     var recordedMD5: [UInt8]?
     var recordedCRC32C: Int64?
@@ -116,7 +122,7 @@ public struct FileStore: Sendable {
     let result: T
     do {
       // Content never uses the reserve: it is there so that deletes can free space.
-      result = try catalog.write(releasingReserve: false) { db in
+      result = try catalog.write(keys: [.content(sha256: staged.sha256)] + keys, releasingReserve: false) { db in
         do {
           let existing = try db.row("SELECT md5, crc32c FROM blobs WHERE sha256 = ?", [staged.sha256])
           let (md5, crc32c) = try Self.settleChecksums(staged, existing: existing, db)
@@ -174,7 +180,8 @@ public struct FileStore: Sendable {
   /// collector deleted it), a floor that passed F, or a quarantined row to heal without bytes of
   /// our own roll the transaction back for an upload to a fresh fence, then a retry.
   private func commitRemote<T>(
-    _ staged: StagedBlob, _ filename: String?, _ declaredContentType: String?, _ then: (Database, File) throws -> T
+    _ staged: StagedBlob, _ filename: String?, _ declaredContentType: String?, _ keys: [WriteKey],
+    _ then: (Database, File) throws -> T
   ) throws -> T {
     let hex = staged.sha256Hex
     let seen = try catalog.read(snapshot: false) { db in
@@ -204,7 +211,7 @@ public struct FileStore: Sendable {
     let result: T
     while true {
       do {
-        result = try catalog.write(releasingReserve: false) { db in
+        result = try catalog.write(keys: [.content(sha256: staged.sha256)] + keys, releasingReserve: false) { db in
           (replaced, claimed, reachedCommit) = (nil, false, false)
           let existing = try db.row(Self.remoteBlobRow, [staged.sha256])
           let (md5, crc32c) = try Self.settleChecksums(staged, existing: existing, db)
