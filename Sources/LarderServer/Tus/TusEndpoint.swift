@@ -252,7 +252,14 @@ struct TusEndpoint {
     if case .final = upload.concat, upload.completedAt == nil {
       // tus: no Upload-Offset until the concatenation is finished. One no longer running here
       // was interrupted by a restart: its bytes were never made (the partials are still there).
-      guard store.isConcatenating(upload.id) else { throw UploadError.dataLost(id: upload.id) }
+      guard store.isConcatenating(upload.id) else {
+        // It may have ended between the lookup above and this check: a failure is remembered,
+        // and a success committed, before it stops counting as running, so a second look
+        // answers that (the refusal, or the finished upload) instead of "interrupted".
+        let again = try lookup(id: id, bucket: bucket, identity: identity)
+        guard again.completedAt != nil else { throw UploadError.dataLost(id: upload.id) }
+        return try head(id: id, bucket: bucket, identity: identity)
+      }
     } else {
       r.headers.set("Upload-Offset", String(upload.offset))
     }
