@@ -122,9 +122,9 @@ public final class Larder: Sendable {
       blobBackend.publishesInsideTransaction
       ? LocalContentStore(blobs: blobs, catalog: catalog) : FencedContentStore(catalog: catalog, backend: blobBackend)
     files = FileStore(
-      catalog: catalog, blobs: blobs, backend: blobBackend, faults: configuration.faults,
+      catalog: catalog, blobs: blobs, content: content, faults: configuration.faults,
       md5Backfill: configuration.backgroundMD5
-        ? MD5Backfill(catalog: catalog, blobs: blobs, backend: blobBackend, rescanInterval: .seconds(10)) : nil)
+        ? MD5Backfill(catalog: catalog, content: content, rescanInterval: .seconds(10)) : nil)
     objects = ObjectStore(catalog: catalog, files: files)
     models = ModelStore(catalog: catalog)
     recovery = try Recovery.run(blobs: blobs, catalog: catalog)

@@ -141,7 +141,8 @@ public struct ObjectStore: Sendable {
   /// The largest content ``smallContent(of:)`` keeps in memory.
   public static let smallContentLimit: Int64 = 16 * 1024
 
-  /// All of `object`'s content when it is at most ``smallContentLimit`` bytes (nil when larger),
+  /// All of `object`'s content when it is at most ``smallContentLimit`` bytes and a local file
+  /// (nil when larger, or in S3: stream it with ``FileStore/read(_:range:_:)``),
   /// from memory when it was read since the catalog last changed (see ``ObjectCache``), so a
   /// hot small download opens no file.
   ///
@@ -150,10 +151,10 @@ public struct ObjectStore: Sendable {
   ///   the blob on disk is not the size its row records.
   public func smallContent(of object: StoredObject) throws -> [UInt8]? {
     let file = object.file
-    guard file.size <= Self.smallContentLimit else { return nil }
+    guard file.size <= Self.smallContentLimit, files.localFiles != nil else { return nil }
     let (cached, epoch) = cache.content(sha256: file.sha256)
     if let cached { return cached }
-    let reader = try files.open(file)
+    guard let reader = try files.openLocal(file) else { return nil }
     guard reader.size == file.size else { throw LarderError.corruptContent(sha256: file.sha256) }
     let data = try reader.read(0..<file.size)
     guard data.count == Int(file.size) else { throw LarderError.corruptContent(sha256: file.sha256) }
