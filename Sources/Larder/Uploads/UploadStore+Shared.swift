@@ -11,7 +11,7 @@ import LarderCrypto
 ///   it. The row records the parts (with their ETags), the pieces and the SHA-256 state, in the
 ///   same transaction as the offset: an acknowledged byte is in S3 before its offset commits.
 /// - The lock: the in-process lease of ``UploadStore`` plus a catalog lease (`lease_holder`,
-///   `lease_until`) taken with the append and renewed while it runs, so a node that dies
+///   `lease_until`, ``CatalogUploadLocker``) taken with the append and renewed while it runs, so a node that dies
 ///   holding it blocks the upload for at most ``UploadStore/lease``. Every commit checks that
 ///   the lease is still this append's: a node that stalled past its lease cannot commit over
 ///   the node that took over.
@@ -20,89 +20,10 @@ import LarderCrypto
 ///   copies it to `sha256/…` server-side. Content that never reached 5 MiB was never a part: it
 ///   is in the staging file and goes up with an ordinary PUT.
 extension UploadStore {
-  // MARK: - the catalog lease
-
-  /// Takes the upload's catalog lease for this process's append, on the catalog's clock: free,
-  /// or run out by the catalog's time (never this node's, which may be ahead). Taking over a
-  /// lease that was not given back (its holder died or stalled) moves the epoch.
-  /// - Throws: ``UploadError/locked(id:)`` while another node's lease runs,
-  ///   ``UploadError/notFound(id:)`` when there is no such upload.
-  func claimLease(_ id: String) throws {
-    let token = SecureRandom.hexIdentifier(byteCount: 8)
-    let epoch: Int64? = try larder.catalog.write { db in
-      let now = db.dialect.nowMilliseconds
-      let rows = try db.rows(
-        """
-        UPDATE uploads SET lease_holder = ?, lease_until = \(now) + ?,
-          lease_epoch = lease_epoch + CASE WHEN lease_holder IS NULL THEN 0 ELSE 1 END
-        WHERE id = ? AND (lease_until IS NULL OR lease_until < \(now))
-        RETURNING lease_epoch
-        """, [token, lease.milliseconds, id])
-      if let row = rows.first { return row.int("lease_epoch") ?? 0 }
-      guard try db.row("SELECT 1 FROM uploads WHERE id = ?", [id]) != nil else {
-        throw UploadError.notFound(id: id)
-      }
-      return nil
-    }
-    guard let epoch else { throw UploadError.locked(id: id) }
-    heldLeases.withLock { $0[id] = HeldLease(token: token, epoch: epoch) }
-  }
-
-  /// Extends this process's lease on `id` (`held`: the one a renewal timer started with).
-  /// - Throws: ``UploadError/locked(id:)`` when it was lost (it ran out and another node took it).
-  func renewLease(_ id: String, held: HeldLease? = nil) throws {
-    guard let held = held ?? heldLease(id) else { throw UploadError.locked(id: id) }
-    try larder.catalog.write { db in
-      try db.execute(
-        """
-        UPDATE uploads SET lease_until = \(db.dialect.nowMilliseconds) + ?
-        WHERE id = ? AND lease_holder = ? AND lease_epoch = ?
-        """, [lease.milliseconds, id, held.token, held.epoch])
-      guard db.changes == 1 else { throw UploadError.locked(id: id) }
-    }
-  }
-
-  /// Gives the catalog lease back, if this process holds it (best effort: it runs out anyway).
-  /// After a store call that failed midway (a part of it may still land), the epoch moves, as
-  /// for a takeover.
-  func releaseLease(_ id: String) {
-    guard let held = heldLeases.withLock({ $0.removeValue(forKey: id) }) else { return }
-    larder.logger.bestEffort("give back the lease of upload \(id)") {
-      try larder.catalog.write { db in
-        try db.execute(
-          """
-          UPDATE uploads SET lease_holder = NULL, lease_until = NULL, lease_epoch = lease_epoch + ?
-          WHERE id = ? AND lease_holder = ? AND lease_epoch = ?
-          """, [held.dirty ? 1 : 0, id, held.token, held.epoch])
-      }
-    }
-  }
-
-  func heldLease(_ id: String) -> HeldLease? { heldLeases.withLock { $0[id] } }
-
-  /// Runs a store call of this append with its lease renewed on a timer meanwhile (a part of
-  /// hundreds of MiB outlives a 10 s lease); a call that fails marks the lease dirty.
-  func whileRenewing<T>(_ id: String, _ body: () throws -> T) throws -> T {
-    guard let held = heldLease(id) else { return try body() }
-    let hook = testHooks.beforeRenewal
-    let renewer = LeaseRenewer(every: lease / 3) { [self] in
-      hook?()
-      try renewLease(id, held: held)
-    }
-    defer { renewer.stop() }
-    do {
-      return try body()
-    } catch {
-      heldLeases.withLock { $0[id]?.dirty = true }
-      throw error
-    }
-  }
-
-  /// The SQL condition, and its arguments, that this append still holds the lease on `id`:
-  /// its token and its epoch. Every commit of a shared upload adds it.
+  /// The SQL condition, and its arguments, that this append still holds the lease on `id`
+  /// (``UploadLocker/holding(_:)``): every commit of a shared upload adds it.
   func holdsLease(_ id: String) -> (sql: String, arguments: [any SQLBindable]) {
-    let held = heldLease(id)
-    return ("lease_holder = ? AND lease_epoch = ?", [held?.token, held?.epoch])
+    locker.holding(id) ?? ("1 = 0", [])
   }
 
   // MARK: - state
@@ -167,8 +88,8 @@ extension UploadStore {
     fresh.data = "data-\(SecureRandom.hexIdentifier(byteCount: 4))"
     let base = state.base
     if base > 0 {
-      let epoch = heldLease(id)?.epoch ?? 0
-      try whileRenewing(id) {
+      let epoch = locker.heldLease(id)?.epoch ?? 0
+      try locker.whileRenewing(id) {
         let multipart = try storage.startParts(upload: id, data: fresh.data)
         // Equal shares of at most 16 MiB (one is in memory when copied through this node): all
         // but the last well over S3's 5 MiB minimum.
@@ -208,7 +129,7 @@ extension UploadStore {
     let stored = base + state.piecesSize
     // The pieces hold the committed bytes; anything else is a state this node must not build on.
     guard stored == session.offset else { throw UploadError.dataLost(id: id) }
-    try whileRenewing(id) {
+    try locker.whileRenewing(id) {
       if end > stored {
         if end - base >= storage.minimumPartSize || (finishing && !state.parts.isEmpty) {
           if state.multipart == nil { state.multipart = try storage.startParts(upload: id, data: state.data) }
@@ -216,7 +137,7 @@ extension UploadStore {
           state.pieces = []
         } else {
           // Named for the lease that wrote it: a stalled holder's late piece is a key no row names.
-          let name = "piece-\(stored)-\(end)-\(heldLease(id)?.token ?? "none")"
+          let name = "piece-\(stored)-\(end)-\(locker.heldLease(id)?.token ?? "none")"
           try storage.putPiece(
             upload: id, name: name, file: session.path, offset: stored - session.origin, length: end - stored)
           state.pieces.append(.init(name: name, size: end - stored))
@@ -237,7 +158,7 @@ extension UploadStore {
     _ state: inout SharedUploadState, id: String, session: UploadSession, length: Int64,
     storage: any SharedUploadStorage
   ) throws {
-    let epoch = heldLease(id)?.epoch ?? 0
+    let epoch = locker.heldLease(id)?.epoch ?? 0
     var part = try storage.sendPart(
       upload: id, data: state.data, multipart: state.multipart!, number: state.nextPartNumber(epoch: epoch),
       file: session.path, offset: state.base - session.origin, length: length)
@@ -265,7 +186,7 @@ extension UploadStore {
           try db.execute("DELETE FROM uploads WHERE id = ? AND \(held.sql)", [id] + held.arguments)
         }
       }
-      removeShared(id, state: state)
+      removeShared(id, state: state, storage: storage)
       throw UploadError.assemblyMismatch(id: id)
     }
   }
@@ -310,7 +231,7 @@ extension UploadStore {
     let id = upload.id
     let data = state.data
     var head: [UInt8] = []
-    try whileRenewing(id) {
+    try locker.whileRenewing(id) {
       parts.multipart = try parts.multipart ?? storage.startParts(upload: id, data: state.data)
       if length > state.base {
         try sendPart(&parts, id: id, session: session, length: length - state.base, storage: storage)
@@ -345,8 +266,7 @@ extension UploadStore {
   /// Removes what the shared store holds for an upload whose row is gone or completed: in the
   /// background (deleting a 256 MiB data object took Swift 2.6 s), best effort (gc removes
   /// leftovers of uploads without a row).
-  func removeShared(_ id: String, state: SharedUploadState?) {
-    guard let storage = shared else { return }
+  func removeShared(_ id: String, state: SharedUploadState?, storage: any SharedUploadStorage) {
     let logger = larder.logger
     cleanup.async {
       logger.bestEffort("remove the stored bytes of upload \(id) (gc removes leftovers)") {
