@@ -63,7 +63,7 @@ public final class Larder: Sendable {
   /// Where resumable uploads keep their bytes so that any node can continue them (S3); nil
   /// keeps them in this node's data directory (the filesystem backend: one node).
   var sharedUploads: (any SharedUploadStorage)? { blobBackend as? any SharedUploadStorage }
-  /// What the collector and the verifier act on, chosen once from the backend.
+  /// What the write path, reads, the collector and the verifier act on, chosen once with the backend.
   let content: any ContentStore
   public let files: FileStore
   public let objects: ObjectStore
@@ -89,8 +89,13 @@ public final class Larder: Sendable {
     self.removeOnDeinit = removeOnDeinit
     blobs = try BlobStore(root: self.directory)
     blobLocation = configuration.blobs ?? .dataDirectory
+    // The one place the storage mode is decided: the backend, and with it the content store
+    // that the write path, reads, gc and verify use (its protocol for each, ``ContentStore``).
+    let makeContent: (Catalog) -> any ContentStore
     switch blobLocation {
-    case .dataDirectory: blobBackend = FilesystemBlobBackend(store: blobs)
+    case .dataDirectory:
+      blobBackend = FilesystemBlobBackend(store: blobs)
+      makeContent = { [blobs] in LocalContentStore(blobs: blobs, catalog: $0) }
     case .s3(let url, let credentialsFile):
       guard let open = configuration.backends.s3 else {
         throw LarderError.invalidArgument(
@@ -103,6 +108,7 @@ public final class Larder: Sendable {
       } catch {
         throw LarderError.invalidArgument("the blob store \(blobLocation): \(error)")
       }
+      makeContent = { [blobBackend] in FencedContentStore(catalog: $0, backend: blobBackend) }
     }
     let reserve = SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
     catalog = try Catalog(
@@ -118,9 +124,7 @@ public final class Larder: Sendable {
       // store is back); the identity is checked at the next open that reaches it.
       configuration.logger.warning("the blob store's identity is not checked: it is unavailable (\(detail))")
     }
-    content =
-      blobBackend.publishesInsideTransaction
-      ? LocalContentStore(blobs: blobs, catalog: catalog) : FencedContentStore(catalog: catalog, backend: blobBackend)
+    content = makeContent(catalog)
     files = FileStore(
       catalog: catalog, blobs: blobs, content: content, faults: configuration.faults,
       md5Backfill: configuration.backgroundMD5
