@@ -25,12 +25,14 @@ protocol UploadDataStore: Sendable {
   /// upload's offset; `sha256` is the running digest at `end`, `finishing` a partial upload's
   /// last byte. Returns the row as committed.
   func commit(
-    _ session: UploadSession, committed: Upload, to end: Int64, length: Int64?, sha256: Digest?, finishing: Bool,
+    _ session: UploadSession, committed: Upload, to end: Int64, length: Int64?, sha256: Digest?,
+    finishing: Bool,
     _ uploads: UploadStore
   ) throws -> Upload
 
   /// The last byte of a non-partial upload arrived: its content, staged for publishing.
-  func stage(_ session: UploadSession, upload: Upload, length: Int64, sha256: Digest?, _ uploads: UploadStore) throws
+  func stage(_ session: UploadSession, upload: Upload, length: Int64, sha256: Digest?, _ uploads: UploadStore)
+    throws
     -> StagedBlob
 
   /// Before a concatenation is recorded: a finished partial's bytes are still all there.
@@ -39,7 +41,8 @@ protocol UploadDataStore: Sendable {
 
   /// Streams exactly a finished partial's content (a concatenation's copy).
   /// - Throws: ``UploadError/dataLost(id:)`` when its bytes are gone, what `body` throws.
-  func readPartial(_ part: Upload, _ uploads: UploadStore, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
+  func readPartial(_ part: Upload, _ uploads: UploadStore, _ body: (UnsafeRawBufferPointer) throws -> Void)
+    throws
 
   /// Removes what is stored for an upload, beyond its staging file, once its row is gone or
   /// completed (`state`: what the row recorded). Best effort.
@@ -59,15 +62,19 @@ struct LocalUploadData: UploadDataStore {
 
   /// fsync'ed in the staging file, then committed.
   func commit(
-    _ session: UploadSession, committed: Upload, to end: Int64, length: Int64?, sha256: Digest?, finishing: Bool,
+    _ session: UploadSession, committed: Upload, to end: Int64, length: Int64?, sha256: Digest?,
+    finishing: Bool,
     _ uploads: UploadStore
   ) throws -> Upload {
-    if end > committed.offset { guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) } }
+    if end > committed.offset {
+      guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) }
+    }
     return try uploads.commitOffset(committed, offset: end, length: length)
   }
 
   /// Staging fsyncs the file (and hashes it if the session was cold).
-  func stage(_ session: UploadSession, upload: Upload, length: Int64, sha256: Digest?, _ uploads: UploadStore) throws
+  func stage(_ session: UploadSession, upload: Upload, length: Int64, sha256: Digest?, _ uploads: UploadStore)
+    throws
     -> StagedBlob
   {
     try StagedBlob.adopting(path: session.path, sha256: sha256?.finalize(), removeOnDiscard: false)
@@ -79,7 +86,9 @@ struct LocalUploadData: UploadDataStore {
     }
   }
 
-  func readPartial(_ part: Upload, _ uploads: UploadStore, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+  func readPartial(_ part: Upload, _ uploads: UploadStore, _ body: (UnsafeRawBufferPointer) throws -> Void)
+    throws
+  {
     let reader: BlobReader
     do {
       reader = try BlobReader(path: uploads.path(of: part.id))
@@ -115,7 +124,8 @@ struct SharedUploadData: UploadDataStore {
   /// Stored as a part or a piece (the file is then a cache), committed with the state that
   /// names them.
   func commit(
-    _ session: UploadSession, committed: Upload, to end: Int64, length: Int64?, sha256: Digest?, finishing: Bool,
+    _ session: UploadSession, committed: Upload, to end: Int64, length: Int64?, sha256: Digest?,
+    finishing: Bool,
     _ uploads: UploadStore
   ) throws -> Upload {
     let state = try uploads.ship(
@@ -125,7 +135,8 @@ struct SharedUploadData: UploadDataStore {
     return updated
   }
 
-  func stage(_ session: UploadSession, upload: Upload, length: Int64, sha256: Digest?, _ uploads: UploadStore) throws
+  func stage(_ session: UploadSession, upload: Upload, length: Int64, sha256: Digest?, _ uploads: UploadStore)
+    throws
     -> StagedBlob
   {
     try uploads.stageShared(session, upload: upload, length: length, sha256: sha256!, storage: storage)
@@ -134,7 +145,9 @@ struct SharedUploadData: UploadDataStore {
   /// Checked as they are read (``readPartial(_:_:_:)``): their bytes are in the shared store.
   func checkPartial(_ part: Upload, _ uploads: UploadStore) throws {}
 
-  func readPartial(_ part: Upload, _ uploads: UploadStore, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+  func readPartial(_ part: Upload, _ uploads: UploadStore, _ body: (UnsafeRawBufferPointer) throws -> Void)
+    throws
+  {
     var copied: Int64 = 0
     try uploads.readShared(part, storage: storage) { chunk in
       try body(chunk)
