@@ -9,7 +9,7 @@ import LarderCrypto
 ///   offset commits, adopted whole as the staged blob at the end (one node).
 /// - ``SharedUploadData``: the staging file is a cache; each commit first stores what arrived
 ///   in the shared store (S3 parts and pieces, ``SharedUploadStorage``), so any node continues
-///   the upload (`UploadStore+Shared.swift`, ARCHITECTURE §11).
+///   the upload (`SharedUploadData.swift`, ARCHITECTURE §11).
 protocol UploadDataStore: Sendable {
   /// Removes staging files that only cache bytes kept elsewhere and that no process uses: at
   /// open, and (`onlyIfDue`) from creations at most every ``UploadStore/stagingSweepInterval``.
@@ -107,56 +107,4 @@ struct LocalUploadData: UploadDataStore {
 
   /// Nothing beyond the staging file.
   func remove(_ id: String, state: SharedUploadState?, _ uploads: UploadStore) {}
-}
-
-/// Uploads any node continues: their bytes in the shared store (``SharedUploadStorage``).
-struct SharedUploadData: UploadDataStore {
-  let storage: any SharedUploadStorage
-
-  func sweepStagingFiles(_ uploads: UploadStore, onlyIfDue: Bool) {
-    if onlyIfDue { uploads.sweepStagingFilesIfDue() } else { uploads.sweepStagingFiles() }
-  }
-
-  func session(for upload: Upload, cached: UploadSession?, _ uploads: UploadStore) throws -> UploadSession {
-    try uploads.sharedSession(upload, cached: cached, storage: storage)
-  }
-
-  /// Stored as a part or a piece (the file is then a cache), committed with the state that
-  /// names them.
-  func commit(
-    _ session: UploadSession, committed: Upload, to end: Int64, length: Int64?, sha256: Digest?,
-    finishing: Bool,
-    _ uploads: UploadStore
-  ) throws -> Upload {
-    let state = try uploads.ship(
-      session, id: committed.id, to: end, sha256: sha256!, finishing: finishing, storage: storage)
-    let updated = try uploads.commitOffset(committed, offset: end, length: length, shared: state)
-    uploads.adopt(state, in: session, id: committed.id, storage: storage)
-    return updated
-  }
-
-  func stage(_ session: UploadSession, upload: Upload, length: Int64, sha256: Digest?, _ uploads: UploadStore)
-    throws
-    -> StagedBlob
-  {
-    try uploads.stageShared(session, upload: upload, length: length, sha256: sha256!, storage: storage)
-  }
-
-  /// Checked as they are read (``readPartial(_:_:_:)``): their bytes are in the shared store.
-  func checkPartial(_ part: Upload, _ uploads: UploadStore) throws {}
-
-  func readPartial(_ part: Upload, _ uploads: UploadStore, _ body: (UnsafeRawBufferPointer) throws -> Void)
-    throws
-  {
-    var copied: Int64 = 0
-    try uploads.readShared(part, storage: storage) { chunk in
-      try body(chunk)
-      copied += Int64(chunk.count)
-    }
-    guard copied == part.offset else { throw UploadError.dataLost(id: part.id) }
-  }
-
-  func remove(_ id: String, state: SharedUploadState?, _ uploads: UploadStore) {
-    uploads.removeShared(id, state: state, storage: storage)
-  }
 }

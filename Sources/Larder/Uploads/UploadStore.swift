@@ -17,7 +17,7 @@ import Synchronization
 /// non-partial upload is never committed as an offset: publishing the object and marking the
 /// row completed happen in one transaction, so a crash before it makes the client resend the
 /// last chunk, and one after it leaves a completed row (the file is unlinked, or collected
-/// with the row when it expires). With blobs in S3 (shared mode, `UploadStore+Shared.swift`)
+/// with the row when it expires). With blobs in S3 (shared mode, ``SharedUploadData``)
 /// the bytes also go to the bucket before each commit and the file is a cache, so any node
 /// continues the upload.
 ///
