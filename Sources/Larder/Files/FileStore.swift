@@ -118,7 +118,7 @@ public struct FileStore: Sendable {
     // file. An upload assembled in the shared store would be read back whole over the network
     // before the answer; its MD5 is left to the backfill.
     // The CRC32C (GCS's) comes in the same read, whether or not the MD5 was known.
-    if staged.size <= Self.inlineMD5Limit, staged.assembledUpload == nil {
+    if staged.size <= Self.inlineMD5Limit, case .file = staged.bytes {
       try staged.computeChecksums()
     }
     let ingest = try content.ingest(staged, faults: faults)
