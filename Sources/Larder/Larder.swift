@@ -35,12 +35,17 @@ public final class Larder: Sendable {
     /// Where the store says what it did not do and why (a check it skipped, an error it recovered
     /// from); standard error unless replaced.
     public var logger: Logger
+    /// With a PostgreSQL catalog: writer connections this process opens at most, so that writes
+    /// of different contents and names commit together (each is a server process). SQLite has
+    /// one writer whatever this says.
+    public var catalogWriters: Int
     public init(
       faults: FaultInjector = .none, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
       catalog: CatalogLocation? = nil, blobs: BlobLocation? = nil, backends: StoreBackends = .embedded,
-      logger: Logger = Logger(label: "larder.store")
+      logger: Logger = Logger(label: "larder.store"), catalogWriters: Int = 8
     ) {
       self.logger = logger
+      self.catalogWriters = catalogWriters
       self.faults = faults
       self.reserveBytes = reserveBytes
       self.backgroundMD5 = backgroundMD5
@@ -87,7 +92,9 @@ public final class Larder: Sendable {
     self.directory = directory.standardizedFileURL
     logger = configuration.logger
     self.removeOnDeinit = removeOnDeinit
-    blobs = try BlobStore(root: self.directory)
+    // With a shared catalog, writes of different contents link into blobs/ at the same time.
+    let sharedCatalog = configuration.catalog.map { $0 != .dataDirectory } ?? false
+    blobs = try BlobStore(root: self.directory, concurrentWriters: sharedCatalog)
     blobLocation = configuration.blobs ?? .dataDirectory
     // The one place the storage mode is decided: the backend, and with it the content store
     // that the write path, reads, gc and verify use (its protocol for each, ``ContentStore``).
@@ -114,7 +121,7 @@ public final class Larder: Sendable {
     catalog = try Catalog(
       location: configuration.catalog ?? .dataDirectory,
       sqlitePath: self.directory.appendingPathComponent("larder.sqlite").path, backends: configuration.backends,
-      reserve: reserve)
+      reserve: reserve, writers: configuration.catalogWriters)
     reserve.replenish()
     do {
       try StoreIdentity.check(
@@ -155,6 +162,10 @@ public final class Larder: Sendable {
   /// service leaves one self-contained `larder.sqlite`. Another process may still be reading.
   /// - Throws: ``DatabaseError`` (busy when another process holds a write).
   public func checkpoint() throws { try catalog.checkpoint() }
+
+  /// How long this process's catalog writes waited for their locks and held them, since the
+  /// store opened (`/metrics`: `larder_catalog_lock_*`).
+  public func catalogLockTimes() -> CatalogLockTimes { catalog.lockTimes }
 
   /// The catalog schema version this Larder writes (the number of migrations it knows).
   public static var catalogSchemaVersion: Int { Migrations.all.count }

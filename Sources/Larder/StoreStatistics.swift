@@ -32,6 +32,25 @@ public struct StoreStatistics: Sendable, Equatable, Codable {
   public var blobBytes: Int64
   /// Resumable uploads not yet completed (their bytes live in `uploads/`, not in blobs).
   public var uploadsInProgress: Int
+  /// Bytes those uploads have received so far.
+  public var uploadBytesReceived: Int64 = 0
+  /// Sum of the objects' sizes: what the store would hold without deduplication (each object
+  /// counted, however many share a content). `logicalBytes - blobBytes` can go negative only
+  /// when blobs outlive their objects (collectable, or held by attachments and variants).
+  public var logicalBytes: Int64 = 0
+  /// Blobs no object, attachment or variant references any more, and their bytes: what `larder gc`
+  /// frees once their files are older than its grace period (24 h by default).
+  public var collectableBlobCount = 0
+  public var collectableBlobBytes: Int64 = 0
+  /// The last collection that changed the store's catalog (`larder gc` without `--dry-run`).
+  public var lastCollection: CollectionRecord?
+
+  /// When a collection finished and what it freed.
+  public struct CollectionRecord: Sendable, Equatable, Codable {
+    public var finishedAt: Date
+    public var blobsRemoved: Int
+    public var bytesFreed: Int64
+  }
 
   public init(
     objectCount: Int = 0, buckets: [Bucket] = [], fileCount: Int = 0, blobCount: Int = 0, blobBytes: Int64 = 0,
@@ -59,11 +78,37 @@ extension Larder {
       }
       let blobs = try db.row("SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs")
       let files = try db.row("SELECT count(*) AS n FROM files")
-      let uploads = try db.row("SELECT count(*) AS n FROM uploads WHERE completed_at IS NULL")
-      return StoreStatistics(
+      let uploads = try db.row(
+        "SELECT count(*) AS n, coalesce(sum(\"offset\"), 0) AS bytes FROM uploads WHERE completed_at IS NULL")
+      let logical = try db.row(
+        "SELECT coalesce(sum(f.size), 0) AS bytes FROM objects o JOIN files f ON f.id = o.file_id")
+      // gc's own test for an orphan blob, with every unreferenced file counted whatever its age.
+      let collectable = try db.row(
+        "SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs b WHERE \(GarbageCollector.orphanBlobs)",
+        [Date.distantFuture])
+      var statistics = StoreStatistics(
         objectCount: buckets.reduce(0) { $0 + $1.objectCount }, buckets: buckets,
         fileCount: Int(files?.int("n") ?? 0), blobCount: Int(blobs?.int("n") ?? 0),
         blobBytes: blobs?.int("bytes") ?? 0, uploadsInProgress: Int(uploads?.int("n") ?? 0))
+      statistics.uploadBytesReceived = uploads?.int("bytes") ?? 0
+      statistics.logicalBytes = logical?.int("bytes") ?? 0
+      statistics.collectableBlobCount = Int(collectable?.int("n") ?? 0)
+      statistics.collectableBlobBytes = collectable?.int("bytes") ?? 0
+      statistics.lastCollection = try db.row("SELECT value FROM settings WHERE key = 'last_gc'")?.bytes("value")
+        .flatMap { try? JSONDecoder().decode(StoreStatistics.CollectionRecord.self, from: Data($0)) }
+      return statistics
+    }
+  }
+
+  /// Records a finished collection (`settings.last_gc`), which ``statistics()`` reports.
+  /// - Throws: ``DatabaseError`` when the catalog cannot be written.
+  func recordCollection(_ report: GCReport, at time: Date = Date()) throws {
+    let record = StoreStatistics.CollectionRecord(
+      finishedAt: time, blobsRemoved: report.blobsRemoved, bytesFreed: report.bytesFreed)
+    let value = Array(try JSONEncoder().encode(record))
+    try catalog.write { db in
+      try db.execute("DELETE FROM settings WHERE key = 'last_gc'")
+      try db.execute("INSERT INTO settings(key, value) VALUES ('last_gc', ?)", [value])
     }
   }
 }

@@ -7,7 +7,8 @@ var commands: [any Command.Type] {
     ServeCommand.self, PutCommand.self, GetCommand.self, ListCommand.self, StatCommand.self, RemoveCommand.self,
     GCCommand.self, VerifyCommand.self, CatalogMigrateCommand.self, CatalogCopyCommand.self, TokenCommand.self,
     RulesCheckCommand.self, RulesEvalCommand.self, ServiceAccountCreateCommand.self, ServiceAccountListCommand.self,
-    ServiceAccountRevokeCommand.self,
+    ServiceAccountRevokeCommand.self, ServiceAccountTokenCommand.self, ModelsExportCommand.self,
+    ModelsImportCommand.self,
   ]
 }
 

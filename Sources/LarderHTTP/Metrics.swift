@@ -41,9 +41,32 @@ public final class Metrics: Sendable {
     var durations: Histogram
   }
 
+  /// A histogram the app keeps itself (bucket counts, not cumulative, one more than `bounds`
+  /// for +Inf), one series per label value; read at every render.
+  public struct HistogramSeries: Sendable {
+    public var label: (name: String, value: String)?
+    public var counts: [UInt64]
+    public var sum: Double
+    public var count: UInt64
+    public init(label: (name: String, value: String)?, counts: [UInt64], sum: Double, count: UInt64) {
+      self.label = label
+      self.counts = counts
+      self.sum = sum
+      self.count = count
+    }
+  }
+
+  struct HistogramGroup {
+    let name: String
+    let help: String
+    let bounds: [Double]
+    let series: @Sendable () -> [HistogramSeries]
+  }
+
   struct State {
     var routes: [String: RouteFigures] = [:]
     var gauges: [GaugeGroup] = []
+    var histograms: [HistogramGroup] = []
   }
 
   public let namespace: String
@@ -93,6 +116,17 @@ public final class Metrics: Sendable {
     }
   }
 
+  /// Registers a histogram the app keeps (e.g. the catalog's lock times), read at every render.
+  /// A second registration of the same name replaces the first.
+  public func registerHistogram(
+    _ name: String, help: String, bounds: [Double], _ series: @escaping @Sendable () -> [HistogramSeries]
+  ) {
+    state.withLock { s in
+      s.histograms.removeAll { $0.name == name }
+      s.histograms.append(HistogramGroup(name: name, help: help, bounds: bounds, series: series))
+    }
+  }
+
   /// The number of requests counted for `route` and `status` (for tests and health checks).
   public func requestCount(route: String, status: Int) -> UInt64 {
     state.withLock { $0.routes[route]?.requests[status] ?? 0 }
@@ -136,6 +170,21 @@ public final class Metrics: Sendable {
       out += "\(p)_http_request_duration_seconds_bucket{route=\(l),le=\"+Inf\"} \(cumulative)\n"
       out += "\(p)_http_request_duration_seconds_sum{route=\(l)} \(Self.number(h.sum))\n"
       out += "\(p)_http_request_duration_seconds_count{route=\(l)} \(h.count)\n"
+    }
+    for group in s.histograms.sorted(by: { $0.name < $1.name }) {
+      out += "# HELP \(group.name) \(group.help)\n# TYPE \(group.name) histogram\n"
+      for series in group.series() {
+        let label = series.label.map { "\($0.name)=\(Self.label($0.value))," } ?? ""
+        let plain = series.label.map { "{\($0.name)=\(Self.label($0.value))}" } ?? ""
+        var cumulative: UInt64 = 0
+        for (i, bound) in group.bounds.enumerated() {
+          cumulative += i < series.counts.count ? series.counts[i] : 0
+          out += "\(group.name)_bucket{\(label)le=\"\(Self.number(bound))\"} \(cumulative)\n"
+        }
+        out += "\(group.name)_bucket{\(label)le=\"+Inf\"} \(series.count)\n"
+        out += "\(group.name)_sum\(plain) \(Self.number(series.sum))\n"
+        out += "\(group.name)_count\(plain) \(series.count)\n"
+      }
     }
     var gauges: [(name: String, help: String, value: Double)] = []
     for group in s.gauges {

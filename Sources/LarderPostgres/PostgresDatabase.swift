@@ -14,7 +14,7 @@ import Larder
 /// ```
 /// A lost connection is reset at the start of the next transaction (or statement outside one),
 /// so a pooled connection heals after the server comes back.
-package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDatabase {
+package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDatabase, KeyedWriteDatabase {
   private let handle: OpaquePointer
   package let schema: String?
   package var dialect: any SQLDialect { PostgresDialect() }
@@ -72,12 +72,23 @@ package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDa
     return Int64(bitPattern: UInt64(tag) << 32 | UInt64(hash))
   }
 
-  /// The one write lock (`LRDW`): every write transaction takes it first.
+  /// The store's write lock (`LRDW`): every write transaction takes it first, exclusively
+  /// (unkeyed writes) or shared (keyed writes, see ``writeKeyLock(_:)``).
   static func writeLockKey(schema: String?) -> Int64 { lockKey(tag: 0x4C52_4457, schema: schema) }
   /// The collector's lock (`LRDG`), held for a whole gc run by its session.
   static func collectorLockKey(schema: String?) -> Int64 { lockKey(tag: 0x4C52_4447, schema: schema) }
 
   package var collectorLockKey: Int64 { Self.collectorLockKey(schema: schema) }
+
+  /// The high 32 bits of the store-wide keys, which no ``WriteKey`` may take.
+  static let reservedTags: Set<UInt32> = [0x4C52_4457, 0x4C52_4447]
+
+  /// The advisory-lock key of `key` in this store: keyed by the schema too, so stores in
+  /// different schemas of one database never wait on each other's keys
+  /// (``WriteKey/advisoryKey(namespace:reservedTags:)``).
+  func writeKeyLock(_ key: WriteKey) -> Int64 {
+    key.advisoryKey(namespace: schema ?? "public", reservedTags: Self.reservedTags)
+  }
 
   /// Resets a connection the server dropped; prepared statements die with it.
   private func reconnectIfLost() throws(DatabaseError) {
@@ -291,21 +302,43 @@ package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDa
 
   /// Write transactions are READ COMMITTED (pinned, whatever `default_transaction_isolation`
   /// says: every statement then reads what committed before it, after the lock wait) and take the
-  /// catalog's one advisory lock with BEGIN (one round trip); read transactions are REPEATABLE
-  /// READ READ ONLY: one snapshot, as SQLite's read transactions.
+  /// catalog's write lock exclusively with BEGIN (one round trip); read transactions are
+  /// REPEATABLE READ READ ONLY: one snapshot, as SQLite's read transactions.
   package func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
+    try transaction(
+      begin: immediate
+        ? Self.beginWrite + "SELECT pg_advisory_xact_lock(\(writeLock))"
+        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", body)
+  }
+
+  /// A keyed write: the store's lock shared, then each key's exclusively in ascending order of
+  /// their numbers, all in the BEGIN's round trip. Every keyed transaction takes its keys in
+  /// that one order and holds no other key first, so keyed writes never deadlock each other;
+  /// an unkeyed write waits for the shared holders to finish, and new keyed writes queue behind
+  /// it (PostgreSQL grants a lock only after earlier conflicting waiters), so it is not starved.
+  package func transaction<T>(locking keys: Set<WriteKey>, _ body: (Database) throws -> T) throws -> T {
+    let numbers = Set(keys.map(writeKeyLock)).sorted()
+    let locks = numbers.map { "SELECT pg_advisory_xact_lock(\($0))" }.joined(separator: "; ")
+    let begin = Self.beginWrite + "SELECT pg_advisory_xact_lock_shared(\(writeLock)); " + locks
+    return try transaction(begin: begin, body)
+  }
+
+  private static let beginWrite =
+    "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = '60s'; "
+
+  private func transaction<T>(begin: String, _ body: (Database) throws -> T) throws -> T {
     try reconnectIfLost()
-    let begin =
-      immediate
-      ? "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = '60s'; "
-        + "SELECT pg_advisory_xact_lock(\(writeLock))"
-      : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
     var failure: DatabaseError?
     do { try executeScript(begin) } catch { failure = error }
     if let failure {
       // libpq learns that the server went away (a restart) only when it is used: nothing has
       // run in this transaction yet, so a new session can safely start it again.
-      guard failure.isConnectionLost else { throw failure }
+      guard failure.isConnectionLost else {
+        // A lock wait that timed out (or was cancelled) leaves the transaction open and aborted:
+        // end it, or the connection's next BEGIN would fail too.
+        if PQstatus(handle) == CONNECTION_OK { try? executeScript("ROLLBACK") }
+        throw failure
+      }
       try reconnectIfLost()
       try executeScript(begin)
     }

@@ -17,6 +17,10 @@ struct PostgresDialect: SQLDialect {
   /// The field as text (`#>>`), for string tests.
   static func text(_ field: String) throws(ModelError) -> String { "(body #>> \(try path(field)))" }
 
+  func bodySettingNull(_ field: String) throws(ModelError) -> String {
+    "jsonb_set(body, \(try Self.path(field)), 'null'::jsonb)"
+  }
+
   var namesIndexes: Bool { false }
   /// PostgreSQL refuses a negative LIMIT; NULL is none.
   var noLimit: SQLValue { .null }
@@ -59,7 +63,7 @@ struct PostgresDialect: SQLDialect {
       return "coalesce(jsonb_typeof(\(try extract(field))), 'null') = 'null'"
     case .isNotNil(let field):
       return "jsonb_typeof(\(try extract(field))) <> 'null'"
-    case .and, .or, .not:
+    case .and, .or, .not, .linked:
       return try condition(predicate, &arguments)
     }
   }

@@ -174,6 +174,40 @@ enum PostgresMigrations {
         CREATE INDEX derived_files_by_use ON derived_files(used_at);
         """)
     },
+    // 12: references between models (see the SQLite migration 12).
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE model_references(
+          record_type TEXT COLLATE "C" NOT NULL,
+          record_id TEXT COLLATE "C" NOT NULL,
+          property TEXT COLLATE "C" NOT NULL,
+          target_type TEXT COLLATE "C" NOT NULL,
+          target_id TEXT COLLATE "C" NOT NULL,
+          on_delete TEXT NOT NULL CHECK (on_delete IN ('cascade', 'nullify', 'restrict')),
+          PRIMARY KEY(record_type, record_id, property),
+          FOREIGN KEY(record_type, record_id) REFERENCES records(type, id) ON DELETE CASCADE,
+          FOREIGN KEY(target_type, target_id) REFERENCES records(type, id));
+        CREATE INDEX model_references_by_target ON model_references(target_type, target_id);
+        CREATE TABLE model_links(
+          relation TEXT COLLATE "C" NOT NULL,
+          from_type TEXT COLLATE "C" NOT NULL,
+          from_id TEXT COLLATE "C" NOT NULL,
+          to_type TEXT COLLATE "C" NOT NULL,
+          to_id TEXT COLLATE "C" NOT NULL,
+          created_at BIGINT NOT NULL,
+          PRIMARY KEY(relation, from_type, from_id, to_type, to_id),
+          FOREIGN KEY(from_type, from_id) REFERENCES records(type, id) ON DELETE CASCADE,
+          FOREIGN KEY(to_type, to_id) REFERENCES records(type, id) ON DELETE CASCADE);
+        CREATE INDEX model_links_to ON model_links(relation, to_type, to_id);
+        CREATE TABLE model_reference_rules(
+          record_type TEXT COLLATE "C" NOT NULL,
+          property TEXT COLLATE "C" NOT NULL,
+          target_type TEXT COLLATE "C" NOT NULL,
+          on_delete TEXT NOT NULL CHECK (on_delete IN ('cascade', 'nullify', 'restrict')),
+          PRIMARY KEY(record_type, property));
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

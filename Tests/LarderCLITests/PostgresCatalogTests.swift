@@ -74,12 +74,24 @@ struct PostgresCatalogTests {
     let source = try TestStore.open(at: box.data, configuration: .init(catalog: .dataDirectory))
     for i in 0..<5 { _ = try source.objects.put(bucket: "b", name: "n\(i)", data: Data("same".utf8)) }
     _ = try source.objects.put(bucket: "b", name: "other", data: Data("other".utf8))
+    try source.write { tx in
+      try tx.save(CopiedOwner(id: "o1"))
+      try tx.save(CopiedItem(id: "i1", ownerID: "o1"))
+    }
     let page = try source.objects.list(bucket: "b", maxResults: 2)
     let destination = Self.freshCatalog()
 
     let copy = try CLI.larder(["catalog", "copy", "--from", box.dataPath, "--to", destination])
     #expect(copy.status == 0, "\(copy)")
-    #expect(copy.stdout.contains("blobs        2\nfiles        6\nobjects      6\n"), "\(copy.stdout)")
+    // One line per table, every table named in full (the longest, service_account_keys, too).
+    var copied: [String: Int] = [:]
+    for line in copy.stdout.split(separator: "\n").dropLast() {
+      let fields = line.split(separator: " ")
+      copied[String(fields[0])] = fields.count == 2 ? Int(fields[1]) : nil
+    }
+    #expect(copied["blobs"] == 2 && copied["files"] == 6 && copied["objects"] == 6, "\(copy.stdout)")
+    #expect(copied["records"] == 2 && copied["model_references"] == 1, "\(copy.stdout)")
+    #expect(copied["service_account_keys"] == 0 && copied["derived_files"] == 0, "\(copy.stdout)")
     #expect(copy.stdout.hasSuffix("counts match\n"))
 
     let moved = try TestStore.open(at: box.data, configuration: .init(catalog: CatalogLocation(parsing: destination)))
@@ -88,6 +100,9 @@ struct PostgresCatalogTests {
     // The key moved with the rows: a page token from before the move still works.
     let next = try moved.objects.list(bucket: "b", maxResults: 2, pageToken: page.nextPageToken)
     #expect(next.items.map(\.name) == ["n2", "n3"])
+    // References moved with their rules: the owner's delete cascades on the new catalog.
+    #expect(try moved.models.delete(CopiedOwner.self, id: "o1"))
+    #expect(try moved.models.find(CopiedItem.self, id: "i1") == nil)
     let listed = try box.larder("ls", "b", "--catalog", destination)
     #expect(listed.status == 0)
     #expect(listed.stdout.split(separator: "\n").count == 6)
@@ -101,4 +116,14 @@ struct PostgresCatalogTests {
     #expect(migrate.status == 0)
     #expect(migrate.stdout.hasSuffix("schema version \(Larder.catalogSchemaVersion)\n"), "\(migrate)")
   }
+}
+
+private struct CopiedOwner: Model {
+  var id: String
+}
+
+private struct CopiedItem: Model {
+  var id: String
+  var ownerID: String
+  static let references = [ModelReference("ownerID", to: CopiedOwner.self, onDelete: .cascade)]
 }

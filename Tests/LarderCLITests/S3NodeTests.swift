@@ -2,7 +2,6 @@ import Foundation
 import Larder
 import LarderS3Store
 import LarderTestSupport
-import Synchronization
 import Testing
 
 /// Three `larder serve` processes on one PostgreSQL catalog and one S3 store (OpenStack Swift),
@@ -46,11 +45,11 @@ struct MultiNodeTests {
   }
 
   static func upload(_ node: ServedLarder, _ name: String, _ bytes: [UInt8]) throws -> RawResponse {
-    try node.exchange("POST", "/v0/b/app/o?name=\(name)", headers: [("Content-Type", "application/octet-stream")], body: bytes)
+    try ClusterDrill.upload(node, name, bytes)
   }
 
   static func download(_ node: ServedLarder, _ name: String, range: String? = nil) throws -> RawResponse {
-    try node.exchange("GET", "/v0/b/app/o/\(name)?alt=media", headers: range.map { [("Range", $0)] } ?? [])
+    try ClusterDrill.download(node, name, range: range)
   }
 
   @Test func contentUploadedThroughOneNodeIsServedExactlyByTheOthers() throws {
@@ -86,105 +85,22 @@ struct MultiNodeTests {
   @Test func clientsOnEveryNodeLoseNothingWhileGCRuns() throws {
     var cluster = try Cluster(count: 3)
     defer { cluster.stop() }
-    let nodes = cluster.nodes
     // Modest for CI; LARDER_MULTINODE_CLIENTS=200 LARDER_MULTINODE_SECONDS=30 for the full drill.
     let environmentSettings = ProcessInfo.processInfo.environment
-    let workers = environmentSettings["LARDER_MULTINODE_CLIENTS"].flatMap { Int($0) } ?? 12
-    let seconds = environmentSettings["LARDER_MULTINODE_SECONDS"].flatMap { Double($0) } ?? 8
-    // A few contents every worker uploads and deletes again: their rows and objects keep
-    // becoming orphans the collector deletes while another upload of the same bytes dedupes.
-    let shared = (0..<4).map { pseudoRandomBytes(20_000 + $0 * 7_000, seed: 1000 + UInt64($0)) }
-    let tally = Mutex(Tally())
-    let stop = Atomic<Bool>(false)
-    let gcRuns = Atomic<Int>(0)
-    let gcFailures = Mutex<[String]>([])
-    let gcArguments = ["gc", "--grace", "0s", "--data", cluster.boxes[0].dataPath] + cluster.store
-    let environment = cluster.environment
-    let collector = Thread {
-      while !stop.load(ordering: .relaxed) {
-        do {
-          let r = try CLI.larder(gcArguments, environment: environment)
-          if r.status == 0 { gcRuns.add(1, ordering: .relaxed) } else { gcFailures.withLock { $0.append(r.stderr) } }
-        } catch {
-          gcFailures.withLock { $0.append("\(error)") }
-        }
-      }
-    }
-    collector.start()
-    let deadline = Date().addingTimeInterval(seconds)
-    // A thread per client (concurrentPerform would run only as many as there are cores).
-    let finished = DispatchSemaphore(value: 0)
-    for w in 0..<workers {
-      let thread = Thread {
-        defer { finished.signal() }
-        Self.client(w, nodes: nodes, shared: shared, until: deadline, tally: tally)
-      }
-      thread.stackSize = 512 << 10
-      thread.start()
-    }
-    for _ in 0..<workers { finished.wait() }
-    stop.store(true, ordering: .relaxed)
-    while !collector.isFinished { usleep(50_000) }
-    // One more collection with everything settled, then every acknowledged object, exactly.
-    #expect(try cluster.larder(["gc", "--grace", "0s"]).status == 0)
-    let result = tally.withLock { $0 }
-    var lost = 0
-    for (index, object) in result.kept.enumerated() {
-      let get = try Self.download(nodes[index % 3], object.name)
-      if get.status != 200 || get.body != object.bytes { lost += 1 }
-    }
+    let drill = ClusterDrill(
+      nodes: cluster.nodes, gcArguments: ["gc", "--grace", "0s", "--data", cluster.boxes[0].dataPath] + cluster.store,
+      environment: cluster.environment,
+      workers: environmentSettings["LARDER_MULTINODE_CLIENTS"].flatMap { Int($0) } ?? 12,
+      seconds: environmentSettings["LARDER_MULTINODE_SECONDS"].flatMap { Double($0) } ?? 8)
+    let outcome = try drill.run()
     let verify = try cluster.larder(["verify", "--deep"])
-    print(
-      "multi-node: \(result.uploads) uploads, \(result.downloads) downloads, \(result.deletes) deletes over 3 nodes in \(seconds) s, \(gcRuns.load(ordering: .relaxed)) gc runs, \(result.errors.count) errors, \(lost) of \(result.kept.count) kept objects lost"
-    )
-    #expect(result.errors == [])
-    #expect(gcFailures.withLock { $0 } == [])
-    #expect(lost == 0)
-    #expect(result.uploads > 30)
-    #expect(gcRuns.load(ordering: .relaxed) >= 2)
+    print("multi-node: \(outcome.summary)")
+    #expect(outcome.errors == [])
+    #expect(outcome.gcFailures == [])
+    #expect(outcome.lost == 0)
+    #expect(outcome.uploads > 30)
+    #expect(outcome.gcRuns >= 2)
     #expect(verify.status == 0, "\(verify.stdout)")
-  }
-
-  struct Tally {
-    var uploads = 0
-    var downloads = 0
-    var deletes = 0
-    var errors: [String] = []
-    var kept: [(name: String, bytes: [UInt8])] = []
-  }
-
-  /// One client: upload through one node, download through the next (exact bytes), and delete
-  /// every third object, until `deadline`.
-  static func client(_ w: Int, nodes: [ServedLarder], shared: [[UInt8]], until deadline: Date, tally: borrowing Mutex<Tally>) {
-    var i = 0
-    while Date() < deadline {
-      i += 1
-      let name = "w\(w)-\(i).bin"
-      let bytes = i % 2 == 0 ? shared[(w + i) % shared.count] : pseudoRandomBytes(1 + (w * 7919 + i * 104_729) % 300_000, seed: UInt64(w * 100_000 + i))
-      let up = nodes[(w + i) % 3]
-      let down = nodes[(w + i + 1) % 3]
-      do {
-        let put = try Self.upload(up, name, bytes)
-        guard put.status == 200 else { throw HarnessFailure("upload \(name): \(put.status) \(put.text)") }
-        let get = try Self.download(down, name)
-        guard get.status == 200, get.body == bytes else {
-          throw HarnessFailure("download \(name): \(get.status), \(get.body.count) of \(bytes.count) bytes")
-        }
-        if i % 3 == 0 {
-          let delete = try down.exchange("DELETE", "/v0/b/app/o/\(name)")
-          guard delete.status == 204 || delete.status == 200 else { throw HarnessFailure("delete \(name): \(delete.status)") }
-          tally.withLock { $0.deletes += 1 }
-        } else {
-          tally.withLock { $0.kept.append((name, bytes)) }
-        }
-        tally.withLock {
-          $0.uploads += 1
-          $0.downloads += 1
-        }
-      } catch {
-        tally.withLock { $0.errors.append("\(error)") }
-      }
-    }
   }
 }
 

@@ -88,7 +88,8 @@ struct ServedLarder {
     let out = box.path("serve-\(UUID().uuidString).out")
     pid = try CLI.spawn(
       try CLI.binary(for: environment),
-      ["serve", "--data", box.dataPath, "--allow-all", "--port", "0", "--threads", "2"] + arguments,
+      ["serve", "--data", box.dataPath, "--allow-all", "--port", "0"]
+        + (arguments.contains("--threads") ? [] : ["--threads", "2"]) + arguments,
       environment: environment, stdoutPath: out, stderrPath: box.path("serve.err"))
     let deadline = Date().addingTimeInterval(60)
     let prefix = "listening on http://127.0.0.1:"

@@ -13,11 +13,13 @@ class Larder:
 
     kind = "larder"
 
-    def __init__(self, label, memory_limit=None, access_log="off", extra=(), catalog=None):
+    def __init__(self, label, memory_limit=None, access_log="off", extra=(), catalog=None, data=None):
+        """`data`: another server's data directory, to share (a second node on one catalog)."""
         self.label = label
         self.catalog = catalog
-        self.data = os.path.join(processes.TMP, f"larder-{label}")
-        os.makedirs(self.data)
+        self.data = data or os.path.join(processes.TMP, f"larder-{label}")
+        if not data:
+            os.makedirs(self.data)
         log_target = os.path.join(processes.TMP, f"access-{label}.log") if access_log == "file" else access_log
         args = [LARDER_BIN, "serve", "--data", self.data, "--port", "0", "--host", "127.0.0.1",
                 "--allow-all", "--access-log", log_target, "--max-upload-size", "1000GiB"] + list(extra)

@@ -17,6 +17,7 @@ from .measure import make_file
 from .processes import BenchError, Watchdog, cleanup, log, on_signal
 from .report import render
 from .scenarios.catalog import scenario_postgres
+from .scenarios.catalog_writes import scenario_pg_writes
 from .scenarios.cml import scenario_cml
 from .scenarios.concurrent_clients import scenario_concurrent
 from .scenarios.download import scenario_download
@@ -76,6 +77,8 @@ def main():
             R["concurrent"] = scenario_concurrent(files)
         if "postgres" in SCENARIOS:
             R["postgres"] = scenario_postgres(files, commands)
+        if "pg-writes" in SCENARIOS:
+            R["pg-writes"] = scenario_pg_writes(files, commands)
         if "cml" in SCENARIOS:
             R["cml"] = scenario_cml(files)
         if "gc" in SCENARIOS:

@@ -67,6 +67,7 @@ def summary_rows(R):
             rows.append((f"CPU µs per {SMALL_BYTES // 1024} KiB {what} (Larder + PostgreSQL), PostgreSQL catalog",
                          f"{p:,.0f}", f"SQLite catalog {q:,.0f}", f"{q / p:.2f}", "reported", "—", "",
                          f"p99 µs: PostgreSQL {p99:,.0f}, SQLite {q99:,.0f}"))
+    rows += pg_writes_summary_rows(R.get("pg-writes"))
     tus = R.get("tus")
     if tus:
         mib = tus["size"] >> 20
@@ -266,6 +267,7 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
                         L.append(f"| {name} | {what} | {i + 1} | {r['rps']:,.0f} | {commits} | {r['p99']} | "
                                  f"{r['cpu_us']:.0f} | {pg_cpu} | {r['problems'] or 'none'} |")
             L.append("")
+    L += pg_writes_section(R.get("pg-writes"))
     conc = R.get("concurrent")
     if conc:
         L.append(f"## {conc['clients']} concurrent clients\n")
@@ -305,7 +307,7 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
     L.append("```sh")
     L.append("make bench                     # = swift build -c release --product larder && Benchmarks/run.sh")
     L.append("BENCH_QUICK=1 Benchmarks/run.sh   # small sizes, short runs: a check in a few minutes")
-    L.append("BENCH_ONLY=gets Benchmarks/run.sh # one scenario (limits gets upload tus download concurrent verify postgres cml gc s3 s3-tus)")
+    L.append("BENCH_ONLY=gets Benchmarks/run.sh # one scenario (limits gets upload tus download concurrent verify postgres pg-writes cml gc s3 s3-tus)")
     L.append("```\n")
     L.append("Servers as the script starts them ($TMP is the run's temp dir):\n")
     L.append("```sh")
@@ -317,3 +319,57 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
     L.append("curl -sS -o /dev/null -H 'Expect:' -X POST|PUT -T upload.bin URL")
     L.append("```")
     return "\n".join(L) + "\n"
+
+
+def pg_writes_summary_rows(w):
+    """The write-scaling ratios on PostgreSQL: 16 clients / 1 on one node (goal ≥ 4), two nodes / one."""
+    if not w:
+        return []
+    if "missing" in w:
+        return [(f"{SMALL_BYTES // 1024} KiB uploads, 16 / 1 clients, PostgreSQL", "missing", "—", "—", "≥ 4", "—", "",
+                 w["missing"])]
+    runs = w["runs"]
+    one, sixteen = med([r["rps"] for r in runs[("one node", 1, 1)]]), med([r["rps"] for r in runs[("one node", 1, 16)]])
+    two16 = med([r["rps"] for r in runs[("two nodes", 2, 16)]])
+    base1, base16 = (med([r["rps"] for r in runs[("one node, 1 writer", 1, c)]]) for c in (1, 16))
+    return [
+        (f"{SMALL_BYTES // 1024} KiB uploads/s, PostgreSQL fsync on, one node: 16 clients vs 1", f"{sixteen:,.0f}",
+         f"1 client {one:,.0f}", f"{sixteen / one:.2f}", "≥ 4", verdict(sixteen / one, 4), "",
+         f"16: {runs_text([r['rps'] for r in runs[('one node', 1, 16)]], '{:,.0f}')}; 1: "
+         f"{runs_text([r['rps'] for r in runs[('one node', 1, 1)]], '{:,.0f}')}"),
+        (f"the same with one writer connection (--catalog-writers 1, writes in turn): 16 clients vs 1",
+         f"{base16:,.0f}", f"1 client {base1:,.0f}", f"{base16 / base1:.2f}", "baseline", "—", "",
+         f"16 clients, 8 writers vs 1: {sixteen / base16:.2f}×"),
+        (f"{SMALL_BYTES // 1024} KiB uploads/s, 16 clients: two nodes vs one", f"{two16:,.0f}", f"one node {sixteen:,.0f}",
+         f"{two16 / sixteen:.2f}", "reported", "—", "two processes on one machine share its two cores",
+         ""),
+    ] + [
+        (f"catalog lock held per {SMALL_BYTES // 1024} KiB upload, ms, one node, {clients} client(s)",
+         f"p50 {hold('held_p50'):.2f}, p99 {hold('held_p99'):.2f}", "—", "—", "no network round trip inside", "—",
+         "grant of the keyed locks to COMMIT's return (includes the blob's link and directory fsync, and the commit)",
+         f"p50 {runs_text([r['held_p50'] * 1e3 for r in runs[('one node', 1, clients)] if r['held_p50'] is not None], '{:.2f}')}")
+        for clients in (1, 16)
+        for hold in [lambda key, c=clients: med([r[key] * 1e3 for r in runs[("one node", 1, c)] if r[key] is not None]
+                                                 or [float("nan")])]
+    ]
+
+
+def pg_writes_section(w):
+    if not w or "missing" in w:
+        return []
+    L = [f"## Write scaling on the PostgreSQL catalog ({SMALL_BYTES} B uploads, fsync on)\n"]
+    L.append(f"PostgreSQL {w['version']}, fsync on; `larder serve --threads {w['threads']}` (default "
+             "`--catalog-writers 8`), blobs in the data directory; two nodes are two processes on one catalog and "
+             "one data directory. wrk POSTs, each a new name and new content (PNG-headed bodies), connections split "
+             f"evenly over the nodes, {WRK_SECONDS} s per run. Lock held: from the grant of a keyed write's locks to "
+             "its COMMIT's return, from `/metrics` (`larder_catalog_lock_held_seconds`, interpolated in its buckets). "
+             f"This disk: **{w['fsync']:,.0f} fdatasync/s** (8 KiB rewrites, one at a time).\n")
+    L.append("| nodes | clients | round | uploads/s | lock held p50 ms | p99 ms | lock wait p50 ms | p99 ms | problems |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    ms = lambda v: f"{v * 1e3:.2f}" if v is not None else "—"
+    for (label, _, clients), rs in w["runs"].items():
+        for i, r in enumerate(rs):
+            L.append(f"| {label} | {clients} | {i + 1} | {r['rps']:,.0f} | {ms(r['held_p50'])} | {ms(r['held_p99'])} | "
+                     f"{ms(r['wait_p50'])} | {ms(r['wait_p99'])} | {r['problems'] or 'none'} |")
+    L.append("")
+    return L

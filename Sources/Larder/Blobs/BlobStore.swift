@@ -1,5 +1,6 @@
 import Foundation
 import LarderCrypto
+import Synchronization
 
 /// Content-addressed bytes on the filesystem.
 ///
@@ -24,9 +25,15 @@ public struct BlobStore: Sendable {
   public var uploadsDirectory: URL { root.appendingPathComponent("uploads", isDirectory: true) }
   public var quarantineDirectory: URL { root.appendingPathComponent("quarantine", isDirectory: true) }
 
-  /// Opens the store at `root`, creating its directories.
-  public init(root: URL) throws {
+  /// Fan-out directories known to be durable, when several writers may link at once.
+  let durableDirectories: DurableFanOut?
+
+  /// Opens the store at `root`, creating its directories. With `concurrentWriters` (a shared
+  /// catalog, whose keyed writes of different contents link into `blobs/` at the same time), a
+  /// writer never trusts a fan-out directory it did not make durable itself (see ``place(_:)``).
+  public init(root: URL, concurrentWriters: Bool = false) throws {
     self.root = root
+    durableDirectories = concurrentWriters ? DurableFanOut() : nil
     blobsPath = root.appendingPathComponent("blobs/sha256", isDirectory: true).path
     for dir in [root, blobsDirectory, tmpDirectory, trashDirectory, uploadsDirectory, quarantineDirectory] {
       try POSIX.makeDirectory(dir.path)
@@ -68,8 +75,15 @@ public struct BlobStore: Sendable {
     let hex = Hex.encode(staged.sha256)
     let leaf = "\(blobsPath)/\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))"
     let parent = "\(blobsPath)/\(hex.prefix(2))"
-    let createdParent = try POSIX.makeDirectory(parent)
-    let createdLeaf = try POSIX.makeDirectory(leaf)
+    var createdParent = try POSIX.makeDirectory(parent)
+    var createdLeaf = try POSIX.makeDirectory(leaf)
+    if let durable = durableDirectories {
+      // Another writer may have made the directory a moment ago and not fsync'ed its entry yet:
+      // until this process has seen it durable, sync its entry as if we had made it.
+      let (parentIndex, leafIndex) = DurableFanOut.indexes(hex)
+      createdParent = createdParent || !durable.contains(parentIndex)
+      createdLeaf = createdLeaf || !durable.contains(leafIndex)
+    }
     let target = "\(leaf)/\(hex)"
     if !POSIX.link(source, target) {
       guard errno == EEXIST else { throw LarderError.posix("link", target) }
@@ -80,6 +94,11 @@ public struct BlobStore: Sendable {
     try POSIX.fsyncDirectory(leaf)
     if createdLeaf { try POSIX.fsyncDirectory(parent) }
     if createdParent { try POSIX.fsyncDirectory(blobsPath) }
+    if let durable = durableDirectories {
+      let (parentIndex, leafIndex) = DurableFanOut.indexes(hex)
+      durable.insert(parentIndex)
+      durable.insert(leafIndex)
+    }
     return target
   }
 
@@ -88,4 +107,29 @@ public struct BlobStore: Sendable {
   public func open(sha256: [UInt8]) throws -> BlobReader {
     try BlobReader(path: path(for: sha256))
   }
+}
+
+/// Which fan-out directories of `blobs/sha256` (256 `ab/`, 65 536 `ab/cd/`) this process has
+/// seen durable: made and fsync'ed their entries itself, or fsync'ed them on first use. One bit
+/// each (8 KiB).
+///
+/// With one writer at a time (SQLite) the writer that makes a directory syncs it before it
+/// commits, and nobody links into it before that. With concurrent writers (keyed writes on a
+/// shared catalog) another writer may link into a directory whose own entry is not durable yet
+/// and commit first: a crash could then lose the directory, and a committed blob with it (I1).
+final class DurableFanOut: Sendable {
+  private let bits = Mutex([UInt64](repeating: 0, count: (256 + 65_536) / 64))
+
+  /// The bit of `ab/` and of `ab/cd/` for a blob's hex digest.
+  static func indexes(_ hex: String) -> (parent: Int, leaf: Int) {
+    let utf8 = Array(hex.utf8.prefix(4))
+    func nibble(_ c: UInt8) -> Int { Int(c <= 0x39 ? c &- 0x30 : (c | 0x20) &- 0x61 &+ 10) & 0xF }
+    let a = nibble(utf8[0]) << 4 | nibble(utf8[1])
+    let b = nibble(utf8[2]) << 4 | nibble(utf8[3])
+    return (a, 256 + (a << 8 | b))
+  }
+
+  func contains(_ index: Int) -> Bool { bits.withLock { $0[index >> 6] & (1 << UInt64(index & 63)) != 0 } }
+
+  func insert(_ index: Int) { bits.withLock { $0[index >> 6] |= 1 << UInt64(index & 63) } }
 }

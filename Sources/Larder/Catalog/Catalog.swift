@@ -1,16 +1,20 @@
 import Foundation
 
-/// The metadata catalog: one writer connection and a small pool of readers, over one SQLite
-/// file or one PostgreSQL database (see ``CatalogLocation``).
+/// The metadata catalog: writer connections and a small pool of readers, over one SQLite file
+/// or one PostgreSQL database (see ``CatalogLocation``).
 ///
-/// All writes go through ``write(_:)``, which runs the closure in a write transaction on the
-/// single writer connection, so a write in this process never interleaves with another. Across
-/// processes and nodes the catalog's one write lock serialises them: SQLite's `BEGIN IMMEDIATE`,
-/// or on PostgreSQL a transaction-level advisory lock taken right after `BEGIN` (ARCHITECTURE
-/// §5: the dedupe decision and the collector's delete never interleave, wherever they run).
-/// Reads use their own snapshot and never wait behind a write.
+/// All writes go through ``write(keys:releasingReserve:_:)``, which runs the closure in a write
+/// transaction. On SQLite there is one writer connection and `BEGIN IMMEDIATE`: one write at a
+/// time, across threads and processes. On PostgreSQL a pool of writer connections
+/// (``Larder/Configuration/catalogWriters``) runs writes together as far as their locks allow:
+/// a write given ``WriteKey``s holds the store's advisory lock shared and each key exclusively,
+/// so writes of different contents, names and uploads commit concurrently while two writes of
+/// one key (an upload deduping against a blob and the collector deleting it) never interleave;
+/// a write without keys holds the store's lock exclusively and runs alone, across every node
+/// (ARCHITECTURE §7b). Reads use their own snapshot and never wait behind a write.
 /// ```swift
 /// try catalog.write { db in try db.execute("DELETE FROM uploads WHERE expires_at < ?", [now]) }
+/// try catalog.write(keys: [.upload(id: id)]) { db in try db.execute("UPDATE uploads SET … WHERE id = ?", [id]) }
 /// let count = try catalog.read { db in try db.row("SELECT count(*) AS n FROM blobs")?.int("n") }
 /// ```
 package final class Catalog: @unchecked Sendable {
@@ -18,8 +22,16 @@ package final class Catalog: @unchecked Sendable {
   package let path: String
   package let location: CatalogLocation
   package let dialect: any SQLDialect
+  /// SQLite's one writer is used under this lock; on PostgreSQL it guards `idleWriters`.
   private let writerLock = NSLock()
+  /// SQLite's one writer; on PostgreSQL the first of the pool (it ran the migrations).
   private let writer: Database
+  /// PostgreSQL: writer connections not in use (`writer` among them at first).
+  private var idleWriters: [Database] = []
+  /// PostgreSQL: at most this many writer connections are open at once; nil on SQLite.
+  private let writerSlots: DispatchSemaphore?
+  /// How long writes waited for their locks and held them (``CatalogLockTimes``).
+  let lockClock = CatalogLockClock()
   private let readerLock = NSLock()
   private var idleReaders: [Database] = []
   private let maxIdleReaders: Int
@@ -33,6 +45,9 @@ package final class Catalog: @unchecked Sendable {
   /// Reads SQLite's commit counter; nil on PostgreSQL (see ``commitStamp()``).
   private let commitWatch: WALIndexWatch?
 
+  /// Writer connections a PostgreSQL catalog opens at most, unless configured otherwise.
+  package static let defaultPostgresWriters = 8
+
   /// Opens the SQLite catalog at `path`, creating it and running migrations as needed.
   /// - Throws: ``DatabaseError`` when SQLite fails, ``LarderError/catalogTooNew(version:supported:)``
   ///   when a newer Larder wrote the file.
@@ -42,10 +57,11 @@ package final class Catalog: @unchecked Sendable {
   }
 
   /// Opens the catalog at `location` (`sqlitePath` for ``CatalogLocation/dataDirectory``), with
-  /// the engine `backends` has for it.
+  /// the engine `backends` has for it; a PostgreSQL catalog opens up to `writers` writer
+  /// connections (SQLite has one).
   init(
     location: CatalogLocation, sqlitePath: String, backends: StoreBackends, maxIdleReaders: Int = 8,
-    reserve: SpaceReserve? = nil
+    reserve: SpaceReserve? = nil, writers: Int = Catalog.defaultPostgresWriters
   ) throws {
     self.location = location
     self.maxIdleReaders = maxIdleReaders
@@ -55,6 +71,7 @@ package final class Catalog: @unchecked Sendable {
       path = sqlitePath
       dialect = SQLiteDialect()
       readerSlots = nil
+      writerSlots = nil
       connect = { try SQLiteDatabase(path: sqlitePath) }
       let writer = try Self.openWriter(path: sqlitePath, reserve: reserve)
       try Migrations.run(on: writer)
@@ -70,11 +87,13 @@ package final class Catalog: @unchecked Sendable {
       path = ""
       dialect = engine.dialect
       readerSlots = engine.readerLimit.map { DispatchSemaphore(value: $0) }
+      writerSlots = DispatchSemaphore(value: max(1, writers))
       connect = { try engine.connect() }
       commitWatch = nil
       let writer = try engine.connect()
       try engine.migrate(writer)
       self.writer = writer
+      idleWriters = [writer]
     }
   }
 
@@ -96,26 +115,75 @@ package final class Catalog: @unchecked Sendable {
     }
   }
 
-  /// Runs `body` inside one immediate write transaction; any thrown error rolls it back.
+  /// Runs `body` inside one write transaction; any thrown error rolls it back.
+  ///
+  /// With no `keys` the transaction runs alone: no other write, in this process or another, on
+  /// this node or another, runs beside it. With `keys` (PostgreSQL) it runs beside writes whose
+  /// keys are all different and beside no unkeyed write; `body` must then read and change only
+  /// what its keys name (``WriteKey``), or rows that only unkeyed writes change. On SQLite keys
+  /// change nothing: every write runs alone.
   ///
   /// When the disk is full (SQLite cannot grow its log, typically at COMMIT) and
   /// `releasingReserve` is true, the reserve is given back and `body` runs once more in a new
   /// transaction: deletes and the collector, which free space, still commit on a full disk.
   /// Writes that add content pass false.
   @discardableResult
-  package func write<T>(releasingReserve: Bool = true, _ body: (Database) throws -> T) throws -> T {
-    writerLock.lock()
-    defer { writerLock.unlock() }
-    let value: T
-    do {
-      value = try writer.transaction(immediate: true, body)
-    } catch {
-      guard releasingReserve, Self.isDiskFull(error), let reserve, reserve.release() else { throw error }
-      value = try writer.transaction(immediate: true, body)
+  package func write<T>(keys: [WriteKey] = [], releasingReserve: Bool = true, _ body: (Database) throws -> T) throws
+    -> T
+  {
+    let asked = ContinuousClock.now
+    return try withWriter { writer in
+      let value: T
+      do {
+        value = try transaction(on: writer, keys: keys, asked: asked, body)
+      } catch {
+        guard releasingReserve, Self.isDiskFull(error), let reserve, reserve.release() else { throw error }
+        value = try transaction(on: writer, keys: keys, asked: asked, body)
+      }
+      reserve?.replenish()
+      return value
     }
-    reserve?.replenish()
-    return value
   }
+
+  /// One write transaction on `writer`, keyed where the connection can be, timed from its
+  /// locks' grant to its COMMIT's return (``CatalogLockTimes``).
+  private func transaction<T>(
+    on writer: Database, keys: [WriteKey], asked: ContinuousClock.Instant, _ body: (Database) throws -> T
+  ) throws -> T {
+    let keyedWriter = keys.isEmpty ? nil : writer as? KeyedWriteDatabase
+    var granted: ContinuousClock.Instant?
+    func timed(_ db: Database) throws -> T {
+      granted = .now
+      return try body(db)
+    }
+    defer {
+      if let granted {
+        lockClock.record(keyed: keyedWriter != nil, waited: granted - asked, held: .now - granted)
+      }
+    }
+    if let keyedWriter { return try keyedWriter.transaction(locking: Set(keys), timed) }
+    return try writer.transaction(immediate: true, timed)
+  }
+
+  /// Runs `body` with a writer connection: SQLite's one (under `writerLock`), or one of
+  /// PostgreSQL's pool (opened when none is idle, at most `writerSlots` at once). A pooled
+  /// connection the server dropped is reset by its next transaction, so it goes back either way.
+  private func withWriter<T>(_ body: (Database) throws -> T) throws -> T {
+    guard let writerSlots else {
+      writerLock.lock()
+      defer { writerLock.unlock() }
+      return try body(writer)
+    }
+    writerSlots.wait()
+    defer { writerSlots.signal() }
+    let pooled = writerLock.withLock { idleWriters.popLast() }
+    let db = try pooled ?? connect()
+    defer { writerLock.withLock { idleWriters.append(db) } }
+    return try body(db)
+  }
+
+  /// How long this process's writes waited for and held their locks, since it opened the store.
+  var lockTimes: CatalogLockTimes { lockClock.snapshot }
 
   private static func isDiskFull(_ error: any Error) -> Bool {
     (error as? DatabaseError)?.isDiskFull == true || (error as? LarderError) == .diskFull

@@ -22,9 +22,10 @@ package protocol Database: AnyObject {
   var changes: Int { get }
   /// Runs `body` in a transaction that commits if it returns and rolls back if it throws.
   ///
-  /// `immediate` takes the catalog's one write lock at once (`BEGIN IMMEDIATE` on SQLite, a
-  /// transaction-level advisory lock on PostgreSQL): every decision made inside is then made
-  /// with no other writer, in this process or another, on this node or another.
+  /// `immediate` takes the catalog's write lock at once and alone (`BEGIN IMMEDIATE` on SQLite,
+  /// the store's transaction-level advisory lock, exclusively, on PostgreSQL): every decision
+  /// made inside is then made with no other writer, in this process or another, on this node or
+  /// another (keyed writes hold that lock shared: ``KeyedWriteDatabase``).
   func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T
 }
 

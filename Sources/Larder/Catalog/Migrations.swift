@@ -175,6 +175,47 @@ package enum Migrations {
     CREATE INDEX derived_files_by_file ON derived_files(file_id);
     CREATE INDEX derived_files_by_use ON derived_files(used_at);
     """,
+    // 12: references and links between models (issue 24). One row per declared reference a saved model
+    // holds: what it points at and what happens to it when that is deleted (``DeleteRule``).
+    // The second foreign key is the database's own guard: a row can only point at a record that
+    // exists, and a record cannot be deleted while a row points at it (``ModelTransaction``
+    // cascades, nullifies or refuses first, so this never fires unless something bypasses it).
+    // `model_links` holds many-to-many links (``ModelRelation``): a row per (relation, from, to),
+    // gone with either end. `model_reference_rules` is each type's declared references as its
+    // last typed save had them, for what imports documents without the Swift type.
+    """
+    CREATE TABLE model_references(
+      record_type TEXT NOT NULL,
+      record_id TEXT NOT NULL,
+      property TEXT NOT NULL,
+      target_type TEXT NOT NULL,
+      target_id TEXT NOT NULL,
+      on_delete TEXT NOT NULL CHECK (on_delete IN ('cascade', 'nullify', 'restrict')),
+      PRIMARY KEY(record_type, record_id, property),
+      FOREIGN KEY(record_type, record_id) REFERENCES records(type, id) ON DELETE CASCADE,
+      FOREIGN KEY(target_type, target_id) REFERENCES records(type, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX model_references_by_target ON model_references(target_type, target_id);
+    CREATE TABLE model_links(
+      relation TEXT NOT NULL,
+      from_type TEXT NOT NULL,
+      from_id TEXT NOT NULL,
+      to_type TEXT NOT NULL,
+      to_id TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      PRIMARY KEY(relation, from_type, from_id, to_type, to_id),
+      FOREIGN KEY(from_type, from_id) REFERENCES records(type, id) ON DELETE CASCADE,
+      FOREIGN KEY(to_type, to_id) REFERENCES records(type, id) ON DELETE CASCADE
+    ) WITHOUT ROWID;
+    CREATE INDEX model_links_to ON model_links(relation, to_type, to_id);
+    CREATE TABLE model_reference_rules(
+      record_type TEXT NOT NULL,
+      property TEXT NOT NULL,
+      target_type TEXT NOT NULL,
+      on_delete TEXT NOT NULL CHECK (on_delete IN ('cascade', 'nullify', 'restrict')),
+      PRIMARY KEY(record_type, property)
+    ) WITHOUT ROWID;
+    """,
   ]
 
   static func run(on db: Database) throws {

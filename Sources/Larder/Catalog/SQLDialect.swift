@@ -29,6 +29,9 @@ package protocol SQLDialect: Sendable {
   /// A query that moves the fence counter to its one argument, after a catalog copy, when the
   /// counter is not a row that the copy carries; nil when it is.
   var fenceCounterCatchUp: String? { get }
+  /// A record's body with one field (validated) set to JSON null, as an SQL expression: how a
+  /// ``DeleteRule/nullify`` reference lets go of a deleted model.
+  func bodySettingNull(_ field: String) throws(ModelError) -> String
   /// The steps the catalog plans for `sql`, one line each.
   func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String]
 }
@@ -43,6 +46,8 @@ extension SQLDialect {
       "(\(try condition(a, &arguments))) OR (\(try condition(b, &arguments)))"
     case .not(let a):
       "NOT (\(try condition(a, &arguments)))"
+    case .linked(let relation, let type, let id, let outgoing):
+      ModelRelations.condition(relation: relation, type: type, id: id, outgoing: outgoing, &arguments)
     default:
       try test(predicate, &arguments)
     }
@@ -55,6 +60,10 @@ package struct SQLiteDialect: SQLDialect {
 
   package func extract(_ field: String) throws(ModelError) -> String {
     "json_extract(body, \(try QuerySQL.jsonPath(field)))"
+  }
+
+  package func bodySettingNull(_ field: String) throws(ModelError) -> String {
+    "json_set(body, \(try QuerySQL.jsonPath(field)), json('null'))"
   }
 
   package var namesIndexes: Bool { true }
@@ -95,7 +104,7 @@ package struct SQLiteDialect: SQLDialect {
       return "\(try extract(field)) IS NULL"
     case .isNotNil(let field):
       return "\(try extract(field)) IS NOT NULL"
-    case .and, .or, .not:
+    case .and, .or, .not, .linked:
       return try condition(predicate, &arguments)
     }
   }

@@ -14,7 +14,7 @@ import Foundation
 ///
 /// ```swift
 /// let ingest = try larder.content.ingest(staged, faults: .none)  // before the write transaction
-/// let removed = try larder.content.removeUnreferenced(from: first, through: last, faults: .none)
+/// let removed = try larder.content.removeUnreferenced(candidates, faults: .none)
 /// try larder.content.forEachStray(olderThan: cutoff, remove: false) { strays in report(strays) }
 /// ```
 protocol ContentStore: Sendable {
@@ -46,13 +46,13 @@ protocol ContentStore: Sendable {
   /// - Returns: how many it finished (none for a store whose deletions commit with their rows).
   func finishInterruptedDeletions(batchSize: Int) throws -> Int
 
-  /// Deletes the `blobs` rows of the digest range `[first, last]` that no file uses, in one
-  /// write transaction, and their bytes (with that transaction or after it, as the store's
-  /// protocol requires). A failure leaves every row with its bytes, or work that the next
-  /// ``finishInterruptedDeletions(batchSize:)`` or recovery completes.
+  /// Deletes the `blobs` rows of `candidates` (digests) that no file uses, in one write
+  /// transaction keyed by each candidate's content (``UnreferencedBlobs``), and their bytes
+  /// (with that transaction or after it, as the store's protocol requires). A failure leaves
+  /// every row with its bytes, or work that the next ``finishInterruptedDeletions(batchSize:)``
+  /// or recovery completes.
   /// - Returns: the rows removed and their bytes.
-  func removeUnreferenced(from first: [UInt8], through last: [UInt8], faults: FaultInjector) throws
-    -> (blobs: Int, bytes: Int64)
+  func removeUnreferenced(_ candidates: [[UInt8]], faults: FaultInjector) throws -> (blobs: Int, bytes: Int64)
 
   /// Calls `body` with batches of stored content that no row names. Where a commit may be on
   /// its way (content published before its row), only content stored before `oldest` is
@@ -155,4 +155,36 @@ struct ContentStray {
   /// Whether its bytes are what a write leaves when it dies before its commit (reclaimable
   /// space), rather than a fault.
   var reclaimable: Bool
+}
+
+/// The collector's delete of unreferenced `blobs` rows, the same for every store.
+enum UnreferencedBlobs {
+  /// Digests per statement: every batch runs the same prepared statement (a short last chunk
+  /// repeats its last digest).
+  static let chunk = 50
+
+  /// The keys a deleting transaction holds: one per candidate, so that a writer deduping
+  /// against a candidate (which holds that content's key) and this delete never interleave,
+  /// while writers of any other content commit beside it.
+  static func keys(_ candidates: [[UInt8]]) -> [WriteKey] { candidates.map { .content(sha256: $0) } }
+
+  /// Deletes, inside the caller's transaction (keyed by ``keys(_:)``), the rows of `candidates`
+  /// that no file uses, returning `columns` of each. Only candidates: a row this transaction
+  /// holds no key for may be one a writer is deduping against right now.
+  static func delete(_ candidates: [[UInt8]], returning columns: String, in db: Database) throws -> [Row] {
+    let sql = """
+      DELETE FROM blobs WHERE sha256 IN (\(Array(repeating: "?", count: chunk).joined(separator: ", ")))
+      AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
+      RETURNING \(columns)
+      """
+    var rows: [Row] = []
+    var start = 0
+    while start < candidates.count {
+      var slice = Array(candidates[start..<min(start + chunk, candidates.count)])
+      while slice.count < chunk, let last = slice.last { slice.append(last) }
+      rows += try db.rows(sql, slice)
+      start += chunk
+    }
+    return rows
+  }
 }

@@ -61,16 +61,10 @@ struct FencedContentStore: ContentStore {
   /// objects are DELETEd, then the intents. A collector that dies, or whose session or lock is
   /// lost, anywhere in B leaves intents for the next run; a writer meanwhile finds no row and
   /// uploads to a fresh fence, which none of these DELETEs (late, or repeated) can touch.
-  func removeUnreferenced(from first: [UInt8], through last: [UInt8], faults: FaultInjector) throws
-    -> (blobs: Int, bytes: Int64)
-  {
-    let (condemned, bytes) = try catalog.write { db -> ([BlobAddress], Int64) in
-      let rows = try db.rows(
-        """
-        DELETE FROM blobs WHERE sha256 >= ? AND sha256 <= ?
-        AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
-        RETURNING sha256, size, fence
-        """, [first, last])
+  func removeUnreferenced(_ candidates: [[UInt8]], faults: FaultInjector) throws -> (blobs: Int, bytes: Int64) {
+    let (condemned, bytes) = try catalog.write(keys: UnreferencedBlobs.keys(candidates)) {
+      db -> ([BlobAddress], Int64) in
+      let rows = try UnreferencedBlobs.delete(candidates, returning: "sha256, size, fence", in: db)
       let addresses = rows.compactMap { row in
         row.bytes("sha256").map { BlobAddress(sha256: $0, fence: row.int("fence") ?? 0) }
       }

@@ -40,12 +40,10 @@ struct LocalContentStore: ContentStore, LocalFileContent {
   /// the collector and recovery handle first (``Recovery/recoverTrash(blobs:catalog:)``).
   func finishInterruptedDeletions(batchSize: Int) throws -> Int { 0 }
 
-  func removeUnreferenced(from first: [UInt8], through last: [UInt8], faults: FaultInjector) throws
-    -> (blobs: Int, bytes: Int64)
-  {
+  func removeUnreferenced(_ candidates: [[UInt8]], faults: FaultInjector) throws -> (blobs: Int, bytes: Int64) {
     let removed: (trash: [String], rows: Int, bytes: Int64)
     do {
-      removed = try trash(from: first, through: last, faults: faults)
+      removed = try trash(candidates, faults: faults)
     } catch {
       // A failed COMMIT leaves the rows but the files in trash/ (I1 broken): put them back
       // now, under the write lock, rather than at the next open. The caller holds gc.lock.
@@ -60,20 +58,15 @@ struct LocalContentStore: ContentStore, LocalFileContent {
   }
 
   /// One write transaction: delete the rows still unreferenced, move their files to `trash/`.
-  private func trash(from first: [UInt8], through last: [UInt8], faults: FaultInjector) throws
+  private func trash(_ candidates: [[UInt8]], faults: FaultInjector) throws
     -> (trash: [String], rows: Int, bytes: Int64)
   {
     let trashDirectory = blobs.trashDirectory.path
-    return try catalog.write { db in
+    return try catalog.write(keys: UnreferencedBlobs.keys(candidates)) { db in
       var moved: [(trash: String, original: String)] = []
       var bytes: Int64 = 0
       do {
-        let rows = try db.rows(
-          """
-          DELETE FROM blobs WHERE sha256 >= ? AND sha256 <= ?
-          AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
-          RETURNING sha256, size
-          """, [first, last])
+        let rows = try UnreferencedBlobs.delete(candidates, returning: "sha256, size", in: db)
         for (index, row) in rows.enumerated() {
           if index == rows.count / 2 && index > 0 { try faults.hit(.gcMidBatch) }
           guard let sha256 = row.bytes("sha256") else { continue }

@@ -108,8 +108,12 @@ public struct FileStore: Sendable {
   ///
   /// `package`: the closure sees the SQL connection, which apps never do; the server and the
   /// store's own object and model writes use it.
+  ///
+  /// The transaction is keyed (``WriteKey``) by the content, plus `keys`, which must name what
+  /// `then` reads and changes (the object's name, the upload it completes); on PostgreSQL
+  /// commits of different contents and names run together.
   package func commit<T>(
-    _ staged: StagedBlob, filename: String? = nil, declaredContentType: String? = nil,
+    _ staged: StagedBlob, filename: String? = nil, declaredContentType: String? = nil, keys: [WriteKey] = [],
     then: (Database, File) throws -> T
   ) throws -> T {
     defer { staged.discard() }
@@ -133,7 +137,7 @@ public struct FileStore: Sendable {
     while true {
       do {
         // Content never uses the reserve: it is there so that deletes can free space.
-        result = try catalog.write(releasingReserve: false) { db in
+        result = try catalog.write(keys: [.content(sha256: staged.sha256)] + keys, releasingReserve: false) { db in
           reachedCommit = false
           do {
             let existing = try db.row(ingest.blobRowQuery, [staged.sha256])

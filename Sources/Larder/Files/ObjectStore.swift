@@ -37,10 +37,11 @@ public struct ObjectStore: Sendable {
   }
 
   /// ``put(bucket:name:staged:options:admission:)`` that also runs `alsoIn` in the same write
-  /// transaction (a resumable upload marks itself completed with the object it became).
+  /// transaction (a resumable upload marks itself completed with the object it became), which
+  /// is keyed by the content, the name and `keys` (what `alsoIn` changes: ``WriteKey``).
   func put(
     _ path: ObjectPath, staged: StagedBlob, options: ObjectWriteOptions,
-    admission: (any ObjectAdmission)? = nil, alsoIn: (Database) throws -> Void
+    admission: (any ObjectAdmission)? = nil, keys: [WriteKey] = [], alsoIn: (Database) throws -> Void
   ) throws -> StoredObject {
     let (bucket, name) = (path.bucket, path.name)
     try options.validate()
@@ -50,8 +51,10 @@ public struct ObjectStore: Sendable {
       _ = try staged.computeMD5()
       if let current = try find(path), current.file.md5.isEmpty { _ = try files.withMD5(current.file) }
     }
-    return try files.commit(staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType) {
-      db, file in
+    return try files.commit(
+      staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType,
+      keys: [.object(bucket: bucket, name: name)] + keys
+    ) { db, file in
       let object = try Self.insert(
         db: db, bucket: bucket, name: name, file: file, options: options, admission: admission)
       try alsoIn(db)
@@ -208,7 +211,7 @@ public struct ObjectStore: Sendable {
   /// ``update(bucket:name:patch:)`` at a path validated already.
   public func update(_ path: ObjectPath, patch: ObjectPatch) throws -> StoredObject {
     let (bucket, name) = (path.bucket, path.name)
-    return try catalog.write { db in
+    return try catalog.write(keys: [.object(bucket: bucket, name: name)]) { db in
       guard var object = try Self.fetch(db: db, bucket: bucket, name: name) else {
         throw LarderError.notFound(bucket: bucket, name: name)
       }
@@ -269,7 +272,7 @@ public struct ObjectStore: Sendable {
   /// ``delete(bucket:name:ifGenerationMatch:)`` at a path validated already.
   public func delete(_ path: ObjectPath, ifGenerationMatch: Int64? = nil) throws {
     let (bucket, name) = (path.bucket, path.name)
-    try catalog.write { db in
+    try catalog.write(keys: [.object(bucket: bucket, name: name)]) { db in
       guard let row = try db.row("SELECT generation FROM objects WHERE bucket = ? AND name = ?", [bucket, name]) else {
         throw LarderError.notFound(bucket: bucket, name: name)
       }

@@ -9,8 +9,10 @@ import LarderCrypto
 /// ```
 /// Safety rests on SQLite's single writer: every decision to delete is taken inside a
 /// `BEGIN IMMEDIATE` transaction, the same lock under which an upload decides to dedupe against
-/// an existing `blobs` row. A blob's file is renamed into `trash/` inside the transaction that
-/// deletes its row and is unlinked only after the commit; a crash before the commit leaves the
+/// an existing `blobs` row. On PostgreSQL the deleting batch holds each candidate's content key
+/// (``WriteKey``), which the deduping upload holds too (ARCHITECTURE §7b). A blob's file is
+/// renamed into `trash/` inside the transaction that deletes its row and is unlinked only after
+/// the commit; a crash before the commit leaves the
 /// row and a trash entry, which recovery (at the next open, or the next collection) puts back.
 ///
 /// One collector runs at a time per data directory (`flock` on `gc.lock`); a second one gets
@@ -102,6 +104,8 @@ public struct GarbageCollector: Sendable {
       report.uploadBytesFreed + report.blobBytesFreed + report.strayBytesFreed + report.tempBytesFreed
     report.durationSeconds = Self.seconds(clock.now - started)
     options.progress?(.init(phase: .done, processed: 0))
+    // Best effort: the collection has committed; failing to note it (a full disk) must not report it failed.
+    if !options.dryRun { try? larder.recordCollection(report) }
     return report
   }
 
@@ -210,12 +214,12 @@ public struct GarbageCollector: Sendable {
     var cursor: [UInt8] = []
     while true {
       let candidates = try orphanBlobCandidates(after: cursor, cutoff: cutoff, limit: options.batchSize)
-      guard let first = candidates.first?.sha256, let last = candidates.last?.sha256 else { break }
+      guard let last = candidates.last?.sha256 else { break }
       cursor = last
       let (removed, bytes) =
         options.dryRun
         ? (candidates.count, candidates.reduce(0) { $0 + $1.size })
-        : try content.removeUnreferenced(from: first, through: last, faults: faults)
+        : try content.removeUnreferenced(candidates.map(\.sha256), faults: faults)
       report.blobsRemoved += removed
       report.blobBytesFreed += bytes
       report.batches += 1

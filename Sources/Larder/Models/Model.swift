@@ -22,11 +22,14 @@ public protocol Model: Codable, Sendable {
   var id: String { get }
   /// Expression indexes created (if missing) the first time the type is used.
   static var indexes: [ModelIndex] { get }
+  /// Fields that hold another model's id, kept valid by the store (``ModelReference``).
+  static var references: [ModelReference] { get }
 }
 
 extension Model {
   public static var modelType: String { String(describing: Self.self) }
   public static var indexes: [ModelIndex] { [] }
+  public static var references: [ModelReference] { [] }
 }
 
 /// A declared index over one or more fields of a model type's JSON body.

@@ -14,6 +14,16 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
   /// A stored body no longer decodes as the type (the type changed since it was saved).
   case decodingFailed(type: String, id: String, message: String)
   case invalidQuery(String)
+  /// A saved model's reference (``ModelReference``) names a model that does not exist; nothing
+  /// is saved.
+  case referenceNotFound(type: String, id: String, field: String, targetType: String, targetID: String)
+  /// A reference field holds something other than an id string or null.
+  case invalidReference(type: String, id: String, field: String)
+  /// The model cannot be deleted: `referrer` points at it with ``DeleteRule/restrict``. Nothing
+  /// is deleted.
+  case deleteRestricted(type: String, id: String, referrerType: String, referrerID: String, field: String)
+  /// One end of a ``ModelRelation`` link does not exist; nothing is linked.
+  case linkEndNotFound(relation: String, type: String, id: String)
 
   public var code: String {
     switch self {
@@ -23,6 +33,10 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case .encodingFailed: "encoding-failed"
     case .decodingFailed: "decoding-failed"
     case .invalidQuery: "invalid-query"
+    case .referenceNotFound: "reference-not-found"
+    case .invalidReference: "invalid-reference"
+    case .deleteRestricted: "delete-restricted"
+    case .linkEndNotFound: "link-end-not-found"
     }
   }
 
@@ -34,6 +48,14 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case .encodingFailed(let type, let message): "cannot encode \(type): \(message)"
     case .decodingFailed(let type, let id, let message): "stored \(type) '\(id)' does not decode: \(message)"
     case .invalidQuery(let message): message
+    case .referenceNotFound(let type, let id, let field, let targetType, let targetID):
+      "\(type) '\(id.prefix(100))' refers through '\(field)' to \(targetType) '\(targetID.prefix(100))', which does not exist"
+    case .invalidReference(let type, let id, let field):
+      "\(type) '\(id.prefix(100))': reference field '\(field)' must hold an id string or null"
+    case .deleteRestricted(let type, let id, let referrerType, let referrerID, let field):
+      "\(type) '\(id.prefix(100))' cannot be deleted: \(referrerType) '\(referrerID.prefix(100))' refers to it through '\(field)' (restrict)"
+    case .linkEndNotFound(let relation, let type, let id):
+      "cannot link '\(relation.prefix(100))': \(type) '\(id.prefix(100))' does not exist"
     }
   }
 }

@@ -66,6 +66,8 @@ final class QueryObserver<T: Model>: Sendable {
     var last: [(id: String, body: String)]?
     var scheduled = false
     var cancelled = false
+    /// Seconds before a failed refresh is tried again; 0 after a success.
+    var retryDelay = 0.0
   }
 
   private let query: Query<T>
@@ -109,10 +111,22 @@ final class QueryObserver<T: Model>: Sendable {
         if diff.isEmpty { return }
       }
       models = try rows.map { try ModelStore.decode(T.self, id: $0.id, body: $0.body) }
+    } catch is DatabaseError {
+      // A failed read (a lost or refused catalog connection) delivers nothing and is tried
+      // again after a pause that doubles up to a second: waiting for the next commit of the
+      // type would leave the observer on a stale result for as long as none comes.
+      let delay = state.withLock { state -> Double in
+        state.retryDelay = min(max(state.retryDelay * 2, 0.01), 1)
+        return state.retryDelay
+      }
+      queue.asyncAfter(deadline: .now() + delay) { self.schedule() }
+      return
     } catch {
-      // A failed refresh delivers nothing; the next commit of this type retries.
+      // A body that no longer decodes (the type changed) fails the same way on every try:
+      // nothing is delivered until a commit of the type changes it.
       return
     }
+    state.withLock { $0.retryDelay = 0 }
     let change: ModelChange<T>
     if previous != nil {
       change = .update(

@@ -199,7 +199,7 @@ public struct ModelStore: Sendable {
   }
 
   /// Creates the type's declared indexes once per store, on the writer.
-  private func ensureIndexes<T: Model>(_ type: T.Type) throws {
+  func ensureIndexes<T: Model>(_ type: T.Type) throws {
     guard !T.indexes.isEmpty, !indexedTypes.contains(T.modelType) else { return }
     try catalog.write { db in try Self.createIndexes(T.self, in: db) }
     indexedTypes.insert([T.modelType])

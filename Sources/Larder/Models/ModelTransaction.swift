@@ -16,6 +16,7 @@ public final class ModelTransaction {
   var isOpen = true
   private(set) var touchedTypes: Set<String> = []
   private(set) var indexedTypes: Set<String> = []
+  private var rulesRecorded: Set<String> = []
 
   init(db: Database, store: ModelStore) {
     self.db = db
@@ -65,7 +66,63 @@ public final class ModelTransaction {
         "INSERT INTO attachments(record_type, record_id, property, position, file_id) VALUES (?, ?, ?, ?, ?)",
         [type, model.id, attachment.property, attachment.position, attachment.fileID])
     }
+    try recordReferences(of: model, body: body)
     touchedTypes.insert(type)
+  }
+
+  /// Replaces the model's reference rows with what its declared references hold now, each
+  /// target checked to exist in this transaction (``ModelReference``).
+  private func recordReferences<T: Model>(of model: T, body: String) throws {
+    let type = T.modelType
+    try db.execute("DELETE FROM model_references WHERE record_type = ? AND record_id = ?", [type, model.id])
+    var fields: Set<String> = []
+    for reference in T.references {
+      guard fields.insert(reference.field).inserted else {
+        throw ModelError.invalidQuery("\(type) declares the reference '\(reference.field)' twice")
+      }
+      _ = try QuerySQL.typeLiteral(reference.targetType)
+      _ = try QuerySQL.jsonPath(reference.field)
+    }
+    try recordRules(of: T.self)
+    guard !T.references.isEmpty else { return }
+    let json = try JSONSerialization.jsonObject(with: Data(body.utf8), options: [.fragmentsAllowed])
+    for reference in T.references {
+      guard let value = try ModelReference.value(at: reference.field, in: json) else { continue }
+      guard let targetID = value as? String else {
+        throw ModelError.invalidReference(type: type, id: model.id, field: reference.field)
+      }
+      guard try exists(type: reference.targetType, id: targetID) else {
+        throw ModelError.referenceNotFound(
+          type: type, id: model.id, field: reference.field, targetType: reference.targetType, targetID: targetID)
+      }
+      try db.execute(
+        """
+        INSERT INTO model_references(record_type, record_id, property, target_type, target_id, on_delete)
+        VALUES (?, ?, ?, ?, ?, ?)
+        """, [type, model.id, reference.field, reference.targetType, targetID, reference.onDelete.rawValue])
+    }
+  }
+
+  /// Keeps the type's declared references in `model_reference_rules` (once per transaction; a
+  /// write only when they changed), for imports that have no Swift type.
+  private func recordRules<T: Model>(of type: T.Type) throws {
+    guard rulesRecorded.insert(T.modelType).inserted else { return }
+    func rule(_ field: String, _ target: String, _ action: String) -> String { [field, target, action].joined(separator: "\u{0}") }
+    let declared = Set(T.references.map { rule($0.field, $0.targetType, $0.onDelete.rawValue) })
+    let stored = Set(
+      try db.rows("SELECT property, target_type, on_delete FROM model_reference_rules WHERE record_type = ?", [T.modelType])
+        .map { rule($0.string("property") ?? "", $0.string("target_type") ?? "", $0.string("on_delete") ?? "") })
+    guard declared != stored else { return }
+    try db.execute("DELETE FROM model_reference_rules WHERE record_type = ?", [T.modelType])
+    for reference in T.references {
+      try db.execute(
+        "INSERT INTO model_reference_rules(record_type, property, target_type, on_delete) VALUES (?, ?, ?, ?)",
+        [T.modelType, reference.field, reference.targetType, reference.onDelete.rawValue])
+    }
+  }
+
+  func exists(type: String, id: String) throws -> Bool {
+    try db.row("SELECT 1 AS found FROM records WHERE type = ? AND id = ?", [type, id]) != nil
   }
 
   /// Deletes the model and its attachments; false if there was none.
@@ -76,13 +133,78 @@ public final class ModelTransaction {
 
   /// Deletes the model of this type and id and its attachments; false if there was none.
   @discardableResult
+  ///
+  /// Models that refer to it are deleted with it, set to null or refuse the delete, as their
+  /// ``ModelReference`` says; a refusal changes nothing.
+  /// - Throws: ``ModelError/deleteRestricted(type:id:referrerType:referrerID:field:)``.
   public func delete<T: Model>(_ type: T.Type, id: String) throws -> Bool {
     try checkOpen()
-    // Its attachments go with it: their foreign key is ON DELETE CASCADE (foreign_keys=ON).
-    try db.execute("DELETE FROM records WHERE type = ? AND id = ?", [T.modelType, id])
-    let deleted = db.changes > 0
-    if deleted { touchedTypes.insert(T.modelType) }
-    return deleted
+    return try deleteRecord(RecordKey(type: T.modelType, id: id))
+  }
+
+  private struct RecordKey: Hashable {
+    let type: String
+    let id: String
+  }
+
+  /// A reference row pointing at a model being deleted.
+  private struct Referrer {
+    let target: RecordKey
+    let holder: RecordKey
+    let field: String
+    let rule: DeleteRule
+  }
+
+  /// Deletes `root` and every model that refers to a deleted one with cascade (each once, so
+  /// cycles end); then refuses if a model that stays points at a deleted one with restrict,
+  /// before changing anything, and nulls the fields of those that point with nullify.
+  private func deleteRecord(_ root: RecordKey) throws -> Bool {
+    guard try exists(type: root.type, id: root.id) else { return false }
+    var doomed = [root]
+    var seen: Set<RecordKey> = [root]
+    var pointing: [Referrer] = []
+    var next = 0
+    while next < doomed.count {
+      let target = doomed[next]
+      next += 1
+      let rows = try db.rows(
+        "SELECT record_type, record_id, property, on_delete FROM model_references WHERE target_type = ? AND target_id = ?",
+        [target.type, target.id])
+      for row in rows {
+        let holder = RecordKey(type: row.string("record_type") ?? "", id: row.string("record_id") ?? "")
+        // The column's CHECK admits only the three rules; restrict is the safe reading of anything else.
+        let rule = row.string("on_delete").flatMap(DeleteRule.init(rawValue:)) ?? .restrict
+        if rule == .cascade, seen.insert(holder).inserted { doomed.append(holder) }
+        pointing.append(Referrer(target: target, holder: holder, field: row.string("property") ?? "", rule: rule))
+      }
+    }
+    let staying = pointing.filter { !seen.contains($0.holder) }
+    if let refusal = staying.first(where: { $0.rule == .restrict }) {
+      throw ModelError.deleteRestricted(
+        type: refusal.target.type, id: refusal.target.id, referrerType: refusal.holder.type,
+        referrerID: refusal.holder.id, field: refusal.field)
+    }
+    let now = Date()
+    for referrer in staying {  // every one is nullify: cascades are in `seen`, restricts refused
+      try db.execute(
+        "UPDATE records SET body = \(try db.dialect.bodySettingNull(referrer.field)), updated_at = ? WHERE type = ? AND id = ?",
+        [now, referrer.holder.type, referrer.holder.id])
+      try db.execute(
+        "DELETE FROM model_references WHERE record_type = ? AND record_id = ? AND property = ?",
+        [referrer.holder.type, referrer.holder.id, referrer.field])
+      touchedTypes.insert(referrer.holder.type)
+    }
+    // The deleted models' own references first, so none points at a deleted one when it goes
+    // (the catalog's foreign key checks at each statement). Attachments go with their record:
+    // their foreign key is ON DELETE CASCADE (foreign_keys=ON).
+    for key in doomed {
+      try db.execute("DELETE FROM model_references WHERE record_type = ? AND record_id = ?", [key.type, key.id])
+    }
+    for key in doomed {
+      try db.execute("DELETE FROM records WHERE type = ? AND id = ?", [key.type, key.id])
+      touchedTypes.insert(key.type)
+    }
+    return true
   }
 
   /// The model of this type and id as this transaction sees it, or nil.
@@ -100,13 +222,15 @@ public final class ModelTransaction {
   }
 
   /// Creates the type's indexes inside this transaction if the store has not yet.
-  private func prepare<T: Model>(_ type: T.Type) throws {
+  func prepare<T: Model>(_ type: T.Type) throws {
     guard !T.indexes.isEmpty, !store.isIndexed(T.modelType), !indexedTypes.contains(T.modelType) else { return }
     try ModelStore.createIndexes(T.self, in: db)
     indexedTypes.insert(T.modelType)
   }
 
-  private func checkOpen() throws {
+  func touch(_ types: String...) { touchedTypes.formUnion(types) }
+
+  func checkOpen() throws {
     guard isOpen else { throw ModelError.invalidQuery("a ModelTransaction is used after its write closure returned") }
   }
 }

@@ -120,6 +120,9 @@ public indirect enum ModelPredicate: Sendable {
   case and(ModelPredicate, ModelPredicate)
   case or(ModelPredicate, ModelPredicate)
   case not(ModelPredicate)
+  /// Models linked by a ``ModelRelation`` to one model: `outgoing` holds those `model` links
+  /// to (whom Ada follows), otherwise those that link to `model` (Ada's followers).
+  case linked(relation: String, modelType: String, modelID: String, outgoing: Bool)
 
   public static func && (lhs: ModelPredicate, rhs: ModelPredicate) -> ModelPredicate { .and(lhs, rhs) }
   public static func || (lhs: ModelPredicate, rhs: ModelPredicate) -> ModelPredicate { .or(lhs, rhs) }

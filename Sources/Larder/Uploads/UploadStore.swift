@@ -310,7 +310,7 @@ public final class UploadStore: Sendable {
       let object = try locker.whileRenewing(upload.id) {
         try larder.objects.put(
           ObjectPath(bucket: upload.bucket, name: name), staged: completed.staged, options: options,
-          admission: admission == nil ? nil : refusal
+          admission: admission == nil ? nil : refusal, keys: [.upload(id: upload.id)]
         ) { db in
           if completed.session == nil {
             // A final concatenation: its row was recorded when it was prepared.

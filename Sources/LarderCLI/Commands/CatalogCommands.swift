@@ -52,8 +52,10 @@ struct CatalogCopyCommand: Command {
   }
 
   func run() throws {
-    for (table, count) in try Larder.copyCatalog(from: source, to: destination, backends: StoreOptions.backends) {
-      print("\(table.padding(toLength: 12, withPad: " ", startingAt: 0)) \(count)")
+    let counts = try Larder.copyCatalog(from: source, to: destination, backends: StoreOptions.backends)
+    let width = counts.map(\.0.count).max() ?? 0
+    for (table, count) in counts {
+      print("\(table.padding(toLength: width, withPad: " ", startingAt: 0)) \(count)")
     }
     print("copied to \(destination); counts match")
   }

@@ -20,6 +20,9 @@ struct ServeCommand: Command {
   static let uploadLease = Option.value(
     "--upload-lease", "DURATION", default: "10s", environment: "LARDER_UPLOAD_LEASE",
     help: "with --blobs s3://…: how long a node that died mid-upload\nblocks other nodes from continuing it")
+  static let catalogWriters = Option.value(
+    "--catalog-writers", "N", default: "8", environment: "LARDER_CATALOG_WRITERS",
+    help: "with a PostgreSQL catalog: writer connections at most, 1…256\n(writes of different contents and names commit together)")
   static let threads = Option.value(
     "--threads", "N", environment: "LARDER_THREADS",
     help: "request threads, 1…256; default: the number of cores")
@@ -66,7 +69,7 @@ struct ServeCommand: Command {
       SIGTERM or SIGINT: stop accepting, finish in-flight requests (up to 30 s), close the catalog.
       """,
     options: [
-      host, port, rules, allowAll, maxUploadSize, uploadLease, threads, publicURL, corsOrigin, publicKey, jwtIssuer,
+      host, port, rules, allowAll, maxUploadSize, uploadLease, catalogWriters, threads, publicURL, corsOrigin, publicKey, jwtIssuer,
       jwtAudience, connectionMemoryLimit, connectionTimeout, accessLog, connectionLimit, perIPConnectionLimit,
       imageTransforms, imageMaxPixels, imageMaxSourceSize, imageCacheSize, imageThreads,
     ],
@@ -95,6 +98,10 @@ struct ServeCommand: Command {
       policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: arguments.value(Self.rules)!)))
     options.catalog = store.catalog
     options.blobs = store.blobs
+    guard let writers = Int(arguments.value(Self.catalogWriters)!), (1...256).contains(writers) else {
+      throw UsageError("--catalog-writers must be 1…256")
+    }
+    options.catalogWriters = writers
     options.faults = StoreOptions.faults
     options.http.host = arguments.value(Self.host)!
     options.http.port = port

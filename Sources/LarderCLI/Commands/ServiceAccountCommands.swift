@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderAuth
 import LarderServer
 
 /// `larder service-account create NAME`: a Google-format service-account key file.
@@ -125,5 +126,47 @@ struct ServiceAccountRevokeCommand: Command {
     let revoked = try store.open().revokeServiceAccountKeys(matching: target)
     guard !revoked.isEmpty else { throw CommandFailure("no service account or key matches '\(target)'") }
     for key in revoked { print("revoked \(key.clientEmail) key \(key.keyID)") }
+  }
+}
+
+/// `larder service-account token NAME|EMAIL`: an access token of the account's newest key.
+struct ServiceAccountTokenCommand: Command {
+  static let account = Positional("NAME|EMAIL", help: "the account")
+  static let ttl = Option.value(
+    "--ttl", "DURATION", default: "1h", help: "how long the token is valid (at most 1h, as /token grants)")
+  static let configuration = CommandConfiguration(
+    name: "service-account token",
+    summary: "print a service account's access token (an admin identity, e.g. for the console's Store view)",
+    discussion: """
+      The token is what POST /token answers for the account's newest key, made here from the
+      catalog instead: whoever may run this may already create accounts. Rules do not apply to it;
+      revoking the key ends it. Paste it into the console's sign-in to see the Store view.
+      """,
+    positionals: [account], options: [ttl], groups: [StoreOptions.self])
+
+  var store: StoreOptions
+  var target: String
+  var ttl: Duration
+
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    target = arguments.required(Self.account)
+    ttl = try parseDuration(arguments.value(Self.ttl)!)
+    guard ttl > .zero, ttl <= .seconds(ServiceAccountAccessToken.lifetime) else {
+      throw UsageError("--ttl must be more than 0 and at most 1h")
+    }
+  }
+
+  func run() throws {
+    let larder = try store.open()
+    guard
+      let key = try larder.serviceAccountKeys().filter({ $0.name == target || $0.clientEmail == target })
+        .max(by: { $0.createdAt < $1.createdAt })
+    else { throw CommandFailure("no service account matches '\(target)'") }
+    print(
+      ServiceAccountAccessToken.issue(
+        secret: try LarderService.tokenSecret(of: larder), clientEmail: key.clientEmail, keyID: key.keyID,
+        scope: "https://www.googleapis.com/auth/devstorage.full_control", ttl: Double(ttl.components.seconds))
+    )
   }
 }

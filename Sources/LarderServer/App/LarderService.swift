@@ -31,6 +31,8 @@ public final class LarderService: Sendable {
     public var blobs: BlobLocation?
     /// Failure and crash injection in the store, for tests; none in production.
     public var faults = FaultInjector.none
+    /// With a PostgreSQL catalog: writer connections at most (``Larder/Configuration/catalogWriters``).
+    public var catalogWriters = 8
     public var policy: Policy
     public var http = HTTPServer.Configuration()
     public var maxUploadSize: Int64 = 5 << 30
@@ -82,7 +84,7 @@ public final class LarderService: Sendable {
         at: options.dataDirectory,
         configuration: .init(
           faults: options.faults, catalog: options.catalog, blobs: options.blobs, backends: [.postgres, .s3],
-          logger: options.logger))
+          logger: options.logger, catalogWriters: options.catalogWriters))
     self.larder = larder
     secret = try Self.tokenSecret(of: larder)
     let verifier = JWTVerifier(
@@ -122,11 +124,33 @@ public final class LarderService: Sendable {
       guard let statistics = try? larder.statistics() else { return [0, 0] }
       return [Double(statistics.objectCount), Double(statistics.blobBytes)]
     }
+    Self.registerCatalogLockTimes(of: larder, in: metrics)
     var http = options.http
     // The limit is on content: a Firebase multipart body wraps it in up to this much more.
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }
     app = LarderApp(context: context, metrics: metrics)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
+  }
+
+  /// `larder_catalog_lock_held_seconds` (keyed and exclusive writes) and
+  /// `larder_catalog_lock_wait_seconds`: how long this process's catalog writes held their locks
+  /// (from the grant to COMMIT's return) and waited for them.
+  static func registerCatalogLockTimes(of larder: Larder, in metrics: Metrics) {
+    @Sendable func series(_ h: CatalogLockTimes.Histogram, _ label: (String, String)?) -> Metrics.HistogramSeries {
+      Metrics.HistogramSeries(label: label, counts: h.counts, sum: h.sum, count: h.count)
+    }
+    metrics.registerHistogram(
+      "larder_catalog_lock_held_seconds",
+      help: "Catalog write transactions: time from their locks' grant to COMMIT's return, by lock kind.",
+      bounds: CatalogLockTimes.bounds
+    ) {
+      let times = larder.catalogLockTimes()
+      return [series(times.keyedHeld, ("writes", "keyed")), series(times.exclusiveHeld, ("writes", "exclusive"))]
+    }
+    metrics.registerHistogram(
+      "larder_catalog_lock_wait_seconds", help: "Catalog write transactions: time waiting for a connection and locks.",
+      bounds: CatalogLockTimes.bounds
+    ) { [series(larder.catalogLockTimes().waited, nil)] }
   }
 
   public func start() throws { try server.start() }

@@ -4,6 +4,8 @@
 //   larder-model-probe write DIR COUNT INTERVAL_US     saves Ping p0…p<COUNT-1>, one commit each
 //   larder-model-probe latency DIR COUNT INTERVAL_US   observes Ping, starts `write` as a child,
 //                                                       prints delivery latency percentiles (JSON)
+//   larder-model-probe churn DIR COUNT SEED            COUNT random commits of Keeper and Tally
+//                                                       (references with cascade and nullify)
 //
 // The store is opened through `TestStore`, so in the PostgreSQL test pass (LARDER_TEST_CATALOG
 // inherited from the test) it is the same schema the test opened for DIR.
@@ -32,7 +34,7 @@ func fail(_ message: String) -> Never {
 
 let arguments = CommandLine.arguments
 guard arguments.count == 5, let count = Int(arguments[3]), let interval = UInt32(arguments[4]) else {
-  fail("usage: larder-model-probe write|latency DIR COUNT INTERVAL_US")
+  fail("usage: larder-model-probe write|latency DIR COUNT INTERVAL_US, or churn DIR COUNT SEED")
 }
 let directory = URL(fileURLWithPath: arguments[2])
 
@@ -82,6 +84,12 @@ case "latency":
       format: "{\"commits\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, \"mean_ms\": %.3f}",
       count,
       percentile(0.5), percentile(0.99), percentile(1.0), mean))
+
+case "churn":
+  let larder = try TestStore.open(at: directory)
+  var churn = ModelChurn(seed: UInt64(interval))
+  for _ in 0..<count { try churn.step(larder) }
+  print("churned \(count)")
 
 default:
   fail("unknown mode \(arguments[1])")

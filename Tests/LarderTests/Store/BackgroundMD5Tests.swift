@@ -211,6 +211,9 @@ import Testing
       let db = try SQLiteDatabase(path: dir.url.appendingPathComponent("larder.sqlite").path)
       try db.executeScript(
         """
+        DROP TABLE model_reference_rules;
+        DROP TABLE model_links;
+        DROP TABLE model_references;
         DROP TABLE derived_files;
         DROP INDEX blobs_without_crc32c;
         ALTER TABLE blobs DROP COLUMN crc32c;

@@ -30,6 +30,9 @@ import Testing
           WHERE name IN ('declared', 'undeclared');
         ALTER TABLE objects DROP COLUMN content_encoding;
         ALTER TABLE objects DROP COLUMN content_language;
+        DROP TABLE model_reference_rules;
+        DROP TABLE model_links;
+        DROP TABLE model_references;
         DROP TABLE derived_files;
         DROP INDEX blobs_without_crc32c;
         ALTER TABLE blobs DROP COLUMN crc32c;

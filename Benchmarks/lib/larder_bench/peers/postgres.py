@@ -6,7 +6,7 @@ import subprocess
 
 from .. import processes
 from ..config import ROOT
-from ..processes import POSTGRES, free_port, run, server_cpu
+from ..processes import POSTGRES, free_port, log, run, server_cpu
 
 
 class Postgres:
@@ -44,3 +44,17 @@ class Postgres:
         if self.dir in POSTGRES:
             POSTGRES.remove(self.dir)
             run([os.path.join(ROOT, "scripts/pg.sh"), "stop", self.dir], check=False)
+
+
+def with_postgres(label, commands, body):
+    """`body(pg)` with a throw-away PostgreSQL (its command noted in `commands`), stopped after;
+    {"missing": why} when there is none."""
+    pg = Postgres()
+    if pg.missing:
+        log(f"{label}: missing ({pg.missing})")
+        return {"missing": pg.missing}
+    commands.append(pg.command)
+    try:
+        return body(pg)
+    finally:
+        pg.close()

@@ -10,7 +10,7 @@ from .. import processes
 from ..config import LARDER_BIN, REPS, SMALL_BYTES, SMALL_UPLOAD_CONNECTIONS, WRK_SECONDS
 from ..larder import Larder
 from ..measure import upload, wrk
-from ..peers.postgres import Postgres
+from ..peers.postgres import with_postgres
 from ..processes import BenchError, log, run, server_cpu
 
 
@@ -81,36 +81,32 @@ def objects_in(server):
 
 def scenario_postgres(files, commands):
     """The PostgreSQL catalog beside SQLite: 4 KiB GETs and 4 KiB uploads, interleaved."""
-    pg = Postgres()
-    if pg.missing:
-        log(f"postgres: missing ({pg.missing})")
-        return {"missing": pg.missing}
-    commands.append(pg.command)
-    try:
-        servers = {"SQLite": Larder("cat-sqlite"), "PostgreSQL": Larder("cat-pg", catalog=pg.catalog("cat-pg"))}
-        commands.append(servers["PostgreSQL"].command.replace(pg.url, "$PG"))
-        for s in servers.values():
-            upload(s, files["small"], "small.bin")
-        gets = {name: [] for name in servers}
-        ups = {name: [] for name in servers}
-        ups_png = {name: [] for name in servers}
-        names = list(servers)
-        for rep in range(REPS):
-            order = names if rep % 2 == 0 else names[::-1]
+    return with_postgres("postgres", commands, lambda pg: catalog_rounds(files, commands, pg))
+
+
+def catalog_rounds(files, commands, pg):
+    servers = {"SQLite": Larder("cat-sqlite"), "PostgreSQL": Larder("cat-pg", catalog=pg.catalog("cat-pg"))}
+    commands.append(servers["PostgreSQL"].command.replace(pg.url, "$PG"))
+    for s in servers.values():
+        upload(s, files["small"], "small.bin")
+    gets = {name: [] for name in servers}
+    ups = {name: [] for name in servers}
+    ups_png = {name: [] for name in servers}
+    names = list(servers)
+    for rep in range(REPS):
+        order = names if rep % 2 == 0 else names[::-1]
+        for name in order:
+            cpu = pg.cpu() if name == "PostgreSQL" else 0
+            g = wrk(servers[name], "small.bin")
+            g["pg_cpu_us"] = (pg.cpu() - cpu) / max(1, g["requests"]) * 1e6 if name == "PostgreSQL" else None
+            gets[name].append(g)
+            log(f"postgres gets {name} round {rep + 1}: {g['rps']:,.0f}/s p99 {g['p99']} {g['cpu_us']:.0f} µs CPU")
+        for body, runs in (("text", ups), ("png", ups_png)):
             for name in order:
-                cpu = pg.cpu() if name == "PostgreSQL" else 0
-                g = wrk(servers[name], "small.bin")
-                g["pg_cpu_us"] = (pg.cpu() - cpu) / max(1, g["requests"]) * 1e6 if name == "PostgreSQL" else None
-                gets[name].append(g)
-                log(f"postgres gets {name} round {rep + 1}: {g['rps']:,.0f}/s p99 {g['p99']} {g['cpu_us']:.0f} µs CPU")
-            for body, runs in (("text", ups), ("png", ups_png)):
-                for name in order:
-                    u = small_uploads(servers[name], pg if name == "PostgreSQL" else None, body=body)
-                    runs[name].append(u)
-                    log(f"postgres uploads ({body}) {name} round {rep + 1}: {u['rps']:,.0f} req/s, "
-                        f"{u['cps']:,.0f} commits/s, p99 {u['p99']}, {u['cpu_us']:.0f} µs CPU")
-        for s in servers.values():
-            s.close()
-        return {"gets": gets, "uploads": ups, "uploads_png": ups_png, "version": pg.version}
-    finally:
-        pg.close()
+                u = small_uploads(servers[name], pg if name == "PostgreSQL" else None, body=body)
+                runs[name].append(u)
+                log(f"postgres uploads ({body}) {name} round {rep + 1}: {u['rps']:,.0f} req/s, "
+                    f"{u['cps']:,.0f} commits/s, p99 {u['p99']}, {u['cpu_us']:.0f} µs CPU")
+    for s in servers.values():
+        s.close()
+    return {"gets": gets, "uploads": ups, "uploads_png": ups_png, "version": pg.version}

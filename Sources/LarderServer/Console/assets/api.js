@@ -27,8 +27,8 @@ export async function json(path, init) { const r = await call(path, init); retur
 export function buckets() { return json("/storage/v1/b?project=larder"); }
 
 /** One page of a folder: GCS JSON listing (full resources: size, updated, types). */
-export function list(bucket, prefix, pageToken) {
-  const q = new URLSearchParams({ prefix, delimiter: "/", maxResults: "100" });
+export function list(bucket, prefix, pageToken, maxResults = 200) {
+  const q = new URLSearchParams({ prefix, delimiter: "/", maxResults: String(maxResults) });
   if (pageToken) q.set("pageToken", pageToken);
   return json(`/storage/v1/b/${enc(bucket)}/o?${q}`);
 }
@@ -40,6 +40,28 @@ export function patch(bucket, name, body) {
 export function remove(bucket, name) { return call(objectPath(bucket, name), { method: "DELETE" }); }
 export async function bytes(bucket, name) { return (await call(`${objectPath(bucket, name)}?alt=media`)).blob(); }
 
+/** A thumbnail: the server's image variant of the object (libvips), fetched with the token. */
+export async function thumbnail(bucket, name, size) {
+  return (await call(`${objectPath(bucket, name)}?alt=media&width=${size}&height=${size}&resize=cover&format=webp`)).blob();
+}
+
+const gcsObject = (bucket, name) => `/storage/v1/b/${enc(bucket)}/o/${enc(name)}`;
+
+/**
+ * Renames (or moves) an object: the GCS API's copyTo (no bytes copied: content is addressed),
+ * refused if the new name exists, then a delete of the old name pinned to the generation copied.
+ * Two calls, so not atomic: if the delete is refused, both names exist and the error says so.
+ */
+export async function rename(bucket, name, generation, newName) {
+  await json(`${gcsObject(bucket, name)}/copyTo/b/${enc(bucket)}/o/${enc(newName)}?ifGenerationMatch=0&ifSourceGenerationMatch=${generation}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+  try { await call(`${gcsObject(bucket, name)}?ifGenerationMatch=${generation}`, { method: "DELETE" }); } catch (error) {
+    error.message = `copied to ${newName}, but the old name was not deleted (${error.message}): both exist now`; throw error;
+  }
+}
+
+/** The store's counts (admin identities only: a service account's access token). */
+export function store() { return json("/admin/v1/store"); }
+
 export function downloadURL(meta) {
   const t = (meta.downloadTokens || "").split(",")[0];
   return `${location.origin}${objectPath(meta.bucket, meta.name)}?alt=media${t ? `&token=${enc(t)}` : ""}`;
@@ -50,15 +72,17 @@ const CHUNK = 1 << 20;
 const b64 = (s) => btoa(String.fromCharCode(...new TextEncoder().encode(s)));
 const uploadKey = (bucket, name, file) => `larder.upload:${bucket}:${name}:${file.size}:${file.lastModified}`;
 
-function xhr(method, url, headers, body, onProgress) {
+function xhr(method, url, headers, body, onProgress, owner) {
   return new Promise((resolve, reject) => {
     const r = new XMLHttpRequest();
+    if (owner) owner.request = r;
     r.open(method, url);
     for (const [k, v] of Object.entries(headers)) r.setRequestHeader(k, v);
     if (token()) r.setRequestHeader("Authorization", `Bearer ${token()}`);
     if (onProgress) r.upload.onprogress = (e) => onProgress(e.loaded);
     r.onload = () => resolve(r);
     r.onerror = () => reject(new Error("network error"));
+    r.onabort = () => reject(Object.assign(new Error("cancelled"), { cancelled: true }));
     r.send(body);
   });
 }
@@ -71,7 +95,15 @@ async function refusal(r) {
 
 /** Uploads `file` as `name`, resuming an earlier upload of the same file (kept in localStorage). */
 export class Upload {
-  constructor(bucket, name, file, onProgress) { Object.assign(this, { bucket, name, file, onProgress, paused: false, resumedAt: 0 }); }
+  constructor(bucket, name, file, onProgress) { Object.assign(this, { bucket, name, file, onProgress, paused: false, cancelled: false, resumedAt: 0, url: null, request: null }); }
+
+  /** Stops the upload and ends it on the server (tus termination); its bytes are dropped. */
+  async cancel() {
+    this.cancelled = true;
+    this.request?.abort();
+    localStorage.removeItem(uploadKey(this.bucket, this.name, this.file));
+    if (this.url) await xhr("DELETE", this.url, { "Tus-Resumable": "1.0.0" }).catch(() => {});
+  }
 
   async start() {
     const key = uploadKey(this.bucket, this.name, this.file);
@@ -87,11 +119,13 @@ export class Upload {
       url = new URL(r.getResponseHeader("Location"), location.href).href;
       localStorage.setItem(key, url);
     }
+    this.url = url;
     this.onProgress(offset);
     while (offset < this.file.size) {
+      if (this.cancelled) throw Object.assign(new Error("cancelled"), { cancelled: true });
       if (this.paused) return "paused";
       const chunk = this.file.slice(offset, offset + CHUNK);
-      const r = await xhr("PATCH", url, { "Tus-Resumable": "1.0.0", "Upload-Offset": String(offset), "Content-Type": "application/offset+octet-stream" }, chunk, (n) => this.onProgress(offset + n));
+      const r = await xhr("PATCH", url, { "Tus-Resumable": "1.0.0", "Upload-Offset": String(offset), "Content-Type": "application/offset+octet-stream" }, chunk, (n) => this.onProgress(offset + n), this);
       if (r.status !== 204) throw await refusal(r);
       offset = Number(r.getResponseHeader("Upload-Offset"));
       this.onProgress(offset);

@@ -1,0 +1,136 @@
+import Foundation
+import LarderCrypto
+
+/// A model type's records as JSON documents, without its Swift type: what `larder models
+/// export` and `larder models import` move.
+///
+/// An import keeps what a typed save keeps, in one write transaction:
+/// - every document is an object with a non-empty string `id`, unique in the import;
+/// - a `File` in it (an object with a string `id`, a 64-hex `sha256` and a `size`, as `File`
+///   encodes) must be a stored file with that SHA-256, and becomes an attachment that keeps the
+///   file alive (else ``LarderError/fileNotFound(id:)``);
+/// - the references the type declared at its last typed save (field, target type and rule, which
+///   the catalog keeps in `model_reference_rules`) are recorded for each document, each target
+///   checked to exist
+///   (else ``ModelError/referenceNotFound(type:id:field:targetType:targetID:)``).
+/// A failure rolls everything back; observers of the type hear of a successful import.
+extension ModelStore {
+  /// Every record of `type` as a JSON array, ordered by id, one document per line.
+  public func exportDocuments(type: String) throws -> Data {
+    _ = try QuerySQL.typeLiteral(type)
+    var out = Data("[".utf8)
+    var first = true
+    try catalog.read { db in
+      try db.forEachRow("SELECT body FROM records WHERE type = ? ORDER BY id", [type]) { row in
+        out.append(contentsOf: Array((first ? "\n" : ",\n").utf8))
+        out.append(contentsOf: Array((row.string("body") ?? "null").utf8))
+        first = false
+      }
+    }
+    out.append(contentsOf: Array((first ? "]\n" : "\n]\n").utf8))
+    return out
+  }
+
+  /// Saves (inserts or replaces) the documents of a JSON array as records of `type`; returns
+  /// how many. See the type's documentation for what is checked.
+  /// - Throws: ``ModelError/invalidQuery(_:)`` for JSON that is not an array of objects with
+  ///   unique ids, and the errors of a save.
+  @discardableResult
+  public func importDocuments(type: String, from json: Data) throws -> Int {
+    _ = try QuerySQL.typeLiteral(type)
+    let parsed: Any
+    do {
+      parsed = try JSONSerialization.jsonObject(with: json)
+    } catch {
+      throw ModelError.invalidQuery("the import is not JSON: \(error.localizedDescription)")
+    }
+    guard let array = parsed as? [Any] else {
+      throw ModelError.invalidQuery("the import must be a JSON array of documents")
+    }
+    var documents: [(id: String, object: [String: Any])] = []
+    var seen: Set<String> = []
+    for (i, element) in array.enumerated() {
+      guard let object = element as? [String: Any] else {
+        throw ModelError.invalidQuery("document \(i) is not an object")
+      }
+      guard let id = object["id"] as? String, !id.isEmpty else {
+        throw ModelError.invalidQuery("document \(i) has no string id")
+      }
+      guard seen.insert(id).inserted else {
+        throw ModelError.invalidQuery("id '\(id.prefix(100))' appears twice")
+      }
+      documents.append((id, object))
+    }
+    return try write { tx in
+      let db = tx.db
+      let references = try db.rows(
+        "SELECT property, target_type, on_delete FROM model_reference_rules WHERE record_type = ?", [type])
+      let now = Date()
+      // All records first, so documents may refer to each other whatever their order.
+      for document in documents {
+        let body = try JSONSerialization.data(
+          withJSONObject: document.object, options: [.sortedKeys, .withoutEscapingSlashes])
+        try db.execute(
+          """
+          INSERT INTO records(type, id, body, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+          ON CONFLICT(type, id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
+          """, [type, document.id, String(decoding: body, as: UTF8.self), now, now])
+      }
+      for document in documents {
+        try db.execute(
+          "DELETE FROM attachments WHERE record_type = ? AND record_id = ?", [type, document.id])
+        for (position, found) in Self.files(in: document.object).enumerated() {
+          let stored = try db.row("SELECT blob_sha256 FROM files WHERE id = ?", [found.id])?.bytes(
+            "blob_sha256")
+          guard let stored, Hex.encode(stored) == found.sha256.lowercased() else {
+            throw LarderError.fileNotFound(id: found.id)
+          }
+          try db.execute(
+            "INSERT INTO attachments(record_type, record_id, property, position, file_id) VALUES (?, ?, ?, ?, ?)",
+            [type, document.id, found.property, position, found.id])
+        }
+        try db.execute(
+          "DELETE FROM model_references WHERE record_type = ? AND record_id = ?", [type, document.id])
+        for reference in references {
+          let field = reference.string("property") ?? ""
+          let targetType = reference.string("target_type") ?? ""
+          guard let value = try ModelReference.value(at: field, in: document.object) else { continue }
+          guard let targetID = value as? String else {
+            throw ModelError.invalidReference(type: type, id: document.id, field: field)
+          }
+          guard try tx.exists(type: targetType, id: targetID) else {
+            throw ModelError.referenceNotFound(
+              type: type, id: document.id, field: field, targetType: targetType, targetID: targetID)
+          }
+          try db.execute(
+            """
+            INSERT INTO model_references(record_type, record_id, property, target_type, target_id, on_delete)
+            VALUES (?, ?, ?, ?, ?, ?)
+            """,
+            [type, document.id, field, targetType, targetID, reference.string("on_delete") ?? "restrict"])
+        }
+      }
+      tx.touch(type)
+      return documents.count
+    }
+  }
+
+  /// `File`-shaped objects in a parsed document, with their property paths, in document order
+  /// (keys sorted, as the stored body has them).
+  static func files(in value: Any, path: [FileDiscovery.Step] = []) -> [(
+    property: String, id: String, sha256: String
+  )] {
+    if let object = value as? [String: Any] {
+      if let id = object["id"] as? String, let sha = object["sha256"] as? String, sha.utf8.count == 64,
+        sha.allSatisfy(\.isHexDigit), object["size"] is NSNumber, !path.isEmpty
+      {
+        return [(FileDiscovery.render(path), id, sha)]
+      }
+      return object.keys.sorted().flatMap { files(in: object[$0]!, path: path + [.key($0)]) }
+    }
+    if let array = value as? [Any] {
+      return array.enumerated().flatMap { files(in: $1, path: path + [.index($0)]) }
+    }
+    return []
+  }
+}
