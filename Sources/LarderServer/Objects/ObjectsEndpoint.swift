@@ -169,7 +169,8 @@ struct ObjectsEndpoint {
       if request.method == "HEAD" { r.body = .lengthOnly(r.body.length) }
       return r
     }
-    return try mediaDownload(request, object: object) { memo?.value { DownloadHead(object) } ?? DownloadHead(object) }.response
+    let head = { memo?.value { DownloadHead(object) } ?? DownloadHead(object) }
+    return try mediaDownload(request, object: object, head: head).response
   }
 
   /// `alt=media` of an object the caller may read: its bytes, or those of the image variant the
