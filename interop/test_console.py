@@ -420,8 +420,10 @@ def test_console_main_flows(console):
     # No console errors, no CSP violations.
     logs = d.get_log("browser")
     bad = [e for e in logs if e["level"] == "SEVERE" or "Content Security Policy" in e["message"]]
-    # The refusals this test provokes (403s) are logged by Chromium as failed requests: expected.
-    bad = [e for e in bad if not ("Failed to load resource" in e["message"] and re.search(r"\b(403|412|413)\b", e["message"]))]
+    # The refusals this test provokes (403s, a 412 rename, a 413) are logged by Chromium as failed
+    # requests: expected. So is a 423 on the cancelled upload's termination while the server has
+    # not yet seen its aborted PATCH close (the console asks again; the test checks it ended).
+    bad = [e for e in bad if not ("Failed to load resource" in e["message"] and re.search(r"\b(403|412|413|423)\b", e["message"]))]
     assert not bad, bad
 
 

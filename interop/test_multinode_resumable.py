@@ -367,7 +367,9 @@ def test_patch_broken_by_a_kill_keeps_a_checkpoint_and_b_takes_the_rest(cluster,
 
     offset = head_offset(url, cluster)
     assert 0 < offset <= sent, (offset, sent)
-    deadline = time.monotonic() + UPLOAD_LEASE + 5
+    # Each refused try sends the whole rest (8 MiB) through the proxy before its 423 comes back,
+    # which takes seconds on a loaded machine: leave room for several tries past the lease.
+    deadline = time.monotonic() + UPLOAD_LEASE + 30
     answers = []
     while True:
         r = requests.patch(url, data=data[offset:], timeout=120, headers={

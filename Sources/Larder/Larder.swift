@@ -68,7 +68,7 @@ public final class Larder: Sendable {
   /// Where resumable uploads keep their bytes so that any node can continue them (S3); nil
   /// keeps them in this node's data directory (the filesystem backend: one node).
   var sharedUploads: (any SharedUploadStorage)? { blobBackend as? any SharedUploadStorage }
-  /// What the collector and the verifier act on, chosen once from the backend.
+  /// What the write path, reads, the collector and the verifier act on, chosen once with the backend.
   let content: any ContentStore
   public let files: FileStore
   public let objects: ObjectStore
@@ -96,8 +96,13 @@ public final class Larder: Sendable {
     let sharedCatalog = configuration.catalog.map { $0 != .dataDirectory } ?? false
     blobs = try BlobStore(root: self.directory, concurrentWriters: sharedCatalog)
     blobLocation = configuration.blobs ?? .dataDirectory
+    // The one place the storage mode is decided: the backend, and with it the content store
+    // that the write path, reads, gc and verify use (its protocol for each, ``ContentStore``).
+    let makeContent: (Catalog) -> any ContentStore
     switch blobLocation {
-    case .dataDirectory: blobBackend = FilesystemBlobBackend(store: blobs)
+    case .dataDirectory:
+      blobBackend = FilesystemBlobBackend(store: blobs)
+      makeContent = { [blobs] in LocalContentStore(blobs: blobs, catalog: $0) }
     case .s3(let url, let credentialsFile):
       guard let open = configuration.backends.s3 else {
         throw LarderError.invalidArgument(
@@ -110,6 +115,7 @@ public final class Larder: Sendable {
       } catch {
         throw LarderError.invalidArgument("the blob store \(blobLocation): \(error)")
       }
+      makeContent = { [blobBackend] in FencedContentStore(catalog: $0, backend: blobBackend) }
     }
     let reserve = SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
     catalog = try Catalog(
@@ -125,13 +131,11 @@ public final class Larder: Sendable {
       // store is back); the identity is checked at the next open that reaches it.
       configuration.logger.warning("the blob store's identity is not checked: it is unavailable (\(detail))")
     }
-    content =
-      blobBackend.publishesInsideTransaction
-      ? LocalContentStore(blobs: blobs, catalog: catalog) : FencedContentStore(catalog: catalog, backend: blobBackend)
+    content = makeContent(catalog)
     files = FileStore(
-      catalog: catalog, blobs: blobs, backend: blobBackend, faults: configuration.faults,
+      catalog: catalog, blobs: blobs, content: content, faults: configuration.faults,
       md5Backfill: configuration.backgroundMD5
-        ? MD5Backfill(catalog: catalog, blobs: blobs, backend: blobBackend, rescanInterval: .seconds(10)) : nil)
+        ? MD5Backfill(catalog: catalog, content: content, rescanInterval: .seconds(10)) : nil)
     objects = ObjectStore(catalog: catalog, files: files)
     models = ModelStore(catalog: catalog)
     recovery = try Recovery.run(blobs: blobs, catalog: catalog)

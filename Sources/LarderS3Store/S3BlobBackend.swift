@@ -62,11 +62,11 @@ public struct S3BlobBackend: BlobBackend {
   /// (`uploads/<id>/data`) is copied to its address server-side, never through this node.
   public func publish(_ staged: StagedBlob, at address: BlobAddress) throws {
     try Self.translating {
-      if let assembled = staged.assembledUpload {
+      switch staged.bytes {
+      case .assembledUpload(let assembled):
         _ = try client.copyObject(from: "\(keyPrefix)uploads/\(assembled)", to: key(address))
-      } else {
-        _ = try client.putFile(
-          atPath: staged.path, key: key(address), sha256Hex: staged.sha256Hex)
+      case .file(let path):
+        _ = try client.putFile(atPath: path, key: key(address), sha256Hex: staged.sha256Hex)
       }
     }
   }

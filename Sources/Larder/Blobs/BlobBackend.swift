@@ -32,6 +32,8 @@ public protocol BlobBackend: Sendable {
   /// transaction (the filesystem: the dedupe decision and the link are one step; every address
   /// has fence 0), rather than an upload that must finish *before* it so no lock is ever held
   /// across a network transfer (S3: each upload goes to a fresh fence, ARCHITECTURE §11).
+  /// Descriptive: no subsystem asks it; the store's content store is chosen with the backend
+  /// (``LocalContentStore`` links inside, ``FencedContentStore`` publishes before).
   var publishesInsideTransaction: Bool { get }
 
   /// Makes `staged` durable at `address` (whose hex is the staged content's).

@@ -69,6 +69,9 @@ public struct BlobStore: Sendable {
   /// replaced by the verified staged copy.
   /// - Returns: the path now holding the blob.
   func place(_ staged: StagedBlob) throws -> String {
+    guard case .file(let source) = staged.bytes else {
+      throw LarderError.invalidArgument("content assembled in the shared store has no local file to link")
+    }
     let hex = Hex.encode(staged.sha256)
     let leaf = "\(blobsPath)/\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))"
     let parent = "\(blobsPath)/\(hex.prefix(2))"
@@ -82,11 +85,11 @@ public struct BlobStore: Sendable {
       createdLeaf = createdLeaf || !durable.contains(leafIndex)
     }
     let target = "\(leaf)/\(hex)"
-    if !POSIX.link(staged.path, target) {
+    if !POSIX.link(source, target) {
       guard errno == EEXIST else { throw LarderError.posix("link", target) }
       // A stray from a crash between link and commit: no row refers to it.
       POSIX.unlink(target)
-      guard POSIX.link(staged.path, target) else { throw LarderError.posix("link", target) }
+      guard POSIX.link(source, target) else { throw LarderError.posix("link", target) }
     }
     try POSIX.fsyncDirectory(leaf)
     if createdLeaf { try POSIX.fsyncDirectory(parent) }

@@ -22,9 +22,8 @@ import Synchronization
 /// migration 10) are a second work list (`blobs.crc32c IS NULL`), scanned after the first.
 public final class MD5Backfill: Sendable {
   private let catalog: Catalog
-  private let blobs: BlobStore
-  /// Where the bytes are read from when they are not local files (S3).
-  private let backend: (any BlobBackend)?
+  /// Where the bytes are read from (``ContentStore/read(_:range:_:)``).
+  private let content: any ContentStore
   private let queue = DispatchQueue(label: "larder.md5-backfill", qos: .background)
   /// Between passes, a rescan after this long picks up blobs that other processes committed
   /// (a CLI `put` that exited before hashing); nil: only ``wake()`` starts a pass.
@@ -35,10 +34,9 @@ public final class MD5Backfill: Sendable {
   /// Set by ``stop()``: no pass starts, and a running one ends after the blob it is on.
   private let stopped = Atomic<Bool>(false)
 
-  init(catalog: Catalog, blobs: BlobStore, backend: (any BlobBackend)? = nil, rescanInterval: Duration? = nil) {
+  init(catalog: Catalog, content: any ContentStore, rescanInterval: Duration? = nil) {
     self.catalog = catalog
-    self.blobs = blobs
-    self.backend = backend
+    self.content = content
     self.rescanInterval = rescanInterval
   }
 
@@ -153,22 +151,10 @@ public final class MD5Backfill: Sendable {
   func fillDigests(sha256: [UInt8], beforeRecording: () throws -> Void = {}) throws -> (md5: [UInt8], crc32c: UInt32) {
     let digest = Digest(.md5)
     var crc = CRC32C()
-    if let backend, !backend.publishesInsideTransaction {
-      // The row's fence names the object; no row: gc took it meanwhile, nothing to record.
-      guard
-        let fence = try catalog.read(snapshot: false, { db in
-          try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [sha256])?.int("fence")
-        })
-      else { throw LarderError.io(operation: "open", path: Hex.encode(sha256), errno: ENOENT) }
-      try backend.read(BlobAddress(sha256: sha256, fence: fence), range: nil) {
-        digest.update($0)
-        crc.update($0)
-      }
-    } else {
-      try BlobReader(path: blobs.path(for: sha256)).forEachChunk {
-        digest.update($0)
-        crc.update($0)
-      }
+    // No row (or no bytes): gc took it meanwhile, nothing to record.
+    try content.read(sha256, range: nil) {
+      digest.update($0)
+      crc.update($0)
     }
     let md5 = digest.finalize()
     try beforeRecording()

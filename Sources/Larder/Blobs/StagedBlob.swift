@@ -9,54 +9,66 @@ import Synchronization
 /// ``OwnedDescriptor``: a discard racing another (or the release) removes the name and closes
 /// the descriptor exactly once.
 public final class StagedBlob: Sendable {
-  public let path: String
+  /// Where staged bytes are.
+  public enum Bytes: Sendable, Equatable {
+    /// A local file, fsync'ed and read-only, held open until ``StagedBlob/discard()``.
+    case file(path: String)
+    /// Content a resumable upload assembled in the shared store, `<id>/<data>` under its
+    /// `uploads/`: nothing is local, and a backend publishes it by a server-side copy.
+    case assembledUpload(key: String)
+  }
+
+  /// Where these staged bytes are.
+  public let bytes: Bytes
   public let sha256: [UInt8]
   public let size: Int64
   /// What libmagic found in the first bytes.
   public let contentType: String
-  /// `<id>/<data>` of the resumable upload whose content this is, assembled in the shared store
-  /// (`uploads/<id>/<data>`) rather than in a local file; nil for a local file (`path`).
-  public let assembledUpload: String?
-  /// Reads an assembled upload's content (its MD5, when asked).
-  private let readAssembled: (@Sendable ((UnsafeRawBufferPointer) throws -> Void) throws -> Void)?
-  private let descriptor: OwnedDescriptor
-  private let removeOnDiscard: Bool
+  /// What holds the staged bytes until ``discard()``.
+  private enum Holder: Sendable {
+    /// The open (and `flock`ed) local file; its name goes with it when `removeOnDiscard`.
+    case file(OwnedDescriptor, removeOnDiscard: Bool)
+    /// Reads the assembled content (its MD5 and CRC32C, when asked).
+    case assembled(read: @Sendable ((UnsafeRawBufferPointer) throws -> Void) throws -> Void)
+  }
+  private let holder: Holder
+  /// Set by the first ``discard()``.
+  private let discarded = Atomic<Bool>(false)
   private let knownMD5: Mutex<[UInt8]?>
   private let knownCRC32C = Mutex<UInt32?>(nil)
-  private let assembledDiscarded = Mutex(false)
 
   init(
-    path: String, descriptor: OwnedDescriptor, sha256: [UInt8], md5: [UInt8]?, size: Int64, contentType: String,
+    path: String, descriptor: OwnedDescriptor, sha256: [UInt8], md5: [UInt8]?, size: Int64,
+    contentType: String,
     removeOnDiscard: Bool
   ) {
-    self.path = path
-    self.descriptor = descriptor
+    bytes = .file(path: path)
+    holder = .file(descriptor, removeOnDiscard: removeOnDiscard)
     self.sha256 = sha256
     knownMD5 = Mutex(md5)
     self.size = size
     self.contentType = contentType
-    self.removeOnDiscard = removeOnDiscard
-    assembledUpload = nil
-    readAssembled = nil
   }
 
   /// Content that a resumable upload assembled in the shared store: its SHA-256 is the running
-  /// hash the upload kept, its type what libmagic found in its first bytes. `path` is empty and
-  /// nothing is local; a backend publishes it by a server-side copy.
+  /// hash the upload kept, its type what libmagic found in its first bytes.
   init(
     assembledUpload key: String, sha256: [UInt8], size: Int64, contentType: String,
     read: @escaping @Sendable ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
   ) {
-    path = ""
-    // Nothing to close: -1 is a descriptor closed from the start.
-    descriptor = OwnedDescriptor(-1)
+    bytes = .assembledUpload(key: key)
+    holder = .assembled(read: read)
     self.sha256 = sha256
     knownMD5 = Mutex(nil)
     self.size = size
     self.contentType = contentType
-    removeOnDiscard = false
-    assembledUpload = key
-    readAssembled = read
+  }
+
+  /// The local file's path (``Bytes/file(path:)``); empty for assembled content, which has none
+  /// (switch over ``bytes`` instead where both can arrive).
+  public var path: String {
+    guard case .file(let path) = bytes else { return "" }
+    return path
   }
 
   deinit { discard() }
@@ -72,11 +84,12 @@ public final class StagedBlob: Sendable {
   public func computeMD5() throws -> [UInt8] {
     if let md5 { return md5 }
     let digest: [UInt8]
-    if let readAssembled {
+    switch holder {
+    case .assembled(let read):
       let md5 = Digest(.md5)
-      try readAssembled { md5.update($0) }
+      try read { md5.update($0) }
       digest = md5.finalize()
-    } else {
+    case .file:
       digest = try MD5Backfill.md5(ofFile: path)
     }
     knownMD5.withLock { $0 = digest }
@@ -86,9 +99,10 @@ public final class StagedBlob: Sendable {
   /// Reads the staged bytes once, in order: the local file, or the upload assembled in the shared store.
   /// - Throws: an I/O error, or what `body` throws.
   public func read(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
-    if let readAssembled {
-      try withoutActuallyEscaping(body) { body in try readAssembled { try body($0) } }
-    } else {
+    switch holder {
+    case .assembled(let read):
+      try withoutActuallyEscaping(body) { body in try read { try body($0) } }
+    case .file:
       try BlobReader(path: path).forEachChunk(body)
     }
   }
@@ -117,15 +131,18 @@ public final class StagedBlob: Sendable {
 
   /// True until ``discard()``.
   public var isStaged: Bool {
-    assembledUpload == nil ? descriptor.isOpen : !assembledDiscarded.withLock { $0 }
+    switch holder {
+    case .file(let descriptor, _): descriptor.isOpen
+    case .assembled: !discarded.load(ordering: .acquiring)
+    }
   }
 
   /// Removes the temporary name (the content lives on under its address if it was committed).
   /// Only the first call does anything.
   public func discard() {
-    assembledDiscarded.withLock { $0 = true }
+    discarded.store(true, ordering: .releasing)
+    guard case .file(let descriptor, let remove) = holder else { return }
     let path = path
-    let remove = removeOnDiscard
     descriptor.close { _ in if remove { POSIX.unlink(path) } }
   }
 

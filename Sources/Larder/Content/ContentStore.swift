@@ -1,7 +1,8 @@
 import Foundation
 
-/// The stored content of a store as the collector and the verifier act on it: both are written
-/// once against this protocol, whatever holds the bytes (ARCHITECTURE §6, §9, §11).
+/// The stored content of a store as the write path, reads, the collector and the verifier act
+/// on it: each is written once against this protocol, whatever holds the bytes (ARCHITECTURE
+/// §4, §6, §9, §11).
 ///
 /// Two implementations, chosen once when a store opens (``Larder``):
 /// - ``LocalContentStore``: files under `blobs/`, linked inside the catalog's write
@@ -12,12 +13,34 @@ import Foundation
 ///   (``BlobFences``), with no network call while a catalog lock is held.
 ///
 /// ```swift
+/// let ingest = try larder.content.ingest(staged, faults: .none)  // before the write transaction
 /// let removed = try larder.content.removeUnreferenced(candidates, faults: .none)
 /// try larder.content.forEachStray(olderThan: cutoff, remove: false) { strays in report(strays) }
 /// ```
 protocol ContentStore: Sendable {
   /// Where an address's bytes are, as reports name it.
   func place(of address: BlobAddress) -> String
+
+  /// Where the committed bytes of `sha256` were looked for, as a missing-content error names it.
+  func location(of sha256: [UInt8]) -> String
+
+  // MARK: the write path (``FileStore``'s one commit)
+
+  /// Starts committing `staged`, before the catalog's write transaction: whatever must be done
+  /// with no lock held is done here (a remote store publishes new content now, to a fresh
+  /// fence). The returned ingest acts inside that transaction and after it.
+  /// - Throws: the store's errors (an upload that failed); nothing is committed then.
+  func ingest(_ staged: StagedBlob, faults: FaultInjector) throws -> any ContentIngest
+
+  // MARK: reading
+
+  /// Streams `range` of the committed content of `sha256` (all of it when nil; clamped to its
+  /// size) to `body`, a bounded chunk at a time, from wherever its row says it is.
+  /// - Throws: an I/O error with `ENOENT` when the bytes (or their row) are missing, the store's
+  ///   errors, what `body` threw.
+  func read(_ sha256: [UInt8], range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
+
+  // MARK: collecting and verifying
 
   /// Finishes the deletions an interrupted collection committed and did not carry out.
   /// - Returns: how many it finished (none for a store whose deletions commit with their rows).
@@ -61,6 +84,43 @@ protocol ContentStore: Sendable {
 
   /// How a row's missing bytes are described in a report.
   var missingDescription: String { get }
+}
+
+/// One commit's content on its way into the store (``ContentStore/ingest(_:faults:)``), from
+/// before the catalog's write transaction to after it. ``FileStore``'s one commit drives it:
+///
+/// 1. `ingest(_:faults:)`, with no transaction open;
+/// 2. inside the write transaction, the `blobs` row is read with ``blobRowQuery``, then
+///    ``link(existing:md5:crc32c:now:in:)`` makes sure that the row the transaction commits
+///    names bytes durably in place (I1), before the `files` row is inserted;
+/// 3. a failure: ``undoInsideTransaction()`` when the transaction's body threw (still under the
+///    write lock), then ``recover(from:reachedCommit:)``, which returns to run the transaction
+///    again or throws to give up;
+/// 4. ``committed()`` once the COMMIT returned.
+protocol ContentIngest: AnyObject {
+  /// The `SELECT` of the content's `blobs` row (one `?`: its SHA-256), with at least `md5` and
+  /// `crc32c`: what ``link(existing:md5:crc32c:now:in:)`` is handed as `existing`.
+  var blobRowQuery: String { get }
+
+  /// Inside the write transaction: the row `existing` (nil: none) names durable bytes once this
+  /// returns, or the row is inserted now at bytes that are (with the checksums given); a row
+  /// whose bytes were quarantined is healed by the staged copy.
+  /// - Throws: the store's errors; an error that ``recover(from:reachedCommit:)`` answers with
+  ///   a retry (the bytes must be published again first).
+  func link(existing: Row?, md5: [UInt8]?, crc32c: Int64?, now: Date, in db: Database) throws
+
+  /// Inside the write transaction, after its body threw: undoes what ``link(existing:md5:crc32c:now:in:)``
+  /// placed, before any other writer can see it.
+  func undoInsideTransaction()
+
+  /// After the write transaction failed with `error`; `reachedCommit`: the body finished, so
+  /// the failure may be the COMMIT's (which may still have landed). Returns to run the
+  /// transaction again (having published what it needs), or throws to give up (having removed
+  /// what no row can name).
+  func recover(from error: any Error, reachedCommit: Bool) throws
+
+  /// After the COMMIT: best-effort cleanup of bytes no committed row names.
+  func committed()
 }
 
 /// Stored content as ``ContentStore/inspect(_:)`` finds it.

@@ -4,7 +4,7 @@ import LarderCrypto
 /// Content in a remote store (S3) at fenced addresses (ARCHITECTURE §11, ``BlobFences``).
 ///
 /// Writers publish bytes *before* the catalog transaction that commits their row, each to a
-/// fresh fence, so an address without a row may be a commit on its way: strays are judged only
+/// fresh fence (``FencedIngest``), so an address without a row may be a commit on its way: strays are judged only
 /// below the fence floor and past an age. Bytes are deleted only after a committed deletion
 /// intent, with no transaction open: no network call ever waits under a catalog lock, and a
 /// DELETE that is late or repeated removes nothing a row names.
@@ -13,6 +13,38 @@ struct FencedContentStore: ContentStore {
   let backend: any BlobBackend
 
   func place(of address: BlobAddress) -> String { "\(backend.location) \(address.key)" }
+
+  func location(of sha256: [UInt8]) -> String { backend.location }
+
+  /// Publishes new content (or content whose files are quarantined) now, with no lock held.
+  func ingest(_ staged: StagedBlob, faults: FaultInjector) throws -> any ContentIngest {
+    try FencedIngest(staged: staged, catalog: catalog, backend: backend, faults: faults)
+  }
+
+  /// The row's fence names the object; a row cannot go while a file uses it (its foreign key),
+  /// but healing a quarantine moves it to a new fence: on a miss, look once more.
+  func read(_ sha256: [UInt8], range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    var address = try address(of: sha256)
+    for _ in 0..<2 {
+      guard let current = address else { break }
+      do {
+        return try backend.read(current, range: range, body)
+      } catch LarderError.io(_, _, let code) where code == ENOENT {
+        let again = try self.address(of: sha256)
+        address = again == current ? nil : again
+      }
+    }
+    throw LarderError.io(operation: "read", path: Hex.encode(sha256), errno: ENOENT)
+  }
+
+  /// Where the bytes of `sha256` are now: its row's fence (nil: no row).
+  func address(of sha256: [UInt8]) throws -> BlobAddress? {
+    try catalog.read(snapshot: false) { db in
+      try db.row("SELECT fence FROM blobs WHERE sha256 = ?", [sha256])?.int("fence").map {
+        BlobAddress(sha256: sha256, fence: $0)
+      }
+    }
+  }
 
   var missingDescription: String { "the blob's object is missing" }
 

@@ -4,15 +4,33 @@ import LarderCrypto
 /// Content as files under the data directory's `blobs/` (the embedded default).
 ///
 /// Writers link a blob's file inside the catalog's write transaction that inserts its row
-/// (``FileStore``), so under the write lock a file without a row is never a commit on its way:
+/// (``LocalIngest``), so under the write lock a file without a row is never a commit on its way:
 /// strays need no age, and a missing file is rechecked under the lock. A blob's file moves to
 /// `trash/` inside the transaction that deletes its row and is unlinked after the commit; a
 /// crash in between leaves a trash entry, which recovery puts back or removes (I1, I2).
-struct LocalContentStore: ContentStore {
+struct LocalContentStore: ContentStore, LocalFileContent {
   let blobs: BlobStore
   let catalog: Catalog
 
   func place(of address: BlobAddress) -> String { blobs.path(forHex: address.hex) }
+
+  func location(of sha256: [UInt8]) -> String { blobs.path(for: sha256) }
+
+  /// Nothing before the transaction: the link is made inside it, with the dedupe decision.
+  func ingest(_ staged: StagedBlob, faults: FaultInjector) throws -> any ContentIngest {
+    LocalIngest(staged: staged, blobs: blobs, catalog: catalog, faults: faults)
+  }
+
+  func open(sha256: [UInt8]) throws -> BlobReader { try blobs.open(sha256: sha256) }
+
+  func read(_ sha256: [UInt8], range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    let reader = try open(sha256: sha256)
+    let range = range.map { r -> Range<Int64> in
+      let lower = min(max(0, r.lowerBound), reader.size)
+      return lower..<max(lower, min(r.upperBound, reader.size))
+    }
+    try reader.forEachChunk(in: range, body)
+  }
 
   var missingDescription: String { "the blob's file is missing" }
 

@@ -146,21 +146,25 @@ public struct ObjectStore: Sendable {
 
   /// All of `object`'s content when it is at most ``smallContentLimit`` bytes (nil when larger),
   /// from memory when it was read since the catalog last changed (see ``ObjectCache``), so a
-  /// hot small download opens no file.
+  /// hot small download opens no file. Read from a local file, or streamed from wherever the
+  /// blobs live (S3).
   ///
   ///     if let bytes = try larder.objects.smallContent(of: object) { … }
-  /// - Throws: what ``FileStore/open(_:)`` throws; ``LarderError/corruptContent(sha256:)`` when
-  ///   the blob on disk is not the size its row records.
+  /// - Throws: what ``FileStore/read(_:range:_:)`` throws; ``LarderError/corruptContent(sha256:)``
+  ///   when the stored blob is not the size its row records.
   public func smallContent(of object: StoredObject) throws -> [UInt8]? {
     let file = object.file
     guard file.size <= Self.smallContentLimit else { return nil }
     let (cached, epoch) = cache.content(sha256: file.sha256)
     if let cached { return cached }
-    let reader = try files.open(file)
-    guard reader.size == file.size else { throw LarderError.corruptContent(sha256: file.sha256) }
-    let data = try reader.read(0..<file.size)
-    guard data.count == Int(file.size) else { throw LarderError.corruptContent(sha256: file.sha256) }
-    let bytes = [UInt8](data)
+    var bytes: [UInt8] = []
+    if let reader = try files.openLocal(file) {
+      guard reader.size == file.size else { throw LarderError.corruptContent(sha256: file.sha256) }
+      bytes = [UInt8](try reader.read(0..<file.size))
+    } else {
+      try files.read(file) { bytes.append(contentsOf: $0) }
+    }
+    guard bytes.count == Int(file.size) else { throw LarderError.corruptContent(sha256: file.sha256) }
     cache.storeContent(bytes, sha256: file.sha256, epoch: epoch)
     return bytes
   }

@@ -93,9 +93,9 @@ public final class UploadAppend {
     }
     received += Int64(bytes.count)
     if let checkpoints { try checkpointIfDue(checkpoints) }
-    if store.shared != nil, ContinuousClock.now - leaseRenewed > store.lease / 3 {
+    if ContinuousClock.now - leaseRenewed > store.lease / 3 {
       do {
-        try store.renewLease(upload.id)
+        try store.locker.renew(upload.id)
       } catch {
         abort(keepReceived: false)
         throw error
@@ -108,14 +108,8 @@ public final class UploadAppend {
   /// staging file on one node; in shared mode stored as a part or a piece (the file is then a
   /// cache), committed with the state that names them. `finishing`: a partial upload's last byte.
   private func commit(to end: Int64, finishing: Bool = false) throws -> Upload {
-    guard let storage = store.shared else {
-      if end > committed.offset { guard fsync(session.fd) == 0 else { throw LarderError.posix("fsync", session.path) } }
-      return try store.commitOffset(committed, offset: end, length: length)
-    }
-    let state = try store.ship(
-      session, id: upload.id, to: end, sha256: sink.sha256!, finishing: finishing, storage: storage)
-    let updated = try store.commitOffset(committed, offset: end, length: length, shared: state)
-    store.adopt(state, in: session, id: upload.id, storage: storage)
+    let updated = try store.data.commit(
+      session, committed: committed, to: end, length: length, sha256: sink.sha256, finishing: finishing, store)
     leaseRenewed = .now
     return updated
   }
@@ -186,12 +180,7 @@ public final class UploadAppend {
     do {
       try sink.flush()
       if let length, newOffset == length, !upload.isPartial {
-        // Staging fsyncs the file (and hashes it if the session was cold).
-        let staged =
-          try store.shared.map {
-            try store.stageShared(session, upload: upload, length: length, sha256: sink.sha256!, storage: $0)
-          }
-          ?? StagedBlob.adopting(path: session.path, sha256: sink.sha256?.finalize(), removeOnDiscard: false)
+        let staged = try store.data.stage(session, upload: upload, length: length, sha256: sink.sha256, store)
         guard staged.size == length else { throw UploadError.dataLost(id: upload.id) }
         let done = Upload(
           id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,

@@ -17,7 +17,7 @@ import Synchronization
 /// non-partial upload is never committed as an offset: publishing the object and marking the
 /// row completed happen in one transaction, so a crash before it makes the client resend the
 /// last chunk, and one after it leaves a completed row (the file is unlinked, or collected
-/// with the row when it expires). With blobs in S3 (shared mode, `UploadStore+Shared.swift`)
+/// with the row when it expires). With blobs in S3 (shared mode, ``SharedUploadData``)
 /// the bytes also go to the bucket before each commit and the file is a cache, so any node
 /// continues the upload.
 ///
@@ -40,15 +40,16 @@ public final class UploadStore: Sendable {
   public let lease: Duration
   private let maxIdleSessions: Int
   private let slots = Mutex<[String: Slot]>([:])
-  /// Shared mode: the catalog leases this process holds, by upload id.
-  let heldLeases = Mutex<[String: HeldLease]>([:])
+  /// What locks an upload beyond this process: nothing, or a catalog lease (shared mode).
+  let locker: any UploadLocker
   /// What a test changed about this store (production: nothing).
   let testHooks: UploadStoreTestHooks
   private let lastStagingSweep = Mutex(ContinuousClock.now)
   /// Shared mode: deletions of keys no row names any more, one at a time off the requests' path.
   let cleanup = DispatchQueue(label: "larder.uploads.cleanup")
-  /// Where uploads' bytes are shared between nodes (S3); nil: this node's data directory.
-  let shared: (any SharedUploadStorage)?
+  /// Where uploads' bytes wait between appends: this node's data directory, or shared between
+  /// nodes (S3).
+  let data: any UploadDataStore
   /// Why recent background concatenations failed (their rows are gone), for the client's next
   /// look; bounded, oldest forgotten first.
   private let failures = Mutex<[(id: String, owner: String?, error: any Error)]>([])
@@ -81,11 +82,19 @@ public final class UploadStore: Sendable {
     self.larder = larder
     self.lease = lease
     self.testHooks = testHooks
-    shared = testHooks.storage ?? larder.sharedUploads
+    // Chosen once: uploads whose bytes any node may continue are locked by a catalog lease.
+    if let storage = testHooks.storage ?? larder.sharedUploads {
+      data = SharedUploadData(storage: storage)
+      locker = CatalogUploadLocker(
+        catalog: larder.catalog, lease: lease, logger: larder.logger, beforeRenewal: testHooks.beforeRenewal)
+    } else {
+      data = LocalUploadData()
+      locker = ProcessUploadLocker()
+    }
     self.expiry = expiry
     self.checkpoints = checkpoints
     self.maxIdleSessions = maxIdleSessions
-    if shared != nil { sweepStagingFiles() }
+    data.sweepStagingFiles(self, onlyIfDue: false)
   }
 
   var directory: String { larder.blobs.uploadsDirectory.path }
@@ -103,7 +112,7 @@ public final class UploadStore: Sendable {
     bucket: String, name: String?, owner: String?, length: Int64?, metadata: [String: String] = [:],
     partial: Bool = false
   ) throws -> Upload {
-    if shared != nil { sweepStagingFilesIfDue() }
+    data.sweepStagingFiles(self, onlyIfDue: true)
     try ObjectName.validateBucket(bucket)
     if let length, length < 0 { throw LarderError.invalidArgument("Upload-Length must not be negative") }
     if !partial {
@@ -180,7 +189,7 @@ public final class UploadStore: Sendable {
     if case .final = try upload(id: id, owner: owner).concat { throw UploadError.finalNotAppendable(id: id) }
     let cached = try acquire(id)
     do {
-      if shared != nil { try claimLease(id) }
+      try locker.claim(id)
       // Read under the lease: only its holder moves the offset, so this one is current.
       let upload = try self.upload(id: id, owner: owner)
       if case .final = upload.concat { throw UploadError.finalNotAppendable(id: id) }
@@ -199,15 +208,7 @@ public final class UploadStore: Sendable {
         }
         length = declared
       }
-      let session: UploadSession
-      if let storage = shared {
-        session = try sharedSession(upload, cached: cached, storage: storage)
-      } else if let cached, cached.offset == upload.offset {
-        session = cached
-      } else {
-        try detachFromBlobs(id)
-        session = try UploadSession.load(id: id, path: path(of: id), offset: upload.offset)
-      }
+      let session = try data.session(for: upload, cached: cached, self)
       return UploadAppend(
         upload: upload, length: length, store: self, session: session, checksum: checksum,
         sizeLimit: sizeLimit, checkpoints: checkpoints ? self.checkpoints : nil)
@@ -223,7 +224,7 @@ public final class UploadStore: Sendable {
   /// the write lock, a blob file that is this very file and that no row records is unlinked,
   /// so the upload is resumable again. Hashing the file to find that name costs one read of it,
   /// once, on this rare path.
-  private func detachFromBlobs(_ id: String) throws {
+  func detachFromBlobs(_ id: String) throws {
     let file = path(of: id)
     guard let st = POSIX.lstat(file), st.st_nlink > 1 else { return }
     let sha = Digest(.sha256)
@@ -301,12 +302,12 @@ public final class UploadStore: Sendable {
     let refusal = Refusal(admission)
     // Shared mode: the lease is the upload's until its row says completed, and renewed while
     // the publish copies the assembled object (server-side, but minutes for GiBs).
-    let held = shared != nil && completed.session != nil ? holdsLease(upload.id) : nil
+    let held = completed.session != nil ? locker.holding(upload.id) : nil
     do {
       guard let name = upload.name else {
         throw UploadError.invalidConcatenation("a partial upload is never published")
       }
-      let object = try whileRenewing(upload.id) {
+      let object = try locker.whileRenewing(upload.id) {
         try larder.objects.put(
           ObjectPath(bucket: upload.bucket, name: name), staged: completed.staged, options: options,
           admission: admission == nil ? nil : refusal, keys: [.upload(id: upload.id)]
@@ -335,7 +336,7 @@ public final class UploadStore: Sendable {
       }
       if let session = completed.session {
         unlink(path(of: upload.id))
-        if shared != nil { removeShared(upload.id, state: session.shared) }
+        data.remove(upload.id, state: session.shared, self)
       }
       for lease in completed.leases { release(lease, keeping: nil) }
       return object
@@ -382,7 +383,7 @@ public final class UploadStore: Sendable {
       }
     }
     unlink(path(of: completed.upload.id))
-    removeShared(completed.upload.id, state: session.shared)
+    data.remove(completed.upload.id, state: session.shared, self)
     release(completed.upload.id, keeping: nil)
   }
 
@@ -407,8 +408,7 @@ public final class UploadStore: Sendable {
     _ = try acquire(id)
     defer { release(id, keeping: nil) }
     let state = try larder.catalog.write { db in
-      let unleased =
-        shared == nil ? "" : " AND (lease_until IS NULL OR lease_until < \(db.dialect.nowMilliseconds))"
+      let unleased = locker.unleased(db)
       let rows = try db.rows(
         "DELETE FROM uploads WHERE id = ? AND owner IS NOT DISTINCT FROM ?\(unleased) RETURNING shared_state",
         [id, owner])
@@ -419,7 +419,7 @@ public final class UploadStore: Sendable {
       return SharedUploadState(json: rows[0].string("shared_state"))
     }
     unlink(path(of: id))
-    removeShared(id, state: state)
+    data.remove(id, state: state, self)
   }
 
   // MARK: - concatenation
@@ -498,10 +498,7 @@ public final class UploadStore: Sendable {
         held.append(id)
       }
       let parts = try parts()
-      for part in Set(parts.map(\.id)) where shared == nil {
-        guard let st = POSIX.lstat(path(of: part)), Int64(st.st_size) >= parts.first(where: { $0.id == part })!.offset
-        else { throw UploadError.dataLost(id: part) }
-      }
+      for id in Set(parts.map(\.id)) { try data.checkPartial(parts.first(where: { $0.id == id })!, self) }
       let total = parts.reduce(Int64(0)) { $0 + $1.offset }
       if let sizeLimit, total > sizeLimit { throw LarderError.sizeLimitExceeded(limit: sizeLimit) }
       try authorize(total)
@@ -515,8 +512,7 @@ public final class UploadStore: Sendable {
       // Shared mode: the final is born leased, so other nodes see its concatenation running
       // (``isConcatenating(_:)``) while this one copies it, and see it interrupted once it ran out.
       // Its lease runs from the catalog's clock, as every lease.
-      let lease = shared.map { _ in HeldLease(token: SecureRandom.hexIdentifier(byteCount: 8), epoch: 0) }
-      if let lease { heldLeases.withLock { $0[final.id] = lease } }
+      let lease = locker.leaseNewRow(final.id)
       try larder.catalog.write { db in
         try db.execute(
           """
@@ -546,32 +542,12 @@ public final class UploadStore: Sendable {
       let writer = try larder.files.makeWriter()
       var renewed = ContinuousClock.now
       for part in concatenation.parts {
-        if let storage = shared {
-          var copied: Int64 = 0
-          try readShared(part, storage: storage) { chunk in
-            try writer.write(chunk)
-            copied += Int64(chunk.count)
-            if ContinuousClock.now - renewed > lease / 3 {
-              try renewLease(final.id)
-              renewed = .now
-            }
+        try data.readPartial(part, self) { chunk in
+          try writer.write(chunk)
+          if ContinuousClock.now - renewed > lease / 3 {
+            try locker.renew(final.id)
+            renewed = .now
           }
-          guard copied == part.offset else { throw UploadError.dataLost(id: part.id) }
-          continue
-        }
-        let reader: BlobReader
-        do {
-          reader = try BlobReader(path: path(of: part.id))
-        } catch LarderError.io(_, _, ENOENT) {
-          throw UploadError.dataLost(id: part.id)
-        }
-        guard reader.size >= part.offset else { throw UploadError.dataLost(id: part.id) }
-        var copied: Int64 = 0
-        try reader.forEachChunk { chunk in
-          let take = Int(min(Int64(chunk.count), part.offset - copied))
-          guard take > 0 else { return }
-          try writer.write(UnsafeRawBufferPointer(rebasing: chunk[..<take]))
-          copied += Int64(take)
         }
       }
       let staged = try writer.finish()
@@ -634,15 +610,8 @@ public final class UploadStore: Sendable {
   public func isConcatenating(_ id: String) -> Bool {
     if concatenating.withLock({ $0.contains(id) }) || slots.withLock({ $0[id]?.busy == true }) { return true }
     // Shared mode: another node's, while its lease runs by the catalog's clock.
-    guard shared != nil, Self.isUploadID(id) else { return false }
-    // A catalog that cannot say is taken as "not running": the caller then answers as for an
-    // interrupted concatenation, which a retry corrects.
-    let live = try? larder.catalog.read(snapshot: false) { db in
-      try db.row(
-        "SELECT CASE WHEN lease_until > \(db.dialect.nowMilliseconds) THEN 1 ELSE 0 END AS live FROM uploads WHERE id = ?",
-        [id])?.int("live")
-    }
-    return (live ?? nil) == 1
+    guard Self.isUploadID(id) else { return false }
+    return locker.isLeasedElsewhere(id)
   }
 
   private func remember(_ upload: Upload, _ error: any Error) {
@@ -677,7 +646,7 @@ public final class UploadStore: Sendable {
 
   /// Gives the lease back, caching `session` for the next append.
   func release(_ id: String, keeping session: UploadSession?) {
-    if shared != nil { releaseLease(id) }
+    locker.release(id)
     var evicted: [UploadSession] = []
     slots.withLock { slots in
       guard let session else {

@@ -111,7 +111,7 @@ struct GetCommand: Command {
       throw LarderError.downloadSizeExceeded(size: object.file.size, maxSize: maxSize)
     }
     // Local blobs are opened before the output exists; S3 streams once it does.
-    let reader = larder.files.blobsAreLocal ? try larder.files.open(object.file) : nil
+    let reader = try larder.files.openLocal(object.file)
     var fd = STDOUT_FILENO
     var temp: String?
     if let output, output != "-" {

@@ -285,16 +285,16 @@ struct ObjectsEndpoint {
       if request.method == "HEAD" {
         return HTTPResponse(status: status, headers: headers, body: .lengthOnly(length))
       }
-      if !context.larder.files.blobsAreLocal {
-        let body = try Self.remoteBody(context.larder.files, object.file, range: first..<(first + length))
-        return HTTPResponse(status: status, headers: headers, body: body)
-      }
       if length <= Self.inlineBodyLimit, let content = try context.larder.objects.smallContent(of: object) {
         // A small blob's bytes come from memory once read (no open, fstat, pread, close).
         let bytes = first == 0 && length == size ? content : Array(content[Int(first)..<Int(first + length)])
         return HTTPResponse(status: status, headers: headers, body: .bytes(bytes))
       }
-      let reader = try context.larder.files.open(object.file)
+      guard let reader = try context.larder.files.openLocal(object.file) else {
+        // Not a local file (S3): streamed from the store.
+        let body = try Self.remoteBody(context.larder.files, object.file, range: first..<(first + length))
+        return HTTPResponse(status: status, headers: headers, body: body)
+      }
       guard reader.size == size else {
         throw LarderError.corruptContent(sha256: object.file.sha256)
       }

@@ -157,7 +157,7 @@ import Testing
     let doomed = try larder.objects.put(bucket: "b", name: "doomed", data: Data(Self.large))
     let kept = try larder.objects.put(bucket: "b", name: "kept", data: Data(Self.large + [2]))
     try larder.objects.delete(bucket: "b", name: "doomed")
-    let backfill = MD5Backfill(catalog: larder.catalog, blobs: larder.blobs)
+    let backfill = MD5Backfill(catalog: larder.catalog, content: larder.content)
     let sha = Hex.decode(doomed.file.sha256)!
     // The file is hashed (open), then gc removes row and file before the MD5 is recorded.
     let md5 = try backfill.fill(sha256: sha) {
@@ -194,7 +194,7 @@ import Testing
     #expect(report.findings.first?.repaired == true)
     #expect(try Self.rowMD5(larder, small.sha256) == .some(nil))
     #expect(try Self.rowMD5(larder, big.sha256) == .some(nil))
-    #expect(MD5Backfill(catalog: larder.catalog, blobs: larder.blobs).runPass() == 2)
+    #expect(MD5Backfill(catalog: larder.catalog, content: larder.content).runPass() == 2)
     #expect(try larder.files.file(id: small.id)?.md5 == Hex.encode(Digest.hash(.md5, Array("small".utf8))))
     #expect(try Verifier(larder: larder).verify().isClean)
   }

@@ -77,7 +77,7 @@ struct KeyedWriteTests {
       try db.row("SELECT count(*) AS n FROM blobs WHERE sha256 = ?", [digest])?.int("n")
     }
     #expect(left == 0)
-    if larder.files.blobsAreLocal {
+    if case .dataDirectory = larder.blobLocation {
       #expect(!FileManager.default.fileExists(atPath: larder.blobs.path(for: digest)))
     }
   }

@@ -93,6 +93,17 @@ async function refusal(r) {
   return new Error(message);
 }
 
+/** tus termination. The PATCH just aborted may hold the upload on the server a moment longer
+ * (423 Locked, until the server sees its connection close): asks again, backing off, for up to
+ * about 20 s; any other answer (or none) ends it. */
+async function terminate(url) {
+  for (let attempt = 0, delay = 100; attempt < 14; attempt++, delay = Math.min(delay * 2, 2000)) {
+    const r = await xhr("DELETE", url, { "Tus-Resumable": "1.0.0" }).catch(() => null);
+    if (!r || r.status !== 423) return;
+    await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+}
+
 /** Uploads `file` as `name`, resuming an earlier upload of the same file (kept in localStorage). */
 export class Upload {
   constructor(bucket, name, file, onProgress) { Object.assign(this, { bucket, name, file, onProgress, paused: false, cancelled: false, resumedAt: 0, url: null, request: null }); }
@@ -102,7 +113,7 @@ export class Upload {
     this.cancelled = true;
     this.request?.abort();
     localStorage.removeItem(uploadKey(this.bucket, this.name, this.file));
-    if (this.url) await xhr("DELETE", this.url, { "Tus-Resumable": "1.0.0" }).catch(() => {});
+    if (this.url) await terminate(this.url);
   }
 
   async start() {
