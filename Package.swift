@@ -109,8 +109,9 @@ let package = Package(
         "LarderTestSupport", "LarderImages",
       ]),
     .testTarget(
-      name: "LarderClientTests", dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder", "LarderTestSupport"]),
-    .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderS3Store", "LarderTestSupport"]),
+      name: "LarderClientTests",
+      dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder", "LarderTestSupport", "LarderImages"]),
+    .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderS3Store", "LarderTestSupport", "LarderImages"]),
     .testTarget(
       name: "LarderS3Tests", dependencies: ["LarderS3", "LarderS3Store", "Larder", "LarderCrypto", "LarderTestSupport"]),
   ]

@@ -85,7 +85,7 @@ extension Larder {
       // gc's own test for an orphan blob, with every unreferenced file counted whatever its age.
       let collectable = try db.row(
         "SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs b WHERE \(GarbageCollector.orphanBlobs)",
-        [Date.distantFuture])
+        [Date.distantFuture, Date.distantFuture])
       var statistics = StoreStatistics(
         objectCount: buckets.reduce(0) { $0 + $1.objectCount }, buckets: buckets,
         fileCount: Int(files?.int("n") ?? 0), blobCount: Int(blobs?.int("n") ?? 0),

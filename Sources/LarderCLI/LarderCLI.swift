@@ -8,7 +8,7 @@ var commands: [any Command.Type] {
     GCCommand.self, VerifyCommand.self, CatalogMigrateCommand.self, CatalogCopyCommand.self, TokenCommand.self,
     RulesCheckCommand.self, RulesEvalCommand.self, ServiceAccountCreateCommand.self, ServiceAccountListCommand.self,
     ServiceAccountRevokeCommand.self, ServiceAccountTokenCommand.self, ModelsExportCommand.self,
-    ModelsImportCommand.self,
+    ModelsImportCommand.self, ImagesWarmCommand.self,
   ]
 }
 

@@ -2,15 +2,20 @@ import Foundation
 
 /// A one-line progress bar on stderr, drawn only when stderr is a terminal.
 final class ProgressBar {
+  /// What `total` counts: bytes (drawn from 8 MiB up, a smaller copy is over at once), or items.
+  enum Unit { case bytes, items }
+
   private let total: Int64
   private let label: String
+  private let unit: Unit
   private let enabled: Bool
   private var lastDraw = Date.distantPast
 
-  init(total: Int64, label: String) {
+  init(total: Int64, label: String, unit: Unit = .bytes) {
     self.total = total
     self.label = label
-    enabled = isatty(STDERR_FILENO) == 1 && total >= 8 << 20
+    self.unit = unit
+    enabled = isatty(STDERR_FILENO) == 1 && (unit == .items ? total > 0 : total >= 8 << 20)
   }
 
   func update(_ done: Int64) {
@@ -20,7 +25,8 @@ final class ProgressBar {
     let width = 30
     let filled = Int(fraction * Double(width))
     let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-    let line = String(format: "\r%@ [%@] %3.0f%% %@", label, bar, fraction * 100, Output.bytes(done))
+    let count = unit == .bytes ? Output.bytes(done) : "\(done)/\(total)"
+    let line = String(format: "\r%@ [%@] %3.0f%% %@", label, bar, fraction * 100, count)
     FileHandle.standardError.write(Data(line.utf8))
   }
 

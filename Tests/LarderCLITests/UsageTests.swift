@@ -6,7 +6,7 @@ import Testing
   static let commands = [
     "serve", "put", "get", "ls", "stat", "rm", "gc", "verify", "catalog migrate", "catalog copy", "token",
     "rules check", "rules eval", "service-account create", "service-account list", "service-account revoke",
-    "service-account token", "models export", "models import",
+    "service-account token", "models export", "models import", "images warm",
   ]
 
   @Test func noArgumentsIsBadUsageWithTheCommandList() throws {

@@ -86,6 +86,34 @@ import Testing
     }
   }
 
+  @Test func gcDryRunCountsTheVariantsTheRealRunReleases() throws {
+    try withStore { larder in
+      let images = ImageVariants(larder: larder, pool: RenderPool(threads: 1, queueLength: 4))
+      let gone = try larder.objects.put(
+        bucket: "app", name: "gone.png", data: Data(try TestImages.solid(400, 400, as: .png)))
+      let kept = try larder.objects.put(
+        bucket: "app", name: "kept.png", data: Data(try TestImages.solid(300, 300, [1, 2, 3], as: .png)))
+      for width in [32, 64] { _ = try images.variant(of: gone.file, width: width, format: .jpeg) }
+      let keptVariant = try images.variant(of: kept.file, width: 32, format: .webp)
+      try larder.objects.delete(bucket: "app", name: "gone.png")
+      let collector = GarbageCollector(larder: larder)
+      let dry = try collector.collect(options: .init(grace: .zero, dryRun: true))
+      #expect(dry.variantsReleased == 2)
+      #expect(dry.filesReleased == 3)  // the source's file and its two variants
+      #expect(dry.blobsRemoved == 3)
+      #expect(try larder.derived.statistics().count == 3)  // nothing changed
+      let real = try collector.collect(options: .init(grace: .zero))
+      #expect(real.variantsReleased == dry.variantsReleased)
+      #expect(real.filesReleased == dry.filesReleased)
+      #expect(real.blobsRemoved == dry.blobsRemoved)
+      #expect(real.blobBytesFreed == dry.blobBytesFreed)
+      #expect(try larder.derived.statistics().count == 1)
+      #expect(try larder.files.file(id: keptVariant.id) != nil)
+      let again = try collector.collect(options: .init(grace: .zero, dryRun: true))
+      #expect((again.variantsReleased, again.filesReleased, again.blobsRemoved) == (0, 0, 0))
+    }
+  }
+
   @Test func theLRUBudgetReleasesTheOldestVariants() throws {
     try withStore { larder in
       let images = ImageVariants(larder: larder, pool: RenderPool(threads: 1, queueLength: 4))

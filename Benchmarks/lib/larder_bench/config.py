@@ -41,7 +41,8 @@ CURL_MAX_TIME = env_int("BENCH_CURL_MAX_TIME", 300)
 PEERS = os.environ.get("LARDER_PEERS") or os.path.join(os.path.dirname(ROOT), "shared", "peers")
 TUSD_BIN = os.path.join(PEERS, "tusd", "tusd")
 SMALL_UPLOAD_CONNECTIONS = env_int("BENCH_SMALL_UPLOAD_CONNECTIONS", 16)
-ALL_SCENARIOS = ["limits", "gets", "upload", "tus", "download", "concurrent", "verify", "postgres", "pg-writes"]
+ALL_SCENARIOS = ["limits", "gets", "upload", "tus", "download", "concurrent", "verify", "postgres", "pg-writes",
+                 "images"]
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").replace(" ", ",").split(",") if s]
 SCENARIOS = ONLY or ALL_SCENARIOS + (["cml"] if LIMITS else []) + (["gc"] if GC_SCALE else []) + (["s3"] if os.environ.get("BENCH_S3") == "1" else [])
 

@@ -23,6 +23,7 @@ from .scenarios.concurrent_clients import scenario_concurrent
 from .scenarios.download import scenario_download
 from .scenarios.gc_scale import scenario_gc
 from .scenarios.gets import scenario_gets
+from .scenarios.images import scenario_images
 from .scenarios.limits import scenario_limits
 from .scenarios.s3 import scenario_s3
 from .scenarios.tus import scenario_tus
@@ -79,6 +80,8 @@ def main():
             R["postgres"] = scenario_postgres(files, commands)
         if "pg-writes" in SCENARIOS:
             R["pg-writes"] = scenario_pg_writes(files, commands)
+        if "images" in SCENARIOS:
+            R["images"] = scenario_images()
         if "cml" in SCENARIOS:
             R["cml"] = scenario_cml(files)
         if "gc" in SCENARIOS:

@@ -138,8 +138,28 @@ def summary_rows(R):
     else:
         rows.append(("`larder gc` of 1,000,000 blobs", "not run", "—", "—", "≤ 60 s", "—", "",
                      "opt-in: BENCH_GC_SCALE=1 (tens of minutes)"))
+    rows += images_summary_rows(R.get("images"))
     rows += s3_summary_rows(R.get("s3"))
     return rows
+
+
+def images_summary_rows(im):
+    """Issue 26's goals: a cold variant at >= 0.8x vipsthumbnail's rate, a cached one as fast as a small GET."""
+    if not im:
+        return []
+    cold = im["larder_cold_variants_per_s"]
+    ratio = cold / im["vipsthumbnail_per_s"]
+    cached = im["cached_variant_gets_per_s"] / im["small_gets_per_s"]
+    return [
+        (f"cold image variants/s ({im['source']} -> 256 px WebP)", f"{cold:.2f}",
+         f"vipsthumbnail {im['vipsthumbnail_per_s']:.2f}", f"{ratio:.2f}", "≥ 0.8", verdict(ratio, 0.8),
+         "a process per image; no HTTP, no hashing, no catalog",
+         f"ImageMagick convert -thumbnail {im['imagemagick_convert_thumbnail_per_s']:.2f}/s "
+         f"({cold / im['imagemagick_convert_thumbnail_per_s']:.2f}×); server peak RSS {im['server_peak_rss_mib']} MiB"),
+        ("cached-variant GETs/s / small GETs/s (one connection)", f"{im['cached_variant_gets_per_s']:,}",
+         f"1 KiB small GET {im['small_gets_per_s']:,}", f"{cached:.2f}", "≥ 1.0", verdict(cached, 1.0),
+         "no derived-file look-up", f"n = {im['n']}"),
+    ]
 
 
 def round_rows(times, cpu, columns, cells):
@@ -307,7 +327,7 @@ def render(date, m, load_start, load_end, elapsed, R, commands):
     L.append("```sh")
     L.append("make bench                     # = swift build -c release --product larder && Benchmarks/run.sh")
     L.append("BENCH_QUICK=1 Benchmarks/run.sh   # small sizes, short runs: a check in a few minutes")
-    L.append("BENCH_ONLY=gets Benchmarks/run.sh # one scenario (limits gets upload tus download concurrent verify postgres pg-writes cml gc s3 s3-tus)")
+    L.append("BENCH_ONLY=gets Benchmarks/run.sh # one scenario (limits gets upload tus download concurrent verify postgres pg-writes images cml gc s3 s3-tus)")
     L.append("```\n")
     L.append("Servers as the script starts them ($TMP is the run's temp dir):\n")
     L.append("```sh")

@@ -9,6 +9,8 @@ public struct GCReport: Codable, Sendable, Equatable {
   public var uploadBytesFreed: Int64 = 0
   /// `files` rows no object and no attachment referred to, older than the grace period.
   public var filesReleased = 0
+  /// Of those, image variants (derived files) released with their source's last file.
+  public var variantsReleased = 0
   /// `blobs` rows (and their files) no `files` row referred to.
   public var blobsRemoved = 0
   public var blobBytesFreed: Int64 = 0

@@ -58,6 +58,17 @@ public struct GarbageCollector: Sendable {
     AND NOT EXISTS (SELECT 1 FROM derived_files WHERE derived_files.file_id = files.id)
     """
 
+  /// Derived files (image variants) released with their source: those whose source has no
+  /// file left that step 2 keeps (a referenced or a young one). After step 2 (which released
+  /// them) none; in a dry run (which released nothing), those step 2 would release. One query
+  /// for both, so a dry run counts what a run releases. Takes the cutoff once.
+  static let releasedVariants = """
+    SELECT d.file_id FROM derived_files d WHERE NOT EXISTS (\
+    SELECT 1 FROM files WHERE files.blob_sha256 = d.source_sha256 \
+    AND NOT EXISTS (SELECT 1 FROM derived_files x WHERE x.file_id = files.id) \
+    AND NOT (\(unreferencedFiles)))
+    """
+
   /// Runs one collection.
   /// - Throws: ``MaintenanceError/collectorBusy(lockPath:)`` if another collector runs,
   ///   ``DatabaseError`` or ``LarderError`` on failure (what was committed stays committed;
@@ -153,11 +164,12 @@ public struct GarbageCollector: Sendable {
   private func releaseFiles(cutoff: Date, options: Options, report: inout GCReport) throws {
     options.progress?(.init(phase: .files, processed: 0))
     if options.dryRun {
-      report.filesReleased = try catalog.read { db in
-        Int(
-          try db.row("SELECT count(*) AS n FROM files WHERE \(Self.unreferencedFiles)", [cutoff])?.int("n")
-            ?? 0)
+      (report.filesReleased, report.variantsReleased) = try catalog.read { db in
+        let files = try db.row("SELECT count(*) AS n FROM files WHERE \(Self.unreferencedFiles)", [cutoff])
+        let variants = try db.row("SELECT count(*) AS n FROM (\(Self.releasedVariants)) v", [cutoff])
+        return (Int(files?.int("n") ?? 0), Int(variants?.int("n") ?? 0))
       }
+      report.filesReleased += report.variantsReleased
     } else {
       // Check and delete in one statement: an object or attachment inserted a moment earlier
       // is seen (the write lock orders us after it); one inserted later finds no file and fails
@@ -176,10 +188,11 @@ public struct GarbageCollector: Sendable {
       }
       // Derived files (image variants) go with their source, whatever their age: the source's
       // last file was released above, or earlier.
-      report.filesReleased += try catalog.write { db in
+      report.variantsReleased = try catalog.write { db in
         try db.execute("DELETE FROM files WHERE id IN (\(DerivedFiles.orphaned))")
         return db.changes
       }
+      report.filesReleased += report.variantsReleased
       return
     }
     options.progress?(.init(phase: .files, processed: report.filesReleased))
@@ -187,22 +200,24 @@ public struct GarbageCollector: Sendable {
 
   // MARK: 3. blobs without files
 
-  /// Blobs whose every file is unreferenced and older than the cutoff: after step 2 (which
+  /// Blobs whose every file is unreferenced and older than the cutoff, or a variant released with
+  /// its source (``releasedVariants``): after step 2 (which
   /// released those files), blobs with no file at all; in a dry run (which released nothing),
   /// what step 2 would have left so. One query for both, so a dry run reports what a run does.
   static let orphanBlobs = """
-    NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = b.sha256 AND NOT (\(unreferencedFiles)))
+    NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = b.sha256 AND NOT (\(unreferencedFiles)) \
+    AND files.id NOT IN (\(releasedVariants)))
     """
 
   /// Up to `limit` orphan blobs after `cursor` (in digest order), read on a reader: candidates
-  /// only, which the deleting transaction checks again under the write lock.
+  /// only, which the deleting transaction checks again under the write lock. Takes the cutoff twice.
   private func orphanBlobCandidates(after cursor: [UInt8], cutoff: Date, limit: Int) throws
     -> [(sha256: [UInt8], size: Int64)]
   {
     try catalog.read { db in
       try db.rows(
         "SELECT sha256, size FROM blobs b WHERE sha256 > ? AND \(Self.orphanBlobs) ORDER BY sha256 LIMIT ?",
-        [cursor, cutoff, limit]
+        [cursor, cutoff, cutoff, limit]
       ).compactMap { row in row.bytes("sha256").map { ($0, row.int("size") ?? 0) } }
     }
   }

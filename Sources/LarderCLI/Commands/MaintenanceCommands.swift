@@ -50,6 +50,7 @@ struct GCCommand: Command {
     let verb = dryRun ? "would free" : "freed"
     print("uploads expired:   \(report.uploadsExpired) (\(Output.bytes(report.uploadBytesFreed)))")
     print("files released:    \(report.filesReleased)")
+    if report.variantsReleased > 0 { print("  image variants:  \(report.variantsReleased)") }
     print("blobs removed:     \(report.blobsRemoved) (\(Output.bytes(report.blobBytesFreed)))")
     print("stray files:       \(report.strayFilesRemoved) (\(Output.bytes(report.strayBytesFreed)))")
     print("temp files:        \(report.tempFilesRemoved) (\(Output.bytes(report.tempBytesFreed)))")

@@ -192,15 +192,7 @@ struct ListCommand: Command {
       }
       return
     }
-    let bucket: String
-    let prefix: String
-    if let slash = target.firstIndex(of: "/") {
-      bucket = String(target[..<slash])
-      prefix = String(target[target.index(after: slash)...])
-    } else {
-      bucket = target
-      prefix = ""
-    }
+    let (bucket, prefix) = parseBucketPrefix(target)
     var token: String?
     var items: [FirebaseObjectMetadata] = []
     var prefixes: [String] = []

@@ -42,3 +42,9 @@ func parseObjectPath(_ text: String) throws(UsageError) -> (bucket: String, name
   }
   return (String(text[..<slash]), String(text[text.index(after: slash)...]))
 }
+
+/// `BUCKET[/PREFIX]` as its bucket and (possibly empty) name prefix.
+func parseBucketPrefix(_ text: String) -> (bucket: String, prefix: String) {
+  guard let slash = text.firstIndex(of: "/") else { return (text, "") }
+  return (String(text[..<slash]), String(text[text.index(after: slash)...]))
+}

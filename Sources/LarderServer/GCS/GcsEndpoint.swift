@@ -158,14 +158,19 @@ struct GcsEndpoint {
   }
 
   /// `alt=media`: the Firebase download path (Range, conditionals, `maxSize`, sendfile, nosniff
-  /// and CSP), plus `x-goog-hash` so that the clients' checksum validation runs.
+  /// and CSP, image variants), plus `x-goog-hash` so that the clients' checksum validation runs.
+  /// For a variant every `X-Goog-*` header describes the variant's bytes (its hashes, its size):
+  /// the clients check the body they get against them.
   func download(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
     let object = withChecksums(try readable(request, path: path, identity: identity))
-    var r = try objects.download(request, object: object, head: ObjectsEndpoint.DownloadHead(object))
-    if let hash = GcsObjectResource.hashHeader(object.file) { r.headers.set("X-Goog-Hash", hash) }
+    let (response, served) = try objects.mediaDownload(request, object: object, prepare: withChecksums) {
+      ObjectsEndpoint.DownloadHead(object)
+    }
+    var r = response
+    if let hash = GcsObjectResource.hashHeader(served.file) { r.headers.set("X-Goog-Hash", hash) }
     r.headers.set("X-Goog-Storage-Class", "STANDARD")
-    r.headers.set("X-Goog-Stored-Content-Length", String(object.file.size))
-    r.headers.set("X-Goog-Stored-Content-Encoding", object.contentEncoding ?? "identity")
+    r.headers.set("X-Goog-Stored-Content-Length", String(served.file.size))
+    r.headers.set("X-Goog-Stored-Content-Encoding", served.contentEncoding ?? "identity")
     return GcsAPI.reshapeError(r)
   }
 

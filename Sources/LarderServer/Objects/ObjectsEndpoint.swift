@@ -169,12 +169,28 @@ struct ObjectsEndpoint {
       if request.method == "HEAD" { r.body = .lengthOnly(r.body.length) }
       return r
     }
-    if let variant = try ImageVariantDownload.variant(of: object, request, context: context) {
-      var r = try download(request, object: variant.object, head: DownloadHead(variant.object))
-      if variant.negotiated { r.headers.set("Vary", "Accept") }
-      return r
+    let head = { memo?.value { DownloadHead(object) } ?? DownloadHead(object) }
+    return try mediaDownload(request, object: object, head: head).response
+  }
+
+  /// `alt=media` of an object the caller may read: its bytes, or those of the image variant the
+  /// request asks of it (``ImageVariantDownload``), with `Vary: Accept` when the variant's format
+  /// came from `Accept`. Every download URL (Firebase, GCS, V4 signed) comes here, so a variant is
+  /// served wherever, and only where, its source is.
+  ///
+  /// `prepare` completes the variant's row before its headers are made (GCS adds its checksums);
+  /// `head` gives the source's (memoised where the caller has it). Returns the object served.
+  func mediaDownload(
+    _ request: HTTPRequest, object: StoredObject, prepare: (StoredObject) -> StoredObject = { $0 },
+    head: () -> DownloadHead
+  ) throws -> (response: HTTPResponse, served: StoredObject) {
+    guard let variant = try ImageVariantDownload.variant(of: object, request, context: context) else {
+      return (try download(request, object: object, head: head()), object)
     }
-    return try download(request, object: object, head: memo?.value { DownloadHead(object) } ?? DownloadHead(object))
+    let served = prepare(variant.object)
+    var r = try download(request, object: served, head: DownloadHead(served))
+    if variant.negotiated { r.headers.set("Vary", "Accept") }
+    return (r, served)
   }
 
   /// An object's metadata answer (`GET …/o/{name}`), the same for every caller who may read it.

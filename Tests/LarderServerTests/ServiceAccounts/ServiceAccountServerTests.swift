@@ -183,11 +183,12 @@ import Testing
 
   // MARK: signed URLs
 
-  /// A V4 signed URL's target (path and query), signed for `Host: 127.0.0.1` as Wire sends it.
+  /// A V4 signed URL's target (path and query), signed for `Host: 127.0.0.1` as Wire sends it;
+  /// `extra` parameters (an image variant's) are signed with the rest.
   static func signed(
     _ method: String, _ bucket: String, _ name: String, account: Account, key: PrivateKey? = nil,
     expires: Int = 600,
-    at date: Date = Date()
+    at date: Date = Date(), extra: [(name: String, value: String)] = []
   ) throws -> String {
     let formatter = DateFormatter()
     formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -198,7 +199,7 @@ import Testing
     let query: [(name: String, value: String)] = [
       ("X-Goog-Algorithm", "GOOG4-RSA-SHA256"), ("X-Goog-Credential", "\(account.email)/\(scope)"),
       ("X-Goog-Date", timestamp), ("X-Goog-Expires", String(expires)), ("X-Goog-SignedHeaders", "host"),
-    ]
+    ] + extra
     let canonical = GoogleV4Signing.canonicalRequest(
       method: method, path: "/\(bucket)/\(name)", query: query, headers: [("host", "127.0.0.1")])
     let toSign = GoogleV4Signing.stringToSign(
