@@ -97,6 +97,14 @@ private struct Pet: Model, Equatable {
       #expect(result.stderr.contains(message), "\(json): \(result.stderr)")
     }
     #expect(try larder.models.query(Query(Pet.self)).map(\.id) == ["p1"])
+    // A type name the catalog cannot hold is refused on both sides.
+    let empty = try run(box, "models", "export", "")
+    #expect(empty.status == 1 && empty.stderr.contains("invalid model type name"), "\(empty)")
+    // Standard input works as the file.
+    let piped = try CLI.larder(
+      ["models", "import", "Owner", "--data", box.dataPath, "-"], stdin: Array("[{\"id\": \"o9\", \"name\": \"Grace\"}]".utf8))
+    #expect(piped.status == 0 && piped.stdout == "imported 1 Owner records\n", "\(piped)")
+    #expect(try larder.models.find(Owner.self, id: "o9") == Owner(id: "o9", name: "Grace"))
     // The right hash attaches.
     let good =
       "[{\"id\": \"p5\", \"ownerID\": \"o1\", \"photos\": [\(String(decoding: try JSONEncoder().encode(photo), as: UTF8.self))]}]"

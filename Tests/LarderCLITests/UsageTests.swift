@@ -92,6 +92,9 @@ import Testing
     (["serve", "--allow-all", "--image-max-pixels", "lots"], "--image-max-pixels must be a positive integer", "serve"),
     (["serve", "--allow-all", "--image-threads", "0"], "--image-threads must be 1…64", "serve"),
     (["serve", "--allow-all", "--image-threads", "65"], "--image-threads must be 1…64", "serve"),
+    (["serve", "--allow-all", "--catalog-writers", "0"], "--catalog-writers must be 1…256", "serve"),
+    (["serve", "--allow-all", "--catalog-writers", "257"], "--catalog-writers must be 1…256", "serve"),
+    (["serve", "--allow-all", "--catalog-writers", "many"], "--catalog-writers must be 1…256", "serve"),
     (
       ["serve", "--allow-all", "--image-max-source-size", "big"], "'big' is not a size (e.g. 1024, 10MiB, 5GiB)",
       "serve"

@@ -316,25 +316,28 @@ public struct FileStore: Sendable {
     if let maxSize, file.size > maxSize {
       throw LarderError.downloadSizeExceeded(size: file.size, maxSize: maxSize)
     }
-    guard let reader = try openLocal(file) else {
-      var data = Data()
-      try read(file) { data.append(contentsOf: $0) }
-      return data
+    return try collect(file, range: nil) { reader in
+      if let maxSize, reader.size > maxSize {
+        throw LarderError.downloadSizeExceeded(size: reader.size, maxSize: maxSize)
+      }
     }
-    if let maxSize, reader.size > maxSize {
-      throw LarderError.downloadSizeExceeded(size: reader.size, maxSize: maxSize)
-    }
-    return try reader.read(0..<reader.size)
   }
 
   /// The bytes of `range` (clamped to the file).
   public func data(of file: File, range: Range<Int64>) throws -> Data {
+    try collect(file, range: range)
+  }
+
+  /// The bytes of `range` (all when nil): one read of a local file (`check` sees it opened
+  /// first), or streamed from wherever the blobs live.
+  private func collect(_ file: File, range: Range<Int64>?, check: (BlobReader) throws -> Void = { _ in }) throws -> Data {
     guard let reader = try openLocal(file) else {
       var data = Data()
       try read(file, range: range) { data.append(contentsOf: $0) }
       return data
     }
-    return try reader.read(range)
+    try check(reader)
+    return try reader.read(range ?? 0..<reader.size)
   }
 
   /// Time-ordered unique identifiers: 12 hex digits of milliseconds, then 16 random.

@@ -157,13 +157,7 @@ public struct ObjectStore: Sendable {
     guard file.size <= Self.smallContentLimit else { return nil }
     let (cached, epoch) = cache.content(sha256: file.sha256)
     if let cached { return cached }
-    var bytes: [UInt8] = []
-    if let reader = try files.openLocal(file) {
-      guard reader.size == file.size else { throw LarderError.corruptContent(sha256: file.sha256) }
-      bytes = [UInt8](try reader.read(0..<file.size))
-    } else {
-      try files.read(file) { bytes.append(contentsOf: $0) }
-    }
+    let bytes = [UInt8](try files.data(of: file))
     guard bytes.count == Int(file.size) else { throw LarderError.corruptContent(sha256: file.sha256) }
     cache.storeContent(bytes, sha256: file.sha256, epoch: epoch)
     return bytes

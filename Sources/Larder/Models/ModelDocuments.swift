@@ -62,53 +62,24 @@ extension ModelStore {
       documents.append((id, object))
     }
     return try write { tx in
-      let db = tx.db
-      let references = try db.rows(
-        "SELECT property, target_type, on_delete FROM model_reference_rules WHERE record_type = ?", [type])
+      let rules = try tx.recordedRules(of: type)
       let now = Date()
       // All records first, so documents may refer to each other whatever their order.
       for document in documents {
         let body = try JSONSerialization.data(
           withJSONObject: document.object, options: [.sortedKeys, .withoutEscapingSlashes])
-        try db.execute(
-          """
-          INSERT INTO records(type, id, body, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
-          ON CONFLICT(type, id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
-          """, [type, document.id, String(decoding: body, as: UTF8.self), now, now])
+        try tx.upsertRecord(type: type, id: document.id, body: String(decoding: body, as: UTF8.self), now: now)
       }
       for document in documents {
-        try db.execute(
-          "DELETE FROM attachments WHERE record_type = ? AND record_id = ?", [type, document.id])
-        for (position, found) in Self.files(in: document.object).enumerated() {
-          let stored = try db.row("SELECT blob_sha256 FROM files WHERE id = ?", [found.id])?.bytes(
-            "blob_sha256")
+        let attachments = try Self.files(in: document.object).enumerated().map { position, found in
+          let stored = try tx.db.row("SELECT blob_sha256 FROM files WHERE id = ?", [found.id])?.bytes("blob_sha256")
           guard let stored, Hex.encode(stored) == found.sha256.lowercased() else {
             throw LarderError.fileNotFound(id: found.id)
           }
-          try db.execute(
-            "INSERT INTO attachments(record_type, record_id, property, position, file_id) VALUES (?, ?, ?, ?, ?)",
-            [type, document.id, found.property, position, found.id])
+          return Attachment(property: found.property, position: position, fileID: found.id)
         }
-        try db.execute(
-          "DELETE FROM model_references WHERE record_type = ? AND record_id = ?", [type, document.id])
-        for reference in references {
-          let field = reference.string("property") ?? ""
-          let targetType = reference.string("target_type") ?? ""
-          guard let value = try ModelReference.value(at: field, in: document.object) else { continue }
-          guard let targetID = value as? String else {
-            throw ModelError.invalidReference(type: type, id: document.id, field: field)
-          }
-          guard try tx.exists(type: targetType, id: targetID) else {
-            throw ModelError.referenceNotFound(
-              type: type, id: document.id, field: field, targetType: targetType, targetID: targetID)
-          }
-          try db.execute(
-            """
-            INSERT INTO model_references(record_type, record_id, property, target_type, target_id, on_delete)
-            VALUES (?, ?, ?, ?, ?, ?)
-            """,
-            [type, document.id, field, targetType, targetID, reference.string("on_delete") ?? "restrict"])
-        }
+        try tx.replaceAttachments(type: type, id: document.id, attachments)
+        try tx.replaceReferences(type: type, id: document.id, body: document.object, rules: rules)
       }
       tx.touch(type)
       return documents.count

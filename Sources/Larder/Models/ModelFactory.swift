@@ -36,7 +36,7 @@ public final class ModelFactory<T: Model>: Sendable {
   @discardableResult
   public func create(in larder: Larder, _ override: (inout T) throws -> Void = { _ in }) throws -> T {
     let context = FactoryContext(larder: larder)
-    var model = try context.build(self)
+    var model = try build(context)
     try override(&model)
     try context.save(model)
     return model
@@ -82,8 +82,6 @@ public final class FactoryContext {
   public func file(_ text: String, filename: String? = nil) throws -> File {
     try file(Data(text.utf8), filename: filename, contentType: "text/plain")
   }
-
-  func build<T: Model>(_ factory: ModelFactory<T>) throws -> T { try factory.build(self) }
 
   func save<T: Model>(_ model: T) throws {
     try larder.write { tx in

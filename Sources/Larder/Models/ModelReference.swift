@@ -44,6 +44,12 @@ public struct ModelReference: Sendable, Hashable {
     self.onDelete = onDelete
   }
 
+  init(field: String, targetType: String, onDelete: DeleteRule) {
+    self.field = field
+    self.targetType = targetType
+    self.onDelete = onDelete
+  }
+
   /// The value at `field` (validated) in a body parsed by `JSONSerialization`; nil when the
   /// field is missing or null.
   static func value(at field: String, in body: Any) throws(ModelError) -> Any? {

@@ -22,12 +22,16 @@ public struct ModelStore: Sendable {
   /// Hears other processes' model commits (see ``ModelChangeListener``).
   let listener = ModelChangeListener()
   /// Model types whose declared indexes exist.
-  private let indexedTypes: IndexedTypes
+  private let indexedTypes: KnownTypes
+  /// Model types whose declared references `model_reference_rules` holds as this process
+  /// declares them.
+  private let ruledTypes: KnownTypes
 
   init(catalog: Catalog) {
     self.catalog = catalog
     center = ObservationCenter()
-    indexedTypes = IndexedTypes()
+    indexedTypes = KnownTypes()
+    ruledTypes = KnownTypes()
   }
 
   // MARK: Writing
@@ -36,7 +40,7 @@ public struct ModelStore: Sendable {
   /// not at all. Observers are told after the commit.
   /// - Throws: whatever `body` throws (then nothing is saved), or a ``DatabaseError``.
   public func write<R>(_ body: (ModelTransaction) throws -> R) throws -> R {
-    let (value, touched, indexed) = try catalog.write { db in
+    let (value, touched, indexed, ruled) = try catalog.write { db in
       let tx = ModelTransaction(db: db, store: self)
       defer { tx.isOpen = false }
       let value = try body(tx)
@@ -44,9 +48,10 @@ public struct ModelStore: Sendable {
       if let announcing = db as? any CommitAnnouncingDatabase, !tx.touchedTypes.isEmpty {
         try announcing.announce(modelTypes: tx.touchedTypes.sorted())
       }
-      return (value, tx.touchedTypes, tx.indexedTypes)
+      return (value, tx.touchedTypes, tx.indexedTypes, tx.rulesRecorded)
     }
     indexedTypes.insert(indexed)
+    ruledTypes.insert(ruled)
     center.committed(types: touched)
     return value
   }
@@ -212,10 +217,12 @@ public struct ModelStore: Sendable {
   }
 
   func isIndexed(_ type: String) -> Bool { indexedTypes.contains(type) }
+  func hasRecordedRules(_ type: String) -> Bool { ruledTypes.contains(type) }
 }
 
-/// The set of types whose indexes were created, shared by copies of a store.
-final class IndexedTypes: Sendable {
+/// Model types a store has done something for once (created their indexes, recorded their
+/// reference rules), shared by copies of the store.
+final class KnownTypes: Sendable {
   private let types = Mutex<Set<String>>([])
   func contains(_ type: String) -> Bool { types.withLock { $0.contains(type) } }
   func insert(_ more: Set<String>) {

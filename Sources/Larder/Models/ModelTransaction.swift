@@ -16,7 +16,8 @@ public final class ModelTransaction {
   var isOpen = true
   private(set) var touchedTypes: Set<String> = []
   private(set) var indexedTypes: Set<String> = []
-  private var rulesRecorded: Set<String> = []
+  /// Types whose reference rules this transaction checked (the store learns them at commit).
+  private(set) var rulesRecorded: Set<String> = []
 
   init(db: Database, store: ModelStore) {
     self.db = db
@@ -54,18 +55,8 @@ public final class ModelTransaction {
         throw LarderError.fileNotFound(id: missing.fileID)
       }
     }
-    let now = Date()
-    try db.execute(
-      """
-      INSERT INTO records(type, id, body, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
-      ON CONFLICT(type, id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
-      """, [type, model.id, body, now, now])
-    try db.execute("DELETE FROM attachments WHERE record_type = ? AND record_id = ?", [type, model.id])
-    for attachment in found {
-      try db.execute(
-        "INSERT INTO attachments(record_type, record_id, property, position, file_id) VALUES (?, ?, ?, ?, ?)",
-        [type, model.id, attachment.property, attachment.position, attachment.fileID])
-    }
+    try upsertRecord(type: type, id: model.id, body: body, now: Date())
+    try replaceAttachments(type: type, id: model.id, found)
     try recordReferences(of: model, body: body)
     touchedTypes.insert(type)
   }
@@ -73,46 +64,76 @@ public final class ModelTransaction {
   /// Replaces the model's reference rows with what its declared references hold now, each
   /// target checked to exist in this transaction (``ModelReference``).
   private func recordReferences<T: Model>(of model: T, body: String) throws {
-    let type = T.modelType
-    try db.execute("DELETE FROM model_references WHERE record_type = ? AND record_id = ?", [type, model.id])
     var fields: Set<String> = []
     for reference in T.references {
       guard fields.insert(reference.field).inserted else {
-        throw ModelError.invalidQuery("\(type) declares the reference '\(reference.field)' twice")
+        throw ModelError.invalidQuery("\(T.modelType) declares the reference '\(reference.field)' twice")
       }
       _ = try QuerySQL.typeLiteral(reference.targetType)
       _ = try QuerySQL.jsonPath(reference.field)
     }
     try recordRules(of: T.self)
-    guard !T.references.isEmpty else { return }
-    let json = try JSONSerialization.jsonObject(with: Data(body.utf8), options: [.fragmentsAllowed])
-    for reference in T.references {
-      guard let value = try ModelReference.value(at: reference.field, in: json) else { continue }
+    let json = T.references.isEmpty ? NSNull() : try JSONSerialization.jsonObject(with: Data(body.utf8), options: [.fragmentsAllowed])
+    try replaceReferences(type: T.modelType, id: model.id, body: json, rules: T.references)
+  }
+
+  /// Inserts or replaces one record's body.
+  func upsertRecord(type: String, id: String, body: String, now: Date) throws {
+    try db.execute(
+      """
+      INSERT INTO records(type, id, body, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+      ON CONFLICT(type, id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
+      """, [type, id, body, now, now])
+  }
+
+  /// Replaces a record's attachment rows (the files must exist: checked by the caller).
+  func replaceAttachments(type: String, id: String, _ attachments: [Attachment]) throws {
+    try db.execute("DELETE FROM attachments WHERE record_type = ? AND record_id = ?", [type, id])
+    for attachment in attachments {
+      try db.execute(
+        "INSERT INTO attachments(record_type, record_id, property, position, file_id) VALUES (?, ?, ?, ?, ?)",
+        [type, id, attachment.property, attachment.position, attachment.fileID])
+    }
+  }
+
+  /// Replaces a record's reference rows with those `rules` find in its parsed `body`, each
+  /// target checked to exist in this transaction.
+  /// - Throws: ``ModelError/invalidReference(type:id:field:)``,
+  ///   ``ModelError/referenceNotFound(type:id:field:targetType:targetID:)``.
+  func replaceReferences(type: String, id: String, body: Any, rules: [ModelReference]) throws {
+    try db.execute("DELETE FROM model_references WHERE record_type = ? AND record_id = ?", [type, id])
+    for rule in rules {
+      guard let value = try ModelReference.value(at: rule.field, in: body) else { continue }
       guard let targetID = value as? String else {
-        throw ModelError.invalidReference(type: type, id: model.id, field: reference.field)
+        throw ModelError.invalidReference(type: type, id: id, field: rule.field)
       }
-      guard try exists(type: reference.targetType, id: targetID) else {
+      guard try exists(type: rule.targetType, id: targetID) else {
         throw ModelError.referenceNotFound(
-          type: type, id: model.id, field: reference.field, targetType: reference.targetType, targetID: targetID)
+          type: type, id: id, field: rule.field, targetType: rule.targetType, targetID: targetID)
       }
       try db.execute(
         """
         INSERT INTO model_references(record_type, record_id, property, target_type, target_id, on_delete)
         VALUES (?, ?, ?, ?, ?, ?)
-        """, [type, model.id, reference.field, reference.targetType, targetID, reference.onDelete.rawValue])
+        """, [type, id, rule.field, rule.targetType, targetID, rule.onDelete.rawValue])
     }
   }
 
-  /// Keeps the type's declared references in `model_reference_rules` (once per transaction; a
-  /// write only when they changed), for imports that have no Swift type.
+  /// The references `type` declared at its last typed save (`model_reference_rules`).
+  func recordedRules(of type: String) throws -> [ModelReference] {
+    try db.rows("SELECT property, target_type, on_delete FROM model_reference_rules WHERE record_type = ?", [type])
+      .map {
+        ModelReference(
+          field: $0.string("property") ?? "", targetType: $0.string("target_type") ?? "",
+          onDelete: $0.string("on_delete").flatMap(DeleteRule.init(rawValue:)) ?? .restrict)
+      }
+  }
+
+  /// Keeps the type's declared references in `model_reference_rules` (checked once per store
+  /// and type; written only when they changed), for imports that have no Swift type.
   private func recordRules<T: Model>(of type: T.Type) throws {
-    guard rulesRecorded.insert(T.modelType).inserted else { return }
-    func rule(_ field: String, _ target: String, _ action: String) -> String { [field, target, action].joined(separator: "\u{0}") }
-    let declared = Set(T.references.map { rule($0.field, $0.targetType, $0.onDelete.rawValue) })
-    let stored = Set(
-      try db.rows("SELECT property, target_type, on_delete FROM model_reference_rules WHERE record_type = ?", [T.modelType])
-        .map { rule($0.string("property") ?? "", $0.string("target_type") ?? "", $0.string("on_delete") ?? "") })
-    guard declared != stored else { return }
+    guard !store.hasRecordedRules(T.modelType), rulesRecorded.insert(T.modelType).inserted else { return }
+    guard Set(T.references) != Set(try recordedRules(of: T.modelType)) else { return }
     try db.execute("DELETE FROM model_reference_rules WHERE record_type = ?", [T.modelType])
     for reference in T.references {
       try db.execute(
