@@ -4,10 +4,16 @@ the multi-node interop tests (interop/test_multinode_resumable.py).
 Clients only ever talk to the proxy's URL, and the proxy passes the bytes through unchanged (so the
 Host header, from which the server builds tus `Location` and Firebase `X-Goog-Upload-URL`, names the
 proxy): an upload URL handed out by one node stays valid after the switch to another. A connection
-keeps the target it was opened to; when that target dies it just breaks (both sides are closed),
+keeps the target it was opened to; when that target dies it just breaks (both sides are reset),
 and new connections go to the current target. No HTTP parsing, no buffering beyond one read.
+
+A half-close is passed on, as a TCP load balancer does: a server that answers a refused upload from
+its head sends the answer, shuts its side for writing and reads the rest of the body (a lingering
+close). Shutting the whole pair down there instead left the client's socket facing an orphaned peer
+with a zero window: the client, still sending its body, hung for a minute before it read the answer.
 """
 import socket
+import struct
 import threading
 
 
@@ -40,7 +46,7 @@ class SwitchProxy:
             self._target = target_port
             pairs = list(self._connections) if drop_open else []
         for pair in pairs:
-            _shutdown_pair(pair)
+            break_pair(pair)
 
     def close(self):
         """Stops listening and breaks every open connection."""
@@ -52,7 +58,7 @@ class SwitchProxy:
         with self._lock:
             pairs = list(self._connections)
         for pair in pairs:
-            _shutdown_pair(pair)
+            break_pair(pair)
 
     def __enter__(self):
         return self
@@ -82,35 +88,41 @@ class SwitchProxy:
         pair = (client, upstream)
         with self._lock:
             self._connections.add(pair)
-        back = threading.Thread(target=self._pump, args=(upstream, client, pair), daemon=True)
+        back = threading.Thread(target=pump, args=(upstream, client, pair), daemon=True)
         back.start()
-        self._pump(client, upstream, pair)
+        pump(client, upstream, pair)
         back.join()
         with self._lock:
             self._connections.discard(pair)
         for s in pair:
             s.close()
 
-    @staticmethod
-    def _pump(source, sink, pair):
-        """Copies until either side ends or fails, then shuts both down (which also ends the other
-        direction's pump): an HTTP connection is useless half-open, and a dead target must break
-        the client's connection at once. The sockets are closed once both pumps are done."""
-        try:
-            while True:
-                data = source.recv(1 << 16)
-                if not data:
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            _shutdown_pair(pair)
+
+def pump(source, sink, pair, before_send=None):
+    """Copies `source` to `sink` until `source` ends, then shuts `sink` for writing (the half-close
+    passed on; the other direction goes on). When either socket fails, the pair is broken: a dead
+    target must break the client's connection at once. `before_send(data)` sees each piece first.
+    The caller closes the sockets once both directions are done."""
+    try:
+        while True:
+            data = source.recv(1 << 16)
+            if not data:
+                break
+            if before_send:
+                before_send(data)
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)
+    except OSError:
+        break_pair(pair)
 
 
-def _shutdown_pair(pair):
+def break_pair(pair):
+    """Resets both connections: each peer sees its connection fail (not a clean end), and a peer
+    still sending is not left writing into a closed socket's zero window. Wakes any thread blocked
+    on either socket; the sockets still need closing."""
     for s in pair:
         try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
