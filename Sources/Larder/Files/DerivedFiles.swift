@@ -16,8 +16,9 @@ public struct DerivedFiles: Sendable {
   let catalog: Catalog
   let files: FileStore
 
-  /// A use moves `used_at` (the LRU order) at most this often, so cached reads stay reads.
-  static let touchInterval: TimeInterval = 60
+  /// A use moves `used_at` (the LRU order) at most this often, so cached reads stay reads. A
+  /// caller remembering what ``find(source:params:)`` found finds it again at this interval.
+  public static let touchInterval: TimeInterval = 60
 
   /// The file derived from `source` by `params`, or nil; marks it used.
   public func find(source: String, params: String) throws -> File? {

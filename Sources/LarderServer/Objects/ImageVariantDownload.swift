@@ -2,6 +2,7 @@ import Foundation
 import Larder
 import LarderHTTP
 import LarderImages
+import Synchronization
 
 /// Image options of the service: the limits, and the render pool's size.
 public struct ImageOptions: Sendable {
@@ -17,17 +18,26 @@ public struct ImageOptions: Sendable {
 /// the object served is the variant, under the source's name and access (it is asked for on the
 /// source's URL, after the source's rules or token allowed the read).
 enum ImageVariantDownload {
-  struct Variant {
+  struct Variant: Sendable {
     var object: StoredObject
     /// The format came from `Accept`: the answer carries `Vary: Accept`.
     var negotiated: Bool
+    /// The head of `object`, when it came from a row's memo.
+    var head: ObjectsEndpoint.DownloadHead?
   }
 
   /// The variant the request asks of `object`, nil when it asks for none.
+  ///
+  /// `memo`, the cached row's (``ObjectMemo``), remembers the variants found for it with their
+  /// heads, so a hot thumbnail costs what a hot download does: no `derived_files` read, no head
+  /// made. Any commit to the catalog (a render recorded; gc or the LRU budget releasing a
+  /// variant, in this process or another) drops the memo with the row, so nothing released is
+  /// served from it; a variant is found again every ``DerivedFiles/touchInterval`` so that its LRU
+  /// order still moves. Only for a caller that serves the variant's row as it is.
   /// - Throws: ``ImageError`` (the status is APIError's), or the store's errors.
-  static func variant(of object: StoredObject, _ request: HTTPRequest, context: ServiceContext) throws
-    -> Variant?
-  {
+  static func variant(
+    of object: StoredObject, _ request: HTTPRequest, context: ServiceContext, memo: ObjectMemo?
+  ) throws -> Variant? {
     guard let images = context.images else {
       // Turned off: a request for a variant is refused rather than answered with the original.
       if ImageTransform.parameterNames.contains(where: { request.queryValue($0) != nil }) {
@@ -41,11 +51,33 @@ enum ImageVariantDownload {
     else { return nil }
     let format = transform.outputFormat(
       sourceType: object.file.contentType, accept: request.headers["Accept"])
+    let remembered = memo?.value { Remembered() }
+    let params = transform.canonical(format: format)
+    if let known = remembered?.variant(params: params) { return known }
     let file = try images.variant(of: object.file, transform: transform, format: format)
-    var variant = object
-    variant.file = file
-    variant.contentType = format.contentType
-    variant.contentEncoding = nil
-    return Variant(object: variant, negotiated: transform.format == nil)
+    var served = object
+    served.file = file
+    served.contentType = format.contentType
+    served.contentEncoding = nil
+    var variant = Variant(object: served, negotiated: transform.format == nil)
+    if let remembered {
+      variant.head = ObjectsEndpoint.DownloadHead(served)
+      remembered.keep(variant, params: params)
+    }
+    return variant
+  }
+
+  /// The variants found for one cached row, by their canonical parameters, and when.
+  final class Remembered: Sendable {
+    private let found = Mutex<[String: (variant: Variant, at: ContinuousClock.Instant)]>([:])
+
+    func variant(params: String) -> Variant? {
+      guard let entry = found.withLock({ $0[params] }) else { return nil }
+      return ContinuousClock.now - entry.at < .seconds(DerivedFiles.touchInterval) ? entry.variant : nil
+    }
+
+    func keep(_ variant: Variant, params: String) {
+      found.withLock { $0[params] = (variant, .now) }
+    }
   }
 }

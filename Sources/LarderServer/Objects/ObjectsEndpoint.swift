@@ -170,7 +170,7 @@ struct ObjectsEndpoint {
       return r
     }
     let head = { memo?.value { DownloadHead(object) } ?? DownloadHead(object) }
-    return try mediaDownload(request, object: object, head: head).response
+    return try mediaDownload(request, object: object, memo: memo, head: head).response
   }
 
   /// `alt=media` of an object the caller may read: its bytes, or those of the image variant the
@@ -179,16 +179,19 @@ struct ObjectsEndpoint {
   /// served wherever, and only where, its source is.
   ///
   /// `prepare` completes the variant's row before its headers are made (GCS adds its checksums);
-  /// `head` gives the source's (memoised where the caller has it). Returns the object served.
+  /// `head` gives the source's (memoised where the caller has it); `memo` is the cached row's,
+  /// for a caller that serves `object` as that row has it and prepares nothing. Returns the
+  /// object served.
   func mediaDownload(
     _ request: HTTPRequest, object: StoredObject, prepare: (StoredObject) -> StoredObject = { $0 },
-    head: () -> DownloadHead
+    memo: ObjectMemo? = nil, head: () -> DownloadHead
   ) throws -> (response: HTTPResponse, served: StoredObject) {
-    guard let variant = try ImageVariantDownload.variant(of: object, request, context: context) else {
+    guard let variant = try ImageVariantDownload.variant(of: object, request, context: context, memo: memo)
+    else {
       return (try download(request, object: object, head: head()), object)
     }
     let served = prepare(variant.object)
-    var r = try download(request, object: served, head: DownloadHead(served))
+    var r = try download(request, object: served, head: variant.head ?? DownloadHead(served))
     if variant.negotiated { r.headers.set("Vary", "Accept") }
     return (r, served)
   }

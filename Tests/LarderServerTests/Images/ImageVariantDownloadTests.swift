@@ -1,4 +1,5 @@
 import Foundation
+import Larder
 import LarderImages
 import LarderServer
 import LarderTestSupport
@@ -37,6 +38,30 @@ import Testing
       #expect((image.width, image.height) == (300, 200))
       // The same again comes from the cache: the same bytes.
       #expect(try s.request("GET", Self.media + "&width=300").body == r.body)
+    }
+  }
+
+  /// A hot variant is answered from its object row's memo, without the catalog. A release
+  /// committed by another store on the same directory, as another process would commit it (the
+  /// LRU budget, then gc of the blob), drops that memo: the next request renders the variant
+  /// again instead of pointing at a released file.
+  @Test func aVariantReleasedElsewhereIsRenderedAgainNotServedFromTheMemo() throws {
+    try withPhoto { s in
+      let url = Self.media + "&width=120&format=webp"
+      let first = try s.request("GET", url)
+      #expect(first.status == 200)
+      let hot = try s.request("GET", url)
+      #expect(hot.status == 200 && hot.body == first.body && hot["ETag"] == first["ETag"])
+      let other = try TestStore.open(at: s.directory)
+      #expect(try other.derived.evict(toFit: 0) == 1)
+      #expect(try GarbageCollector(larder: other).collect(options: .init(grace: .zero)).blobsRemoved == 1)
+      #expect(try other.derived.statistics().count == 0)
+      let again = try s.request("GET", url)
+      #expect(again.status == 200)
+      #expect(again["ETag"] == "\"\(sha256Hex(again.body))\"")
+      let image = try decoded(again)
+      #expect((image.width, image.height) == (120, 80))
+      #expect(try other.derived.statistics().count == 1)
     }
   }
 
