@@ -158,7 +158,7 @@ def images_summary_rows(im):
          f"({cold / im['imagemagick_convert_thumbnail_per_s']:.2f}×); server peak RSS {im['server_peak_rss_mib']} MiB"),
         ("cached-variant GETs/s / small GETs/s (one connection)", f"{im['cached_variant_gets_per_s']:,}",
          f"1 KiB small GET {im['small_gets_per_s']:,}", f"{cached:.2f}", "≥ 1.0", verdict(cached, 1.0),
-         "no derived-file look-up", f"n = {im['n']}"),
+         "a plain object: no image parameters to parse, no variant to find", f"n = {im['n']}"),
     ]
 
 
