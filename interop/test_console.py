@@ -543,7 +543,7 @@ def test_console_store_view_for_admins_only(console):
     subprocess.run([os.environ["LARDER_BIN"], "gc", "--grace", "0s", "--data", server.data_dir], check=True, capture_output=True)
     facts = store_facts()
     assert facts["Collectable blobs"] == "0" and facts["Blobs"] == "1", facts
-    assert re.fullmatch(r".+: 1 blobs, 500 B freed", facts["Last gc"]), facts
+    assert re.fullmatch(r".+: 1 blob, 500 B freed", facts["Last gc"]), facts
     shot(d, "15-store")
     logs = d.get_log("browser")
     bad = [e for e in logs if e["level"] == "SEVERE" or "Content Security Policy" in e["message"]]

@@ -14,6 +14,8 @@ function el(tag, props = {}, ...children) {
   return e;
 }
 const state = { bucket: "", prefix: "", items: [], prefixes: [], next: null, loading: false, current: null, view: "list", selected: new Set() };
+// "1 folder", "2 folders".
+const count = (n, word) => `${n} ${word}${Number(n) === 1 ? "" : "s"}`;
 const formatSize = (n) => { n = Number(n); const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0; while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; } return `${i ? n.toFixed(1) : n} ${u[i]}`; };
 const formatTime = (s) => !isFinite(s) ? "?" : s < 60 ? `${Math.ceil(s)} s` : s < 3600 ? `${Math.floor(s / 60)} min ${Math.ceil(s % 60)} s` : `${(s / 3600).toFixed(1)} h`;
 const say = (id, text, error = false) => { $(id).textContent = text; $(id).classList.toggle("error", error); };
@@ -75,7 +77,7 @@ async function load(reset) {
 }
 
 function showCount() {
-  say("status", `${state.prefixes.length} folders, ${state.items.length} objects${state.next ? ($("sort").value === "name" ? " (scroll for more)" : " (loading all to sort…)") : ""}`);
+  say("status", `${count(state.prefixes.length, "folder")}, ${count(state.items.length, "object")}${state.next ? ($("sort").value === "name" ? " (scroll for more)" : " (loading all to sort…)") : ""}`);
 }
 
 function sortChanged() { sorted(); render(); if (state.next && !state.loading) load(false); showCount(); }
@@ -186,7 +188,7 @@ $("delete-selected").addEventListener("click", () => {
     for (const name of names) {
       try { await api.remove(state.bucket, name); state.selected.delete(name); } catch (error) { failed++; message = `${name}: ${error.message}`; }
     }
-    say("notice", failed ? `Deleted ${names.length - failed}, ${failed} refused (${message}).` : `Deleted ${names.length} objects.`, failed > 0);
+    say("notice", failed ? `Deleted ${names.length - failed}, ${failed} refused (${message}).` : `Deleted ${count(names.length, "object")}.`, failed > 0);
     load(true);
   });
 });
@@ -341,7 +343,7 @@ $("open-store").addEventListener("click", async () => {
   $("store").hidden = false; $("store").focus(); say("store-status", "Loading…");
   try {
     const s = await api.store();
-    const rows = [["Objects", s.objects], ["Logical bytes (sum of object sizes)", `${formatSize(s.logicalBytes)} (${s.logicalBytes})`], ["Stored bytes (distinct blobs)", `${formatSize(s.storedBytes)} (${s.storedBytes})`], ["Saved by deduplication", formatSize(s.dedupSavedBytes)], ["Blobs", s.blobs], ["Collectable blobs", s.collectable.blobs], ["Collectable bytes", `${formatSize(s.collectable.bytes)} (${s.collectable.bytes})`], ["Uploads in progress", `${s.uploadsInProgress.count} (${formatSize(s.uploadsInProgress.bytes)} received)`], ["Last gc", s.lastGC ? `${new Date(s.lastGC.finishedAt).toLocaleString()}: ${s.lastGC.blobsRemoved} blobs, ${formatSize(s.lastGC.bytesFreed)} freed` : "never"]];
+    const rows = [["Objects", s.objects], ["Logical bytes (sum of object sizes)", `${formatSize(s.logicalBytes)} (${s.logicalBytes})`], ["Stored bytes (distinct blobs)", `${formatSize(s.storedBytes)} (${s.storedBytes})`], ["Saved by deduplication", formatSize(s.dedupSavedBytes)], ["Blobs", s.blobs], ["Collectable blobs", s.collectable.blobs], ["Collectable bytes", `${formatSize(s.collectable.bytes)} (${s.collectable.bytes})`], ["Uploads in progress", `${s.uploadsInProgress.count} (${formatSize(s.uploadsInProgress.bytes)} received)`], ["Last gc", s.lastGC ? `${new Date(s.lastGC.finishedAt).toLocaleString()}: ${count(s.lastGC.blobsRemoved, "blob")}, ${formatSize(s.lastGC.bytesFreed)} freed` : "never"]];
     $("store-facts").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { textContent: k }), el("dd", { textContent: String(v) })]));
     say("store-status", "");
   } catch (error) { $("store-facts").replaceChildren(); say("store-status", error.message, true); }
