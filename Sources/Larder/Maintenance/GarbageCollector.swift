@@ -135,12 +135,13 @@ public struct GarbageCollector: Sendable {
     let ids = rows.compactMap { $0.string("id") }
     report.uploadsExpired = ids.count
     guard !ids.isEmpty else { return }
-    // In shared mode their bytes are in the bucket too (a store error leaves them to the
-    // leftover pass of the next run).
-    if !options.dryRun, let storage = larder.sharedUploads {
+    // What their data store keeps beyond the staging files (S3 parts and pieces in shared
+    // mode; a store error leaves them to the leftover pass of the next run).
+    if !options.dryRun {
+      let data = UploadStore.dataStore(of: larder)
       for row in rows {
         guard let id = row.string("id"), UploadStore.isUploadID(id) else { continue }
-        try? storage.removeUpload(id, state: SharedUploadState(json: row.string("shared_state")))
+        try? data.removeStored(id, state: SharedUploadState(json: row.string("shared_state")))
       }
     }
     // An upload's bytes are `uploads/<id>`. An id is never trusted as a path: one that is not
@@ -277,24 +278,23 @@ public struct GarbageCollector: Sendable {
     // ids are read once, after the listing: a row committed meanwhile is seen.
     let uploads = blobs.uploadsDirectory.path
     let names = POSIX.listDirectory(uploads)
-    let storage = larder.sharedUploads
-    guard !names.isEmpty || storage != nil else { return }
-    // In shared mode, what the bucket holds under `uploads/` is listed first, for the same check.
+    // What the data store keeps beyond them (the bucket's `uploads/` in shared mode) is listed
+    // first too, for the same check.
+    let data = UploadStore.dataStore(of: larder)
     var stored: [(id: String, newest: Date)] = []
-    try storage?.forEachStoredUpload { id, newest in stored.append((id, newest)) }
+    try data.forEachStored { id, newest in stored.append((id, newest)) }
+    guard !names.isEmpty || !stored.isEmpty else { return }
     let known = try catalog.read { db in
       var ids: Set<String> = []
       try db.forEachRow("SELECT id FROM uploads") { if let id = $0.string("id") { ids.insert(id) } }
       return ids
     }
-    if let storage {
-      // Keys of uploads whose row is gone: a node that died between storing and committing, or
-      // a removal that failed. Past the grace period only: an upload being created has its
-      // row before its first key, but the listing above may predate both.
-      for (id, newest) in stored where !known.contains(id) && newest < oldest && UploadStore.isUploadID(id) {
-        if !options.dryRun { try storage.removeUpload(id, state: nil) }
-        report.tempFilesRemoved += 1
-      }
+    // Stored uploads whose row is gone: a node that died between storing and committing, or a
+    // removal that failed. Past the grace period only: an upload being created has its row
+    // before its first key, but the listing above may predate both.
+    for (id, newest) in stored where !known.contains(id) && newest < oldest && UploadStore.isUploadID(id) {
+      if !options.dryRun { try data.removeStored(id, state: nil) }
+      report.tempFilesRemoved += 1
     }
     for name in names where Self.isPlainName(name) && !known.contains(name) {
       let path = "\(uploads)/\(name)"

@@ -26,6 +26,11 @@ struct SharedUploadData: UploadDataStore {
     if onlyIfDue { uploads.sweepStagingFilesIfDue() } else { uploads.sweepStagingFiles() }
   }
 
+  /// Any node may continue an upload: a lease in the catalog they share.
+  func locker(for larder: Larder, lease: Duration, beforeRenewal: (@Sendable () -> Void)?) -> any UploadLocker {
+    CatalogUploadLocker(catalog: larder.catalog, lease: lease, logger: larder.logger, beforeRenewal: beforeRenewal)
+  }
+
   func session(for upload: Upload, cached: UploadSession?, _ uploads: UploadStore) throws -> UploadSession {
     try sharedSession(upload, cached: cached, uploads)
   }
@@ -294,5 +299,13 @@ struct SharedUploadData: UploadDataStore {
         try storage.removeUpload(id, state: state)
       }
     }
+  }
+
+  func removeStored(_ id: String, state: SharedUploadState?) throws {
+    try storage.removeUpload(id, state: state)
+  }
+
+  func forEachStored(_ body: (_ id: String, _ newest: Date) throws -> Void) throws {
+    try storage.forEachStoredUpload(body)
   }
 }

@@ -47,12 +47,36 @@ protocol UploadDataStore: Sendable {
   /// Removes what is stored for an upload, beyond its staging file, once its row is gone or
   /// completed (`state`: what the row recorded). Best effort.
   func remove(_ id: String, state: SharedUploadState?, _ uploads: UploadStore)
+
+  /// Who may hold an upload whose bytes are kept here: the locker made for `larder`'s uploads.
+  func locker(for larder: Larder, lease: Duration, beforeRenewal: (@Sendable () -> Void)?) -> any UploadLocker
+
+  /// gc's ``remove(_:state:_:)``: now, on the caller's thread, failures thrown.
+  func removeStored(_ id: String, state: SharedUploadState?) throws
+
+  /// gc's leftover pass: the uploads with something stored beyond staging files, each with the
+  /// newest date among what it stored.
+  func forEachStored(_ body: (_ id: String, _ newest: Date) throws -> Void) throws
+}
+
+extension UploadStore {
+  /// The data store of `larder`'s uploads (the choice is made here only): shared when its blob
+  /// backend can hold uploads (S3), else local. `storage` overrides the backend's.
+  static func dataStore(of larder: Larder, storage: (any SharedUploadStorage)? = nil) -> any UploadDataStore {
+    if let storage = storage ?? larder.sharedUploads { return SharedUploadData(storage: storage) }
+    return LocalUploadData()
+  }
 }
 
 /// One node's uploads: the staging file holds every acknowledged byte.
 struct LocalUploadData: UploadDataStore {
   /// The files are the bytes: nothing to sweep.
   func sweepStagingFiles(_ uploads: UploadStore, onlyIfDue: Bool) {}
+
+  /// Only this process can continue its uploads: an in-process slot.
+  func locker(for larder: Larder, lease: Duration, beforeRenewal: (@Sendable () -> Void)?) -> any UploadLocker {
+    ProcessUploadLocker()
+  }
 
   func session(for upload: Upload, cached: UploadSession?, _ uploads: UploadStore) throws -> UploadSession {
     if let cached, cached.offset == upload.offset { return cached }
@@ -107,4 +131,8 @@ struct LocalUploadData: UploadDataStore {
 
   /// Nothing beyond the staging file.
   func remove(_ id: String, state: SharedUploadState?, _ uploads: UploadStore) {}
+
+  func removeStored(_ id: String, state: SharedUploadState?) throws {}
+
+  func forEachStored(_ body: (_ id: String, _ newest: Date) throws -> Void) throws {}
 }

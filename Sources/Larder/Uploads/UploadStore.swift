@@ -82,15 +82,10 @@ public final class UploadStore: Sendable {
     self.larder = larder
     self.lease = lease
     self.testHooks = testHooks
-    // Chosen once: uploads whose bytes any node may continue are locked by a catalog lease.
-    if let storage = testHooks.storage ?? larder.sharedUploads {
-      data = SharedUploadData(storage: storage)
-      locker = CatalogUploadLocker(
-        catalog: larder.catalog, lease: lease, logger: larder.logger, beforeRenewal: testHooks.beforeRenewal)
-    } else {
-      data = LocalUploadData()
-      locker = ProcessUploadLocker()
-    }
+    // Chosen once, the locker by the data store: uploads whose bytes any node may continue are
+    // locked by a catalog lease.
+    data = Self.dataStore(of: larder, storage: testHooks.storage)
+    locker = data.locker(for: larder, lease: lease, beforeRenewal: testHooks.beforeRenewal)
     self.expiry = expiry
     self.checkpoints = checkpoints
     self.maxIdleSessions = maxIdleSessions
