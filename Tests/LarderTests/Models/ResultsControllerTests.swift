@@ -185,10 +185,13 @@ private func flat(_ sections: [ResultsSection<Chore>]) -> [String] {
       try await group.waitForAll()
     }
     let fresh = ResultsSection.group(try larder.models.query(Self.query), by: \.list)
+    // Waits for the delivery itself, not `controller.sections`: those are set just before the
+    // handler is called, so reading the deliveries as soon as they match could miss the last one.
     let deadline = ContinuousClock.now + .seconds(20)
-    while flat(controller.sections) != flat(fresh), ContinuousClock.now < deadline {
+    while delivered.withLock({ $0.last.map { flat($0.sections) } }) != flat(fresh), ContinuousClock.now < deadline {
       try await Task.sleep(for: .milliseconds(20))
     }
+    #expect(flat(controller.sections) == flat(fresh))
     let changes = delivered.withLock { $0 }
     guard case .initial(let first)? = changes.first else {
       Issue.record("no initial delivery")
