@@ -95,6 +95,17 @@ import Testing
     (["serve", "--allow-all", "--catalog-writers", "0"], "--catalog-writers must be 1…256", "serve"),
     (["serve", "--allow-all", "--catalog-writers", "257"], "--catalog-writers must be 1…256", "serve"),
     (["serve", "--allow-all", "--catalog-writers", "many"], "--catalog-writers must be 1…256", "serve"),
+    (["serve", "--allow-all", "--port", "65536"], "--port must be 0…65535", "serve"),
+    (["serve", "--allow-all", "--port", "-1"], "--port must be 0…65535", "serve"),
+    (["serve", "--allow-all", "--threads", "0"], "--threads must be 1…256", "serve"),
+    (["serve", "--allow-all", "--connection-timeout", "-1"], "--connection-timeout takes seconds", "serve"),
+    (["serve", "--allow-all", "--connection-timeout", "30s"], "--connection-timeout takes seconds", "serve"),
+    (["serve", "--allow-all", "--connection-limit", "0"], "--connection-limit must be 1…1000000", "serve"),
+    (["serve", "--allow-all", "--connection-limit", "1000001"], "--connection-limit must be 1…1000000", "serve"),
+    (
+      ["serve", "--allow-all", "--per-ip-connection-limit", "-2"], "--per-ip-connection-limit must be 0 (none) or more",
+      "serve"
+    ),
     (
       ["serve", "--allow-all", "--image-max-source-size", "big"], "'big' is not a size (e.g. 1024, 10MiB, 5GiB)",
       "serve"

@@ -88,9 +88,7 @@ struct ServeCommand: Command {
 
   init(_ arguments: ParsedArguments) throws(UsageError) {
     store = try StoreOptions(arguments)
-    guard let port = Int(arguments.value(Self.port)!), (0...65535).contains(port) else {
-      throw UsageError("--port must be 0…65535")
-    }
+    let port = try Self.integer(arguments.value(Self.port)!, in: 0...65535, else: "--port must be 0…65535")
     // Exactly one of them is given: the parser checked the configuration's exclusive set.
     allowAll = arguments.flag(Self.allowAll)
     options = LarderService.Options(
@@ -98,10 +96,8 @@ struct ServeCommand: Command {
       policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: arguments.value(Self.rules)!)))
     options.catalog = store.catalog
     options.blobs = store.blobs
-    guard let writers = Int(arguments.value(Self.catalogWriters)!), (1...256).contains(writers) else {
-      throw UsageError("--catalog-writers must be 1…256")
-    }
-    options.catalogWriters = writers
+    options.catalogWriters = try Self.integer(
+      arguments.value(Self.catalogWriters)!, in: 1...256, else: "--catalog-writers must be 1…256")
     options.faults = StoreOptions.faults
     options.http.host = arguments.value(Self.host)!
     options.http.port = port
@@ -110,22 +106,15 @@ struct ServeCommand: Command {
     options.images = try Self.imageOptions(arguments)
     guard options.uploadLease >= .seconds(1) else { throw UsageError("--upload-lease must be at least 1s") }
     if let text = arguments.value(Self.threads) {
-      guard let n = Int(text), (1...256).contains(n) else { throw UsageError("--threads must be 1…256") }
-      options.http.threadPoolSize = n
+      options.http.threadPoolSize = try Self.integer(text, in: 1...256, else: "--threads must be 1…256")
     }
     options.http.connectionMemoryLimit = Int(try parseSize(arguments.value(Self.connectionMemoryLimit)!))
-    guard let timeout = Int(arguments.value(Self.connectionTimeout)!), timeout >= 0 else {
-      throw UsageError("--connection-timeout takes seconds")
-    }
-    options.http.connectionTimeout = timeout
-    guard let limit = Int(arguments.value(Self.connectionLimit)!), (1...1_000_000).contains(limit) else {
-      throw UsageError("--connection-limit must be 1…1000000")
-    }
-    options.http.connectionLimit = limit
-    guard let perIP = Int(arguments.value(Self.perIPConnectionLimit)!), perIP >= 0 else {
-      throw UsageError("--per-ip-connection-limit must be 0 (none) or more")
-    }
-    options.http.perIPConnectionLimit = perIP
+    options.http.connectionTimeout = try Self.integer(
+      arguments.value(Self.connectionTimeout)!, in: 0...Int.max, else: "--connection-timeout takes seconds")
+    options.http.connectionLimit = try Self.integer(
+      arguments.value(Self.connectionLimit)!, in: 1...1_000_000, else: "--connection-limit must be 1…1000000")
+    options.http.perIPConnectionLimit = try Self.integer(
+      arguments.value(Self.perIPConnectionLimit)!, in: 0...Int.max, else: "--per-ip-connection-limit must be 0 (none) or more")
     options.publicURL = arguments.value(Self.publicURL)
     let origins = arguments.values(Self.corsOrigin)
     if !origins.isEmpty { options.corsOrigins = origins }
@@ -185,6 +174,14 @@ struct ServeCommand: Command {
 }
 
 extension ServeCommand {
+  /// `text` as an integer within `range`, else the usage error `message`.
+  static func integer<N: FixedWidthInteger>(_ text: String, in range: ClosedRange<N>, else message: String)
+    throws(UsageError) -> N
+  {
+    guard let n = N(text), range.contains(n) else { throw UsageError(message) }
+    return n
+  }
+
   /// `--image-*`: nil when `--image-transforms off`.
   static func imageOptions(_ arguments: ParsedArguments) throws(UsageError) -> ImageOptions? {
     switch arguments.value(imageTransforms)! {
@@ -193,15 +190,12 @@ extension ServeCommand {
     default: throw UsageError("--image-transforms must be on or off")
     }
     var images = ImageOptions()
-    guard let pixels = Int64(arguments.value(imageMaxPixels)!), pixels >= 1 else {
-      throw UsageError("--image-max-pixels must be a positive integer")
-    }
-    images.limits.maxPixels = pixels
+    images.limits.maxPixels = try integer(
+      arguments.value(imageMaxPixels)!, in: 1...Int64.max, else: "--image-max-pixels must be a positive integer")
     images.limits.maxSourceBytes = try parseSize(arguments.value(imageMaxSourceSize)!)
     if let text = arguments.value(imageCacheSize) { images.limits.cacheBytes = try parseSize(text) }
     if let text = arguments.value(imageThreads) {
-      guard let n = Int(text), (1...64).contains(n) else { throw UsageError("--image-threads must be 1…64") }
-      images.renderThreads = n
+      images.renderThreads = try integer(text, in: 1...64, else: "--image-threads must be 1…64")
     }
     return images
   }
