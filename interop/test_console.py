@@ -477,6 +477,19 @@ def test_console_large_folder_stays_small_in_the_dom(console):
         ActionChains(d).send_keys(Keys.TAB).perform()
     assert d.switch_to.active_element.text == "f00080.txt", d.switch_to.active_element.get_attribute("outerHTML")
     assert entries(d) <= 100
+    # Scrolling the focused line far out of view keeps it focused (it stays drawn, with its two
+    # neighbours), so the next Tab goes on from it, not from the top of the page.
+    d.execute_script("window.scrollTo(0, document.documentElement.scrollHeight)")
+    wait(d, lambda d: link(d, f"f{count - 1:05d}.txt"))
+    # Read in one script each: the lines are drawn again as the page scrolls (elements go stale).
+    focus = lambda d: d.execute_script(
+        "const a = document.activeElement; return a.getAttribute('aria-label') || a.textContent")
+    assert focus(d) == "f00080.txt"
+    assert entries(d) <= 103
+    ActionChains(d).send_keys(Keys.TAB).perform()
+    wait(d, lambda d: focus(d) == "select f00081.txt")
+    ActionChains(d).key_down(Keys.SHIFT).send_keys(Keys.TAB).key_up(Keys.SHIFT).perform()
+    wait(d, lambda d: focus(d) == "f00080.txt")
     # Filtering by prefix asks the server (one listing), not the DOM.
     by_id(d, "filter").send_keys(f"f{count - 1:05d}"[:-1])
     wait(d, lambda d: "10 objects" in by_id(d, "status").text and entries(d) == 10)

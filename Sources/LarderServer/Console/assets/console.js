@@ -116,22 +116,26 @@ function render() {
   const last = Math.min(lines, Math.ceil((innerHeight - top) / height) + OVERSCAN);
   box.style.height = `${lines * height}px`;
   const nodes = [];
-  for (let line = first; line < last; line++) {
-    for (let col = 0; col < perLine; col++) {
-      const index = line * perLine + col;
-      if (index >= all.length) break;
-      const node = state.view === "grid" ? tile(all[index]) : row(all[index]);
-      node.style.top = `${line * height}px`;
-      if (state.view === "grid") node.style.left = `${col * TILE}px`;
-      node.setAttribute("aria-posinset", index + 1); node.setAttribute("aria-setsize", all.length);
-      nodes.push(node);
-    }
-  }
-  // Keep the focused entry focused when the same entry is drawn again.
+  const draw = (index) => {
+    const node = state.view === "grid" ? tile(all[index]) : row(all[index]);
+    node.style.top = `${Math.floor(index / perLine) * height}px`;
+    if (state.view === "grid") node.style.left = `${(index % perLine) * TILE}px`;
+    node.setAttribute("aria-posinset", index + 1); node.setAttribute("aria-setsize", all.length);
+    nodes.push(node);
+  };
+  // Keep the focused entry focused when it is drawn again. It is drawn wherever it is, even
+  // scrolled far out of view, with its neighbours (in list order, so Tab and Shift+Tab go on
+  // from it): a keyboard user's place in the list survives scrolling.
   const focused = document.activeElement?.closest?.("#listing [data-key]")?.dataset.key;
   const focusedPart = document.activeElement?.dataset?.part;
+  const start = first * perLine, end = Math.min(all.length, last * perLine);
+  const at = focused ? all.findIndex((entry) => (entry.folder || entry.name) === focused) : -1;
+  const island = [at - 1, at, at + 1].filter((i) => at >= 0 && i >= 0 && i < all.length && (i < start || i >= end));
+  for (const index of island.filter((i) => i < start)) draw(index);
+  for (let index = start; index < end; index++) draw(index);
+  for (const index of island.filter((i) => i >= end)) draw(index);
   box.replaceChildren(...nodes);
-  if (focused) box.querySelector(`[data-key="${CSS.escape(focused)}"] [data-part="${focusedPart}"]`)?.focus();
+  if (focused) box.querySelector(`[data-key="${CSS.escape(focused)}"] [data-part="${focusedPart}"]`)?.focus({ preventScroll: true });
   $("selection").textContent = state.selected.size ? `${state.selected.size} selected` : "";
   $("delete-selected").disabled = state.selected.size === 0;
   // Near the end of what is loaded: ask for the next page.
