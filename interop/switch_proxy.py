@@ -88,14 +88,21 @@ class SwitchProxy:
         pair = (client, upstream)
         with self._lock:
             self._connections.add(pair)
-        back = threading.Thread(target=pump, args=(upstream, client, pair), daemon=True)
-        back.start()
-        pump(client, upstream, pair)
-        back.join()
+        relay(client, upstream)
         with self._lock:
             self._connections.discard(pair)
-        for s in pair:
-            s.close()
+
+
+def relay(client, upstream, before_send=None):
+    """Copies both ways between `client` and `upstream` until both directions have ended, then
+    closes both. `before_send(data)` sees each piece the client sends first."""
+    pair = (client, upstream)
+    back = threading.Thread(target=pump, args=(upstream, client, pair), daemon=True)
+    back.start()
+    pump(client, upstream, pair, before_send)
+    back.join()
+    for s in pair:
+        s.close()
 
 
 def pump(source, sink, pair, before_send=None):

@@ -34,7 +34,7 @@ import requests
 from tusclient import client as tus_client
 
 from larder_server import LarderServer
-from switch_proxy import SwitchProxy, break_pair, pump
+from switch_proxy import SwitchProxy, break_pair, relay
 
 MiB = 1 << 20
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -454,16 +454,7 @@ class ThrottledForwarder:
             upstream.settimeout(None)
             with self._lock:
                 self._open += [client, upstream]
-            threading.Thread(target=self._relay, args=(client, upstream), daemon=True).start()
-
-    def _relay(self, client, upstream):
-        pair = (client, upstream)
-        back = threading.Thread(target=pump, args=(upstream, client, pair), daemon=True)
-        back.start()
-        pump(client, upstream, pair, before_send=self._count)
-        back.join()
-        for s in pair:
-            s.close()
+            threading.Thread(target=relay, args=(client, upstream, self._count), daemon=True).start()
 
     def _count(self, data):
         with self._lock:

@@ -296,7 +296,7 @@ struct SharedUploadData: UploadDataStore {
     let logger = uploads.larder.logger
     uploads.cleanup.async {
       logger.bestEffort("remove the stored bytes of upload \(id) (gc removes leftovers)") {
-        try storage.removeUpload(id, state: state)
+        try removeStored(id, state: state)
       }
     }
   }

@@ -25,7 +25,7 @@ struct ModelsExportCommand: Command {
 
 /// `larder models import TYPE FILE`: saves a JSON array of documents as records of TYPE.
 struct ModelsImportCommand: Command {
-  static let type = Positional("TYPE", help: "the model type (its modelType, e.g. User)")
+  static let type = ModelsExportCommand.type
   static let source = Positional("FILE", help: "a JSON array of documents; - for standard input")
 
   static let configuration = CommandConfiguration(

@@ -67,8 +67,11 @@ enum ImageVariantDownload {
     return variant
   }
 
-  /// The variants found for one cached row, by their canonical parameters, and when.
+  /// The variants found for one cached row, by their canonical parameters, and when; at most
+  /// ``capacity``, emptied when full (as ``ObjectMemo``'s cache is): requests for ever other
+  /// sizes of one hot source cannot grow it without bound.
   final class Remembered: Sendable {
+    static let capacity = 64
     private let found = Mutex<[String: (variant: Variant, at: ContinuousClock.Instant)]>([:])
 
     func variant(params: String) -> Variant? {
@@ -77,7 +80,13 @@ enum ImageVariantDownload {
     }
 
     func keep(_ variant: Variant, params: String) {
-      found.withLock { $0[params] = (variant, .now) }
+      found.withLock { found in
+        if found.count >= Self.capacity { found.removeAll(keepingCapacity: true) }
+        found[params] = (variant, .now)
+      }
     }
+
+    /// Variants held now (for tests).
+    var count: Int { found.withLock { $0.count } }
   }
 }
