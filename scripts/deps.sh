@@ -15,6 +15,8 @@ PACKAGES+=(libcurl4-openssl-dev swift-proxy swift-account swift-container swift-
 # Image variants (issue 26): libvips and its CLI (vipsthumbnail, the benchmark's limit),
 # ImageMagick (the benchmark's scripted peer).
 PACKAGES+=(libvips-dev libvips-tools imagemagick)
+# Go's Google API client (rclone's GCS backend) drives the GCS JSON API in the interop suite (issue 31).
+PACKAGES+=(rclone)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -30,8 +32,9 @@ fi
 # google-auth, google-cloud-storage and firebase-admin: the Google clients a Firebase backend
 # uses (service-account keys, /token, V4 signed URLs, the GCS JSON API; issue 22).
 PY_PACKAGES=(tuspy==1.1.0 requests pytest google-auth==2.63.0 google-cloud-storage==3.17.1 firebase-admin==7.7.0
-            selenium==4.50.0)  # the console's browser tests (interop/console)
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tusclient, requests, pytest, google.auth, google.cloud.storage, firebase_admin, selenium" 2>/dev/null; then
+            selenium==4.50.0  # the console's browser tests (interop/console)
+            functions-framework==3.10.2 cloudevents==1.12.0 standardwebhooks==1.3.0)  # object-change events' receivers (issue 32)
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tusclient, requests, pytest, google.auth, google.cloud.storage, firebase_admin, selenium, functions_framework, cloudevents, standardwebhooks" 2>/dev/null; then
   echo "deps: creating .venv with ${PY_PACKAGES[*]}"
   python3 -m venv .venv || { rm -rf .venv; python3 -m venv --without-pip .venv; }
   .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip -q
