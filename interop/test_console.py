@@ -1,7 +1,7 @@
 """The web console in a real browser: Debian's headless Chromium driven by selenium (Debian's
 chromium-driver) against a live `larder serve --rules` on 127.0.0.1, port 0. Every action goes
 through the public API with the signed-in user's token; screenshots of each view are written to
-docs/console/ (committed, shown in the README)."""
+docs/console/ (committed, shown in docs/console.md)."""
 import hashlib
 import os
 import re

@@ -1,7 +1,7 @@
 import Foundation
 
 /// An image variant to ask a download URL for: the server's `width`, `height`, `resize`, `format`
-/// and `quality` parameters (see the README's "Image variants").
+/// and `quality` parameters (see docs/images.md).
 ///
 /// ```swift
 /// let thumb = ImageVariantRequest(width: 200, height: 200, resize: .cover, format: .webp)

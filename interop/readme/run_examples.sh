@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every README example marked for testing against a live, throw-away server.
+# Runs every example of a Markdown file marked for testing against a live, throw-away server
+# (ReadmeExamplesTests runs it on README.md and the docs/ pages that carry examples).
 #
 #   LARDER_BIN=.build/debug/larder interop/readme/run_examples.sh [FILE]   (default README.md)
 #

@@ -2,9 +2,13 @@ import Foundation
 import LarderTestSupport
 import Testing
 
-/// Runs the README's tested curl examples (and interop/readme/EXAMPLES.md) against a live
-/// `larder serve`, so the documentation cannot drift from the server.
+/// Runs the documentation's tested curl examples (README.md, the docs/ pages that carry them, and
+/// interop/readme/EXAMPLES.md) against a live `larder serve`, so the documentation cannot drift
+/// from the server.
 @Suite struct ReadmeExamplesTests {
+  /// The documents whose `<!-- readme-test -->` blocks are run, each against its own server.
+  static let documents = ["README.md", "docs/http-api.md"]
+
   /// The package root, found from this file's path (Tests/LarderServerTests/API/…).
   static let root = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -45,12 +49,35 @@ import Testing
     #expect(r.stdout.contains("passed against http://127.0.0.1:"), "\(r.stdout)")
   }
 
-  @Test(.enabled(if: ReadmeExamplesTests.canRun, "needs .build/debug/larder")) func readmeExamples() throws {
-    try run("README.md")
+  @Test(.enabled(if: ReadmeExamplesTests.canRun, "needs .build/debug/larder"), arguments: documents)
+  func documentedExamples(_ document: String) throws {
+    try run(document)
+  }
+
+  /// Every Markdown file of README.md and docs/ with a marked block is in ``documents``, so a
+  /// block moved to another page is not silently left unrun.
+  @Test func everyDocumentWithMarkedBlocksIsRun() throws {
+    var marked = Self.hasMarkedBlock(Self.root.appendingPathComponent("README.md")) ? ["README.md"] : []
+    let docs = Self.root.appendingPathComponent("docs")
+    let enumerator = try #require(FileManager.default.enumerator(atPath: docs.path))
+    for case let path as String in enumerator
+    where path.hasSuffix(".md") && Self.hasMarkedBlock(docs.appendingPathComponent(path)) {
+      marked.append("docs/" + path)
+    }
+    #expect(marked.sorted() == Self.documents.sorted())
   }
 
   @Test(.enabled(if: ReadmeExamplesTests.canRun, "needs .build/debug/larder")) func proposedExamples() throws {
     try run("interop/readme/EXAMPLES.md")
+  }
+
+  /// Every relative link of README.md and docs/ reaches a file, and its `#fragment` a heading
+  /// there (`scripts/check-doc-links.py`), so moving a section cannot strand the links to it.
+  @Test func relativeLinksResolve() throws {
+    let script = Self.root.appendingPathComponent("scripts/check-doc-links.py")
+    let r = try Subprocess.run("/usr/bin/python3", [script.path, Self.root.path])
+    #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+    #expect(r.stdout.contains(" 0 broken"), "\(r.stdout)")
   }
 
   /// The runner itself: a failing block fails the run, unmarked blocks are not run.

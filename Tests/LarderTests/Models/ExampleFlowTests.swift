@@ -4,7 +4,7 @@ import Testing
 
 @testable import Larder
 
-/// The README's example, compiled and run: upload, attach, query, observe, delete, and see the
+/// docs/models.md's example, compiled and run: upload, attach, query, observe, delete, and see the
 /// file become unreferenced (what the collector then removes after its grace period).
 @Suite struct ExampleFlowTests {
   struct User: Model, Equatable {
