@@ -102,6 +102,7 @@ def exercise(rc, server, tmp_path, bucket, folder, token=None):
     assert stored(server, bucket, f"{folder}/big.bin", token) == (expected["big.bin"], BIG)
 
     rc.run("check", str(src), remote)
+    assert "Using md5 for hash comparisons" in rc.log.read_text()  # the listing's md5Hash, not sizes alone
     rc.run("check", "--download", str(src), remote)
 
     back = tmp_path / "back"

@@ -180,9 +180,10 @@ enum GcsAPI {
   /// clients encode it (`prefix=with+space`: a `+` is a space, a literal plus is `%2B`).
   static func add(
     _ router: inout Router, _ method: String, _ pattern: String, query: [String: String] = [:], route: String,
-    options: RouteOptions = [], _ handler: @escaping Router.Handler
+    options: RouteOptions = [], decorate: Router.Decorator? = nil, _ handler: @escaping Router.Handler
   ) {
-    router.add(method, pattern, query: query, route: route, options: options) { request, params in
+    router.add(method, pattern, query: query, route: route, options: options, decorate: decorate) {
+      request, params in
       try handler(try formDecoded(request), params)
     }
   }

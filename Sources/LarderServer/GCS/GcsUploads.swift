@@ -23,7 +23,8 @@ import LarderHTTP
 ///   the range really stored, from which the client resumes (it is refused before its body).
 /// - A chunk whose connection breaks is dropped whole (the client asks the status and resends).
 /// - The preconditions are checked at the start (to fail early) and again inside the publish.
-/// - A chunk may come with `POST` as well as `PUT`, as Google takes it (Go's client sends POST).
+/// - A chunk may come with `POST` as well as `PUT`, as Google takes it (Go's client sends POST,
+///   and `X-GUploader-No-308: yes`: see ``no308(_:_:)``).
 /// - A chunk's body may be chunked (`Transfer-Encoding`), streamed like any other: Node's client
 ///   sends its whole upload as one `PUT` with `Content-Range: bytes 0-*/*`. `bytes a-*/*` is the
 ///   rest of the object (complete when the body ends, as GCS does); `bytes a-*/N` completes at N
@@ -35,7 +36,8 @@ struct GcsUploads {
   func register(in router: inout Router) {
     let collection = "/upload/storage/v1/b/{bucket}/o"
     for (method, query) in [("PUT", [:]), ("POST", ["upload_id": Router.anyValue])] {
-      GcsAPI.add(&router, method, collection, query: query, route: "gcs.upload.chunk") { request, params in
+      GcsAPI.add(&router, method, collection, query: query, route: "gcs.upload.chunk", decorate: Self.no308) {
+        request, params in
         let bucket = try context.bucket(params)
         let identity = try context.identity(request)
         return HTTPHeadDecision(try chunk(request, bucket: bucket, identity: identity))
@@ -192,6 +194,17 @@ struct GcsUploads {
       }
       return .bytes(first: first, last: last, total: total)
     }
+  }
+
+  /// Go's client sends `X-GUploader-No-308: yes` (its HTTP client takes a 308 for a redirect)
+  /// and reads 200 with `X-Http-Status-Code-Override: 308` as Resume Incomplete, as Google
+  /// answers it; a bare 308 fails its upload.
+  @Sendable static func no308(_ response: inout HTTPResponse, _ request: HTTPRequest) {
+    guard response.status == 308,
+      request.headers["X-GUploader-No-308"]?.trimmingCharacters(in: .whitespaces).lowercased() == "yes"
+    else { return }
+    response.status = 200
+    response.headers.set("X-Http-Status-Code-Override", "308")
   }
 
   /// 308 Resume Incomplete: `Range: bytes=0-X` of what is stored (none when nothing is).
