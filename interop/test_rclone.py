@@ -132,10 +132,14 @@ def credentials(key_file):
     return creds.token
 
 
-def test_rclone_anonymous(tmp_path):
+@pytest.mark.parametrize("root", ["", "/storage/v1/"], ids=["endpoint at the root", "endpoint /storage/v1/"])
+def test_rclone_anonymous(tmp_path, root):
+    """Go's client puts its calls under the endpoint it is given: at the root (`/b/…`, as with
+    `endpoint = http://HOST:PORT`) or under `/storage/v1/`; uploads go to `/upload/storage/v1/…`."""
     server = LarderServer(tmp_path / "data", stderr_path=str(tmp_path / "stderr.log"))
     try:
-        rc = Rclone(tmp_path, "anon", {"anonymous": "true", "endpoint": server.url, "bucket_policy_only": "true"})
+        rc = Rclone(tmp_path, "anon", {"anonymous": "true", "endpoint": server.url + root,
+                                        "bucket_policy_only": "true"})
         exercise(rc, server, tmp_path, "photos", "tree")
     finally:
         server.stop()
