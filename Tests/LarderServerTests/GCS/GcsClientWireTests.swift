@@ -140,7 +140,9 @@ import Testing
       let content = testBytes(1_000_000, seed: 94)
       let ok = try s.send(Self.streamedPut(session, range: "bytes 0-*/*", content))
       #expect(ok.status == 200, "\(ok.text)")
-      #expect(s.blobFiles().count == 1)
+      #expect(ok.json?["md5Hash"] as? String == GcsApiTests.md5(content))
+      let listed = try #require(try s.send(.get("/storage/v1/b/app/o")).json)
+      #expect((listed["items"] as? [[String: Any]])?.compactMap { $0["size"] as? String } == ["1000000"])
     }
   }
 
