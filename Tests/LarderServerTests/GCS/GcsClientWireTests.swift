@@ -146,6 +146,29 @@ import Testing
     }
   }
 
+  @Test func aStreamThatBreaksKeepsNothingAndTheUploadIsRedone() throws {
+    try withService { s in
+      let content = testBytes(2_000_000, seed: 101)
+      let session = try Self.session(s, name: "node/broken.bin")
+      let c = try WireConnection(port: s.port)
+      let whole = Self.streamedPut(session, range: "bytes 0-*/*", content).bytes(closing: true)
+      try c.send(Array(whole[..<1_200_000]))
+      c.abort()
+      // Node's client asks where to resume: nothing of the broken request was kept.
+      let status = try Self.status(s, session)
+      #expect(status.status == 308)
+      #expect(status["Range"] == nil)
+      // Resent whole once the broken request's hold on the session is gone (503 meanwhile).
+      var last: WireResponse?
+      #expect(pollUntil {
+        last = try? s.send(Self.streamedPut(session, range: "bytes 0-*/*", content))
+        return last?.status == 200
+      }, "\(last?.status ?? 0) \(last?.text ?? "")")
+      #expect(last?.json?["md5Hash"] as? String == GcsApiTests.md5(content))
+      #expect(pollUntil { s.tmpEntries().isEmpty })
+    }
+  }
+
   @Test func rulesAndChecksumsJudgeAStreamedUpload() throws {
     let rules = try temporaryRulesFile(
       """
