@@ -162,7 +162,8 @@ public enum SignedURLVerifier {
     // Node's signer signs `host` as the host name without the port its URL has: the request's
     // host is either, and only the port may be left out.
     var signedVariants = [headers]
-    if let i = headers.firstIndex(where: { $0.name == "host" }), let bare = hostWithoutPort(headers[i].value) {
+    let hostIndex = headers.firstIndex { $0.name == "host" }
+    if let i = hostIndex, let bare = hostWithoutPort(headers[i].value) {
       var variant = headers
       variant[i].value = bare
       signedVariants.append(variant)
@@ -171,15 +172,14 @@ public enum SignedURLVerifier {
       let canonical = GoogleV4Signing.canonicalRequest(
         method: method, path: path, query: query.filter { $0.name != GoogleV4Signing.signatureParameter },
         headers: headers, payload: value("X-Goog-Content-SHA256", query) ?? "UNSIGNED-PAYLOAD")
-      return Array(
-        GoogleV4Signing.stringToSign(timestamp: timestamp, credentialScope: scope, canonicalRequest: canonical)
-          .utf8)
+      let text = GoogleV4Signing.stringToSign(
+        timestamp: timestamp, credentialScope: scope, canonicalRequest: canonical)
+      return Array(text.utf8)
     }
-    guard
-      keys.contains(where: { key in messages.contains { key.verifyRS256(signature: signature, message: $0) } })
-    else {
-      throw .signatureMismatch
+    let verified = keys.contains { key in
+      messages.contains { key.verifyRS256(signature: signature, message: $0) }
     }
+    guard verified else { throw .signatureMismatch }
     return expiresAt
   }
 

@@ -123,7 +123,9 @@ struct SignedURLTests {
   }
 
   /// A URL's signature over `host` made with a fresh key, as Larder's own signing code makes it.
-  static func sign(host: String, key: PrivateKey) throws -> (query: [(name: String, value: String)], path: String) {
+  static func sign(host: String, key: PrivateKey) throws -> (
+    query: [(name: String, value: String)], path: String
+  ) {
     let path = "/demo-bucket/photos/a.txt"
     var query: [(name: String, value: String)] = [
       ("X-Goog-Algorithm", "GOOG4-RSA-SHA256"),
@@ -153,7 +155,9 @@ struct SignedURLTests {
       ("127.0.0.1", "127.0.0.1:8080"), ("127.0.0.1:8080", "127.0.0.1:8080"), ("127.0.0.1", "127.0.0.1"),
       ("[::1]", "[::1]:8080"), ("larder.test", "larder.test:443"),
     ] {
-      #expect(throws: Never.self, "\(signed) for \(request)") { try verify(signedHost: signed, requestHost: request) }
+      #expect(throws: Never.self, "\(signed) for \(request)") {
+        try verify(signedHost: signed, requestHost: request)
+      }
     }
     for (signed, request) in [
       ("127.0.0.1:9090", "127.0.0.1:8080"), ("127.0.0.1:8080", "127.0.0.1"), ("evil.test", "127.0.0.1:8080"),

@@ -34,7 +34,7 @@ struct MultipartMetadataPart {
 /// So memory stays flat whatever the content's size (at most one delimiter is held).
 ///
 /// Strict on shape, because a body misread is an object overwritten with the wrong bytes:
-/// exactly two parts, JSON first, the closing delimiter last (an optional CRLF after it), no
+/// exactly two parts, JSON first, the closing delimiter last (an optional line break after it), no
 /// preamble, no boundary inside the content. Since a boundary never contains CR or LF, the
 /// delimiter's line break byte that starts it occurs nowhere else in it, so a failed partial
 /// match never hides another start: no backtracking is needed.
@@ -190,7 +190,8 @@ struct MultipartRelatedParser {
           buffer.append(chunk[i])
           i += 1
           if buffer.count > Self.headerLimit { throw MultipartError("a multipart part's headers are too long") }
-          done = buffer == lineBreak || buffer.suffix(2 * lineBreak.count).elementsEqual(lineBreak + lineBreak)
+          done =
+            buffer == lineBreak || buffer.suffix(2 * lineBreak.count).elementsEqual(lineBreak + lineBreak)
         }
         guard done else {
           state = .headers(part: part, buffer: buffer)
@@ -327,7 +328,8 @@ struct MultipartRelatedParser {
   /// Checks a part's header block: the first part must be JSON; no part may be transfer-encoded.
   private mutating func acceptHeaders(_ block: [UInt8], part: Int) throws {
     var type: String?
-    let lines = String(decoding: block, as: UTF8.self).components(separatedBy: lineBreak == [10] ? "\n" : "\r\n")
+    let lines = String(decoding: block, as: UTF8.self).components(
+      separatedBy: lineBreak == [10] ? "\n" : "\r\n")
     for line in lines where !line.isEmpty {
       guard let colon = line.firstIndex(of: ":") else {
         throw MultipartError("a multipart part has a malformed header line")

@@ -281,7 +281,8 @@ import Testing
     try withAccount { s, account, _ in
       for name in ["app/o/x.txt", "app/o", "x"] {
         let put = try s.send(
-          WireRequest("PUT", try Self.signed("PUT", "b", name, account: account), body: Array("signed \(name)".utf8)))
+          WireRequest(
+            "PUT", try Self.signed("PUT", "b", name, account: account), body: Array("signed \(name)".utf8)))
         #expect(put.status == 200, "\(name): \(put.text)")
         #expect(put.json?["bucket"] as? String == "b")
         #expect(put.json?["name"] as? String == name)
@@ -289,8 +290,8 @@ import Testing
         #expect(get.text == "signed \(name)", "\(name)")
       }
       // A signed URL's refusal keeps its own shape there (not the JSON API's `errors` list).
-      let bad = try s.send(
-        .get(try Self.signed("GET", "b", "app/o/x.txt", account: account).replacingOccurrences(of: "x.txt", with: "y.txt")))
+      let good = try Self.signed("GET", "b", "app/o/x.txt", account: account)
+      let bad = try s.send(.get(good.replacingOccurrences(of: "x.txt", with: "y.txt")))
       expectForbidden(bad, "tampered")
       #expect(bad.error?["errors"] == nil)
       // Nothing was written into bucket `app` by those URLs.
