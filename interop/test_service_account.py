@@ -168,6 +168,38 @@ def test_v4_signed_urls_from_google_cloud_storage(served):
     assert expired.status_code == 403 and "expired" in expired.json()["error"]["message"]
 
 
+def test_v4_signed_urls_over_the_host_without_its_port_as_nodes_signer_makes_them(served):
+    """Node's V4 signer signs the `host` header as the URL's host name without its port; the
+    request's Host has it (127.0.0.1:PORT). google-cloud-storage's own signer, given that host
+    header, makes exactly such a URL. Only the port may be left out: another host is refused."""
+    server, key_file, _ = served
+    creds = credentials(key_file)
+    name = "secret/node signed.txt"
+
+    def node_style(method, host="127.0.0.1", **extra):
+        from google.cloud import storage
+        blob = storage.Client(project="larder", credentials=creds).bucket("app").blob(name)
+        return blob.generate_signed_url(version="v4", expiration=datetime.timedelta(seconds=600), method=method,
+                                        api_access_endpoint=server.url, credentials=creds,
+                                        headers={"host": host}, **extra)
+
+    put_url = node_style("PUT")
+    assert put_url.startswith(server.url + "/app/")
+    put = requests.put(put_url, data=b"signed as Node signs", timeout=60)
+    assert put.status_code == 200, put.text
+    got = requests.get(node_style("GET"), timeout=60)
+    assert got.status_code == 200 and got.content == b"signed as Node signs", got.text
+    # Nothing else is loosened: another host, another port, another object, another method.
+    good = node_style("GET")
+    for url in (node_style("GET", host="evil.example"), node_style("GET", host="127.0.0.2"),
+                node_style("GET", host=f"127.0.0.1:{server.port + 1}"),
+                good.replace("node%20signed", "node%20signeD")):
+        r = requests.get(url, timeout=30)
+        assert r.status_code == 403, (url, r.text)
+        assert "signature does not match" in r.json()["error"]["message"]
+    assert requests.put(good, data=b"x", timeout=30).status_code == 403
+
+
 def test_revoked_key_stops_its_signed_urls(served):
     server, key_file, _ = served
     creds = credentials(key_file)

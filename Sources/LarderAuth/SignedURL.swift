@@ -159,16 +159,39 @@ public enum SignedURLVerifier {
       guard let v = header(name) else { throw .signatureMismatch }
       headers.append((name, v))
     }
-    let canonical = GoogleV4Signing.canonicalRequest(
-      method: method, path: path, query: query.filter { $0.name != GoogleV4Signing.signatureParameter },
-      headers: headers, payload: value("X-Goog-Content-SHA256", query) ?? "UNSIGNED-PAYLOAD")
-    let message = Array(
-      GoogleV4Signing.stringToSign(timestamp: timestamp, credentialScope: scope, canonicalRequest: canonical)
-        .utf8)
-    guard keys.contains(where: { $0.verifyRS256(signature: signature, message: message) }) else {
-      throw .signatureMismatch
+    // Node's signer signs `host` as the host name without the port its URL has: the request's
+    // host is either, and only the port may be left out.
+    var signedVariants = [headers]
+    let hostIndex = headers.firstIndex { $0.name == "host" }
+    if let i = hostIndex, let bare = hostWithoutPort(headers[i].value) {
+      var variant = headers
+      variant[i].value = bare
+      signedVariants.append(variant)
     }
+    let messages = signedVariants.map { headers in
+      let canonical = GoogleV4Signing.canonicalRequest(
+        method: method, path: path, query: query.filter { $0.name != GoogleV4Signing.signatureParameter },
+        headers: headers, payload: value("X-Goog-Content-SHA256", query) ?? "UNSIGNED-PAYLOAD")
+      let text = GoogleV4Signing.stringToSign(
+        timestamp: timestamp, credentialScope: scope, canonicalRequest: canonical)
+      return Array(text.utf8)
+    }
+    let verified = keys.contains { key in
+      messages.contains { key.verifyRS256(signature: signature, message: $0) }
+    }
+    guard verified else { throw .signatureMismatch }
     return expiresAt
+  }
+
+  /// `host:port` (or `[v6]:port`) without `:port`; nil when there is no port.
+  static func hostWithoutPort(_ host: String) -> String? {
+    guard let colon = host.lastIndex(of: ":"), !host.hasSuffix("]") else { return nil }
+    let name = host[..<colon]
+    let port = host[host.index(after: colon)...]
+    guard !name.isEmpty, !port.isEmpty, port.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+      name.hasPrefix("[") ? name.hasSuffix("]") : !name.contains(":")
+    else { return nil }
+    return String(name)
   }
 
   /// `YYYYMMDDTHHMMSSZ` as a date (UTC), nil when malformed.

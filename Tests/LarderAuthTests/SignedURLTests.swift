@@ -121,4 +121,56 @@ struct SignedURLTests {
     #expect(GoogleV4Signing.encode("a b+ü~%/") == "a%20b%2B%C3%BC~%25%2F")
     #expect(GoogleV4Signing.encode("a b/c", keepingSlashes: true) == "a%20b/c")
   }
+
+  /// A URL's signature over `host` made with a fresh key, as Larder's own signing code makes it.
+  static func sign(host: String, key: PrivateKey) throws -> (
+    query: [(name: String, value: String)], path: String
+  ) {
+    let path = "/demo-bucket/photos/a.txt"
+    var query: [(name: String, value: String)] = [
+      ("X-Goog-Algorithm", "GOOG4-RSA-SHA256"),
+      ("X-Goog-Credential", "fixture@larder.iam.larder/20261202/auto/storage/goog4_request"),
+      ("X-Goog-Date", "20261202T080000Z"), ("X-Goog-Expires", "3600"), ("X-Goog-SignedHeaders", "host"),
+    ]
+    let canonical = GoogleV4Signing.canonicalRequest(
+      method: "GET", path: path, query: query, headers: [("host", host)])
+    let toSign = GoogleV4Signing.stringToSign(
+      timestamp: "20261202T080000Z", credentialScope: "20261202/auto/storage/goog4_request",
+      canonicalRequest: canonical)
+    query.append(("X-Goog-Signature", Hex.encode(try key.signRS256(Array(toSign.utf8)))))
+    return (query, path)
+  }
+
+  /// Node's signer signs `host` as the host name without the port the URL has.
+  @Test func aSignatureOverTheHostWithoutItsPortVerifiesAndNothingElseIsLoosened() throws {
+    let key = try PrivateKey.generateRSA()
+    let publicKey = try key.publicKey()
+    func verify(signedHost: String, requestHost: String, path: String? = nil) throws {
+      let (query, signedPath) = try Self.sign(host: signedHost, key: key)
+      _ = try SignedURLVerifier.verify(
+        method: "GET", path: path ?? signedPath, query: query, header: { $0 == "host" ? requestHost : nil },
+        keys: [publicKey], now: Self.now)
+    }
+    for (signed, request) in [
+      ("127.0.0.1", "127.0.0.1:8080"), ("127.0.0.1:8080", "127.0.0.1:8080"), ("127.0.0.1", "127.0.0.1"),
+      ("[::1]", "[::1]:8080"), ("larder.test", "larder.test:443"),
+    ] {
+      #expect(throws: Never.self, "\(signed) for \(request)") {
+        try verify(signedHost: signed, requestHost: request)
+      }
+    }
+    for (signed, request) in [
+      ("127.0.0.1:9090", "127.0.0.1:8080"), ("127.0.0.1:8080", "127.0.0.1"), ("evil.test", "127.0.0.1:8080"),
+      ("127.0.0", "127.0.0.1:8080"), ("127.0.0.1", "127.0.0.1:8080:1"), ("127.0.0.1", "127.0.0.1:"),
+      ("[::1]:8080", "[::1]"), ("::1", "[::1]:8080"),
+    ] {
+      #expect(throws: SignedURLError.signatureMismatch, "\(signed) for \(request)") {
+        try verify(signedHost: signed, requestHost: request)
+      }
+    }
+    // Another path under a host-without-port signature: still refused.
+    #expect(throws: SignedURLError.signatureMismatch) {
+      try verify(signedHost: "127.0.0.1", requestHost: "127.0.0.1:8080", path: "/demo-bucket/photos/b.txt")
+    }
+  }
 }

@@ -27,8 +27,8 @@ public final class UploadAppend {
   private var committed: Upload
   private let checkpoints: UploadCheckpoints?
   private var lastCheckpoint = ContinuousClock.now
-  /// The length in force for this append (declared now, or earlier).
-  public let length: Int64?
+  /// The length in force for this append (declared now, or earlier, or by ``endUploadHere()``).
+  public private(set) var length: Int64?
   public private(set) var received: Int64 = 0
   let store: UploadStore
   let session: UploadSession
@@ -140,6 +140,14 @@ public final class UploadAppend {
   }
 
   public func write(_ data: Data) throws { try data.withUnsafeBytes { try write($0) } }
+
+  /// Makes the end of this append's bytes the upload's end, when no length is declared yet:
+  /// for a body whose size was known only when it ended (GCS's `Content-Range: bytes N-*/*`).
+  /// Call before ``finish()``.
+  public func endUploadHere() {
+    precondition(open, "endUploadHere after the append ended")
+    if length == nil { length = upload.offset + received }
+  }
 
   /// Ends the append: verifies the checksum, makes the bytes durable and commits the new offset,
   /// or, when this was the last byte of a non-partial upload, stages it for publishing.

@@ -63,6 +63,7 @@ public final class LarderApp: HTTPHandler {
       // Last: only requests with X-Goog-Signature, on paths no other route takes.
       SignedURLEndpoint(context: context, accounts: accounts).register(in: &router)
     }
+    GcsEndpoint(context: context).registerAtRoot(in: &router)  // after the signed URLs' `/{bucket}/…`
     self.router = router
   }
 

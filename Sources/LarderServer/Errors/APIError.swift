@@ -13,7 +13,7 @@ import LarderLogging
 enum APIError {
   static func response(for error: any Error, request: HTTPRequest, logger: Logger) -> HTTPResponse {
     let response = firebaseShaped(error, request: request, logger: logger)
-    return GcsAPI.owns(request.path) ? GcsAPI.reshapeError(response) : response
+    return GcsAPI.owns(request) ? GcsAPI.reshapeError(response) : response
   }
 
   private static func firebaseShaped(_ error: any Error, request: HTTPRequest, logger: Logger) -> HTTPResponse {

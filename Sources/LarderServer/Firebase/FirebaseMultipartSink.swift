@@ -35,7 +35,6 @@ final class FirebaseMultipartSink: HTTPBodySink {
     declaredLength = requestLength
     do {
       parser = try MultipartRelatedParser(boundary: boundary, metadataLimit: 64 * 1024)
-      closingLength = parser.closingLength
     } catch let error as MultipartError {
       throw LarderError.invalidArgument(error.message)
     }
@@ -59,8 +58,6 @@ final class FirebaseMultipartSink: HTTPBodySink {
   }
 
   /// The JSON part is complete: decide on it, then open the writer for the content.
-  private var closingLength: Int64 = 0
-
   private func begin(_ part: MultipartMetadataPart) throws {
     resource = try FirebaseUploadMetadata.parse(part.json)
     _ = try resource.expectedCRC32C()
@@ -69,7 +66,7 @@ final class FirebaseMultipartSink: HTTPBodySink {
     try options.validate()
     try FirebaseUploads.authorize(
       context: context, path: path!,
-      size: declaredLength.map { max(0, $0 - part.contentOffset - closingLength) },
+      size: declaredLength.map { max(0, $0 - part.contentOffset - part.closingLength) },
       options: options, identity: identity)
     writer = try context.larder.files.makeWriter(
       options: .init(sizeLimit: context.maxUploadSize, expectedMD5: try resource.expectedMD5()))

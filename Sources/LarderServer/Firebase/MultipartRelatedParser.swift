@@ -14,6 +14,8 @@ struct MultipartMetadataPart {
   var contentPartType: String?
   /// Where the content starts in the body.
   var contentOffset: Int64
+  /// The bytes the wrapper adds after the content (the closing delimiter, in the body's line break).
+  var closingLength: Int64
 }
 
 /// A streaming parser of the two-part `multipart/related` body the Firebase SDKs upload with:
@@ -23,23 +25,28 @@ struct MultipartMetadataPart {
 /// --B\r\nContent-Type: application/json; charset=utf-8\r\n\r\n{JSON}\r\n--B\r\n
 /// Content-Type: image/png\r\n\r\n<bytes>\r\n--B--
 /// ```
+/// The line break is CRLF, or LF alone throughout when the opening line ends in LF (as GCS
+/// accepts, and as some Python clients write: `--B\nContent-Type: …\n\n{JSON}\n--B\n…\n--B--`).
+/// The opening decides for the whole body: a body that mixes them is refused.
 /// Bytes are fed as they arrive, split anywhere. The JSON part is collected up to
 /// `metadataLimit`; content bytes are handed on as they come, except for a tail that could be
 /// the start of the closing delimiter `\r\n--B`, which is held back until the next bytes decide.
 /// So memory stays flat whatever the content's size (at most one delimiter is held).
 ///
 /// Strict on shape, because a body misread is an object overwritten with the wrong bytes:
-/// exactly two parts, JSON first, the closing delimiter last (an optional CRLF after it), no
-/// preamble, no boundary inside the content. Since a boundary never contains CR, the delimiter's
-/// only CR is its first byte, so a failed partial match never hides another start: no
-/// backtracking is needed.
+/// exactly two parts, JSON first, the closing delimiter last (an optional line break after it), no
+/// preamble, no boundary inside the content. Since a boundary never contains CR or LF, the
+/// delimiter's line break byte that starts it occurs nowhere else in it, so a failed partial
+/// match never hides another start: no backtracking is needed.
 struct MultipartRelatedParser {
   /// Header block of one part; the SDK sends one short `Content-Type` line.
   static let headerLimit = 8 * 1024
 
   private enum State {
-    /// Matching the first `--B\r\n`; `matched` bytes of it seen.
+    /// Matching the first `--B`; `matched` bytes of it seen.
     case opening(matched: Int)
+    /// After the first `--B`: its line break (CRLF or LF) sets the body's; `sawCR` after a CR.
+    case openingLineBreak(sawCR: Bool)
     /// Reading a part's header block.
     case headers(part: Int, buffer: [UInt8])
     /// Inside a part's body; `held` bytes of the delimiter matched at the end of what was seen.
@@ -52,8 +59,11 @@ struct MultipartRelatedParser {
   }
 
   private let opening: [UInt8]
-  /// `\r\n--` + boundary.
-  private let delimiter: [UInt8]
+  private let boundaryBytes: [UInt8]
+  /// The body's line break, `\r\n` or `\n`: the opening line's.
+  private var lineBreak: [UInt8] = [13, 10]
+  /// Line break + `--` + boundary.
+  private var delimiter: [UInt8]
   private let metadataLimit: Int
   private var state: State = .opening(matched: 0)
   private var json: [UInt8] = []
@@ -68,7 +78,8 @@ struct MultipartRelatedParser {
   private var consumed: Int64 = 0
   /// Where the content starts in the body (known once `metadataReady` runs).
   private(set) var contentOffset: Int64 = 0
-  /// The bytes the wrapper adds after the content: the closing delimiter.
+  /// The bytes the wrapper adds after the content: the closing delimiter (known exactly once
+  /// the opening line is in).
   var closingLength: Int64 { Int64(delimiter.count + 2) }
 
   /// - Throws: ``MultipartError`` when the boundary is not one RFC 2046 allows (1–70 of its
@@ -79,7 +90,8 @@ struct MultipartRelatedParser {
     guard (1...70).contains(bytes.count), bytes.allSatisfy(allowed.contains), bytes.last != 0x20 else {
       throw MultipartError("the multipart boundary must be 1 to 70 characters of those RFC 2046 allows")
     }
-    opening = Array("--".utf8) + bytes + [13, 10]
+    opening = Array("--".utf8) + bytes
+    boundaryBytes = bytes
     delimiter = [13, 10, 45, 45] + bytes
     self.metadataLimit = metadataLimit
   }
@@ -125,10 +137,11 @@ struct MultipartRelatedParser {
   /// - Throws: ``MultipartError`` unless the closing delimiter was the last thing seen.
   mutating func finish() throws {
     switch state {
-    case .epilogue(let seen) where seen == 0 || seen == 2: return
+    case .epilogue(let seen) where seen == 0 || seen == lineBreak.count: return
     case .epilogue: throw MultipartError("trailing bytes after the closing multipart delimiter")
     case .failed: throw MultipartError("the multipart body was already refused")
-    case .opening: throw MultipartError("the multipart body is empty or does not start with its boundary")
+    case .opening, .openingLineBreak:
+      throw MultipartError("the multipart body is empty or does not start with its boundary")
     case .headers(let part, _), .body(let part, _), .afterDelimiter(let part, _):
       throw MultipartError(
         part == 0
@@ -151,12 +164,25 @@ struct MultipartRelatedParser {
       case .opening(var matched):
         while i < n && matched < opening.count {
           guard chunk[i] == opening[matched] else {
-            throw MultipartError("the multipart body must start with --boundary CRLF")
+            throw MultipartError("the multipart body must start with --boundary CRLF (or LF)")
           }
           matched += 1
           i += 1
         }
-        state = matched == opening.count ? .headers(part: 0, buffer: []) : .opening(matched: matched)
+        state = matched == opening.count ? .openingLineBreak(sawCR: false) : .opening(matched: matched)
+
+      case .openingLineBreak(let sawCR):
+        let byte = chunk[i]
+        i += 1
+        if byte == 13 && !sawCR {
+          state = .openingLineBreak(sawCR: true)
+        } else if byte == 10 {
+          lineBreak = sawCR ? [13, 10] : [10]
+          delimiter = lineBreak + [45, 45] + boundaryBytes
+          state = .headers(part: 0, buffer: [])
+        } else {
+          throw MultipartError("the multipart body must start with --boundary CRLF (or LF)")
+        }
 
       case .headers(let part, var buffer):
         var done = false
@@ -164,7 +190,8 @@ struct MultipartRelatedParser {
           buffer.append(chunk[i])
           i += 1
           if buffer.count > Self.headerLimit { throw MultipartError("a multipart part's headers are too long") }
-          done = buffer == [13, 10] || buffer.suffix(4).elementsEqual([13, 10, 13, 10])
+          done =
+            buffer == lineBreak || buffer.suffix(2 * lineBreak.count).elementsEqual(lineBreak + lineBreak)
         }
         guard done else {
           state = .headers(part: part, buffer: buffer)
@@ -175,7 +202,9 @@ struct MultipartRelatedParser {
         if part == 1 {
           contentOffset = consumed + Int64(i)
           try metadataReady(
-            MultipartMetadataPart(json: metadata!, contentPartType: contentPartType, contentOffset: contentOffset))
+            MultipartMetadataPart(
+              json: metadata!, contentPartType: contentPartType, contentOffset: contentOffset,
+              closingLength: closingLength))
         }
 
       case .body(let part, var held):
@@ -198,11 +227,11 @@ struct MultipartRelatedParser {
           try prefix.withUnsafeBytes { try take($0, part: part, content) }
           held = 0
         }
-        // Scan for the next CR; what lies before it is data.
+        // Scan for the next line break's first byte; what lies before it is data.
         var start = i
         var found = false
         while i < n {
-          guard let cr = memchr(chunk.baseAddress! + i, 13, n - i) else {
+          guard let cr = memchr(chunk.baseAddress! + i, Int32(delimiter[0]), n - i) else {
             i = n
             break
           }
@@ -234,20 +263,20 @@ struct MultipartRelatedParser {
         state = .body(part: part, held: held)
 
       case .afterDelimiter(let part, var seen):
-        while i < n && seen.count < 2 {
+        while i < n && seen != lineBreak && seen.count < 2 {
           seen.append(chunk[i])
           i += 1
         }
-        guard seen.count == 2 else {
+        guard seen == lineBreak || seen.count == 2 else {
           state = .afterDelimiter(part: part, seen: seen)
           break
         }
         if part == 0 {
-          guard seen == [13, 10] else {
+          guard seen == lineBreak else {
             throw MultipartError(
               seen == [45, 45]
                 ? "the multipart body has no content part after the metadata"
-                : "the boundary appears inside the metadata part")
+                : mixedLineBreaks(seen) ?? "the boundary appears inside the metadata part")
           }
           metadata = json
           json = []
@@ -255,16 +284,16 @@ struct MultipartRelatedParser {
         } else {
           guard seen == [45, 45] else {
             throw MultipartError(
-              seen == [13, 10]
+              seen == lineBreak
                 ? "the multipart body has more than two parts"
-                : "the boundary appears inside the content; choose another boundary")
+                : mixedLineBreaks(seen) ?? "the boundary appears inside the content; choose another boundary")
           }
           state = .epilogue(seen: 0)
         }
 
       case .epilogue(var seen):
         while i < n {
-          guard seen < 2, chunk[i] == (seen == 0 ? 13 : 10) else {
+          guard seen < lineBreak.count, chunk[i] == lineBreak[seen] else {
             throw MultipartError("trailing bytes after the closing multipart delimiter")
           }
           seen += 1
@@ -273,6 +302,12 @@ struct MultipartRelatedParser {
         state = .epilogue(seen: seen)
       }
     }
+  }
+
+  /// The refusal of a CRLF delimiter line in a body that opened with LF alone.
+  private func mixedLineBreaks(_ seen: [UInt8]) -> String? {
+    lineBreak == [10] && seen == [13, 10]
+      ? "the multipart body mixes LF and CRLF line breaks; use one of them throughout" : nil
   }
 
   private mutating func take(
@@ -293,7 +328,9 @@ struct MultipartRelatedParser {
   /// Checks a part's header block: the first part must be JSON; no part may be transfer-encoded.
   private mutating func acceptHeaders(_ block: [UInt8], part: Int) throws {
     var type: String?
-    for line in String(decoding: block, as: UTF8.self).components(separatedBy: "\r\n") where !line.isEmpty {
+    let lines = String(decoding: block, as: UTF8.self).components(
+      separatedBy: lineBreak == [10] ? "\n" : "\r\n")
+    for line in lines where !line.isEmpty {
       guard let colon = line.firstIndex(of: ":") else {
         throw MultipartError("a multipart part has a malformed header line")
       }

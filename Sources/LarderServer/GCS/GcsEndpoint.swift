@@ -20,6 +20,9 @@ import LarderHTTP
 /// GET    /download/storage/v1/b/{bucket}/o/{object}?alt=media    bytes: Range, conditionals
 /// POST   /upload/storage/v1/b/{bucket}/o?uploadType=media|multipart|resumable   (see ``GcsUploads``)
 /// ```
+/// The same calls are served at the root too (`/b/{bucket}/o…`, no `/storage/v1`), where
+/// firebase-admin for Node sends them with `STORAGE_EMULATOR_HOST` (as firebase-tools' emulator
+/// serves them); uploads and downloads stay under `/upload/…` and `/download/…`.
 /// Object names are percent-encoded in one path segment (`a%2Fb.txt`). Every request asks the
 /// same authenticator and ``AccessPolicy`` as the Firebase endpoints, with the same operations
 /// on `/b/{bucket}/o/{name}`, so rules (and any identity the authenticator knows) hold alike.
@@ -37,9 +40,21 @@ struct GcsEndpoint {
   ]
 
   func register(in router: inout Router) {
-    let bucket = "/storage/v1/b/{bucket}"
-    let item = "/storage/v1/b/{bucket}/o/{object}"
-    GcsAPI.add(&router, "GET", "/storage/v1/b", route: "gcs.buckets.list", options: .noHeadFallback) {
+    register(in: &router, root: "/storage/v1")
+    GcsUploads(context: context).register(in: &router)
+  }
+
+  /// The JSON API at the root (`/b/…`). Declared after the signed-URL routes: a signed URL of a
+  /// bucket named `b` (`/b/{object}?X-Goog-Signature=…`) stays one, and no JSON API call carries
+  /// `X-Goog-Signature`.
+  func registerAtRoot(in router: inout Router) {
+    register(in: &router, root: "")
+  }
+
+  private func register(in router: inout Router, root: String) {
+    let bucket = root + "/b/{bucket}"
+    let item = root + "/b/{bucket}/o/{object}"
+    GcsAPI.add(&router, "GET", root + "/b", route: "gcs.buckets.list", options: .noHeadFallback) {
       request, _ in
       .respond(try listBuckets(request, identity: try context.identity(request)))
     }
@@ -51,7 +66,8 @@ struct GcsEndpoint {
       request, params in
       .respond(try list(request, bucket: try context.bucket(params), identity: try context.identity(request)))
     }
-    for (path, label) in [(item, "gcs.objects.get"), ("/download" + item, "gcs.objects.download")] {
+    let downloadPath = root == "/storage/v1" ? [("/download" + item, "gcs.objects.download")] : []
+    for (path, label) in [(item, "gcs.objects.get")] + downloadPath {
       GcsAPI.add(&router, "GET", path, query: ["alt": "media"], route: "gcs.objects.download") {
         request, params in
         let (path, identity) = try target(request, params)
@@ -107,7 +123,6 @@ struct GcsEndpoint {
       return .receiveBody(
         BufferedBodySink { body in try compose(request, body: body, to: destination, identity: identity) })
     }
-    GcsUploads(context: context).register(in: &router)
   }
 
   /// Fields of an object resource that clients send back and a metadata write ignores, beyond

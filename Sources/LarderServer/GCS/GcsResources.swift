@@ -169,17 +169,21 @@ enum GcsAPI {
   /// The path prefixes of the GCS JSON API; requests under them get GCS-shaped errors.
   static let pathPrefixes = ["/storage/v1/", "/upload/storage/v1/", "/download/storage/v1/"]
 
-  static func owns(_ path: Substring) -> Bool {
-    pathPrefixes.contains { path.hasPrefix($0) } || path == "/storage/v1/b"
+  static func owns(_ request: HTTPRequest) -> Bool {
+    let path = request.path
+    if pathPrefixes.contains(where: { path.hasPrefix($0) }) || path == "/storage/v1/b" { return true }
+    // The API at the root, but not a signed URL of a bucket named `b`.
+    return (path.hasPrefix("/b/") || path == "/b") && request.queryValue("X-Goog-Signature") == nil
   }
 
   /// Declares a route of this API: its handler sees the query form-decoded, as Google's
   /// clients encode it (`prefix=with+space`: a `+` is a space, a literal plus is `%2B`).
   static func add(
     _ router: inout Router, _ method: String, _ pattern: String, query: [String: String] = [:], route: String,
-    options: RouteOptions = [], _ handler: @escaping Router.Handler
+    options: RouteOptions = [], decorate: Router.Decorator? = nil, _ handler: @escaping Router.Handler
   ) {
-    router.add(method, pattern, query: query, route: route, options: options) { request, params in
+    router.add(method, pattern, query: query, route: route, options: options, decorate: decorate) {
+      request, params in
       try handler(try formDecoded(request), params)
     }
   }

@@ -9,6 +9,7 @@ import LarderHTTP
 /// POST /upload/storage/v1/b/{bucket}/o?uploadType=multipart           multipart/related (JSON, content) → 200
 /// POST /upload/storage/v1/b/{bucket}/o?uploadType=resumable           JSON resource → 200, Location: session URI
 /// PUT  <session URI>  Content-Range: bytes a-b/N | bytes a-b/*        a chunk → 308 Range: bytes=0-X, or 200 resource
+/// PUT  <session URI>  Content-Range: bytes a-*/N | bytes a-*/*        the rest, of a length known when it ends
 /// PUT  <session URI>  Content-Range: bytes */N | bytes */*, no body   status → 308 (or the finish at N)
 /// DELETE <session URI>                                                → 499, the session and its bytes go
 /// ```
@@ -22,24 +23,30 @@ import LarderHTTP
 ///   the range really stored, from which the client resumes (it is refused before its body).
 /// - A chunk whose connection breaks is dropped whole (the client asks the status and resends).
 /// - The preconditions are checked at the start (to fail early) and again inside the publish.
+/// - A chunk may come with `POST` as well as `PUT`, as Google takes it (Go's client sends POST,
+///   and `X-GUploader-No-308: yes`: see ``no308(_:_:)``).
+/// - A chunk's body may be chunked (`Transfer-Encoding`), streamed like any other: Node's client
+///   sends its whole upload as one `PUT` with `Content-Range: bytes 0-*/*`. `bytes a-*/*` is the
+///   rest of the object (complete when the body ends, as GCS does); `bytes a-*/N` completes at N
+///   (a body ending short of it is a chunk: 308); `bytes a-b/…` must carry exactly its span.
 struct GcsUploads {
   let context: ServiceContext
   var store: UploadStore { context.uploads }
 
   func register(in router: inout Router) {
     let collection = "/upload/storage/v1/b/{bucket}/o"
+    for (method, query) in [("PUT", [:]), ("POST", ["upload_id": Router.anyValue])] {
+      GcsAPI.add(&router, method, collection, query: query, route: "gcs.upload.chunk", decorate: Self.no308) {
+        request, params in
+        let bucket = try context.bucket(params)
+        let identity = try context.identity(request)
+        return HTTPHeadDecision(try chunk(request, bucket: bucket, identity: identity))
+      }
+    }
     GcsAPI.add(&router, "POST", collection, route: "gcs.upload") { request, params in
       let bucket = try context.bucket(params)
       let identity = try context.identity(request)
-      if request.queryValue("upload_id") != nil {
-        throw LarderError.invalidArgument("a resumable session takes its chunks with PUT")
-      }
       return HTTPHeadDecision(try start(request, bucket: bucket, identity: identity))
-    }
-    GcsAPI.add(&router, "PUT", collection, route: "gcs.upload.chunk") { request, params in
-      let bucket = try context.bucket(params)
-      let identity = try context.identity(request)
-      return HTTPHeadDecision(try chunk(request, bucket: bucket, identity: identity))
     }
     GcsAPI.add(&router, "DELETE", collection, route: "gcs.upload.cancel") { request, params in
       let bucket = try context.bucket(params)
@@ -143,18 +150,24 @@ struct GcsUploads {
   enum ChunkRange: Equatable {
     /// `bytes a-b/N` or `bytes a-b/*`.
     case bytes(first: Int64, last: Int64, total: Int64?)
+    /// `bytes a-*/N` or `bytes a-*/*`: from `a` to the end of the body, of a length not known
+    /// before it ends (Node's client), up to N or, without N, to the end of the object.
+    case open(first: Int64, total: Int64?)
     /// `bytes */N` or `bytes */*`: a status query, or (at N) the finish.
     case status(total: Int64?)
 
     /// - Throws: ``LarderError/invalidArgument(_:)`` for anything else.
-    static func parse(_ header: String?, bodyLength: Int64) throws -> ChunkRange {
+    /// `bodyLength` is nil for a chunked body.
+    static func parse(_ header: String?, bodyLength: Int64?) throws -> ChunkRange {
       guard let header else {
         // The whole content in one request.
+        guard let bodyLength else { return .open(first: 0, total: nil) }
         return bodyLength == 0 ? .status(total: 0) : .bytes(first: 0, last: bodyLength - 1, total: bodyLength)
       }
       let text = header.trimmingCharacters(in: .whitespaces)
       guard text.lowercased().hasPrefix("bytes "), let slash = text.firstIndex(of: "/") else {
-        throw LarderError.invalidArgument("Content-Range must be 'bytes a-b/N', 'bytes a-b/*' or 'bytes */N'")
+        throw LarderError.invalidArgument(
+          "Content-Range must be 'bytes a-b/N', 'bytes a-b/*', 'bytes a-*/N', 'bytes a-*/*' or 'bytes */N'")
       }
       let span = text[text.index(text.startIndex, offsetBy: 6)..<slash].trimmingCharacters(in: .whitespaces)
       let totalText = String(text[text.index(after: slash)...])
@@ -167,6 +180,12 @@ struct GcsUploads {
       }
       if span == "*" { return .status(total: total) }
       let ends = span.split(separator: "-", omittingEmptySubsequences: false)
+      if ends.count == 2, ends[1] == "*", let first = FirebaseUploads.parseCount(String(ends[0])) {
+        if let total, first > total {
+          throw LarderError.invalidArgument("Content-Range starts at \(first), beyond its total \(total)")
+        }
+        return .open(first: first, total: total)
+      }
       guard ends.count == 2, let first = FirebaseUploads.parseCount(String(ends[0])),
         let last = FirebaseUploads.parseCount(String(ends[1])), first <= last
       else { throw LarderError.invalidArgument("Content-Range's span must be 'a-b' with a <= b") }
@@ -175,6 +194,17 @@ struct GcsUploads {
       }
       return .bytes(first: first, last: last, total: total)
     }
+  }
+
+  /// Go's client sends `X-GUploader-No-308: yes` (its HTTP client takes a 308 for a redirect)
+  /// and reads 200 with `X-Http-Status-Code-Override: 308` as Resume Incomplete, as Google
+  /// answers it; a bare 308 fails its upload.
+  @Sendable static func no308(_ response: inout HTTPResponse, _ request: HTTPRequest) {
+    guard response.status == 308,
+      request.headers["X-GUploader-No-308"]?.trimmingCharacters(in: .whitespaces).lowercased() == "yes"
+    else { return }
+    response.status = 200
+    response.headers.set("X-Http-Status-Code-Override", "308")
   }
 
   /// 308 Resume Incomplete: `Range: bytes=0-X` of what is stored (none when nothing is).
@@ -186,7 +216,8 @@ struct GcsUploads {
 
   func chunk(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
     let upload = try session(request, bucket: bucket, identity: identity)
-    let bodyLength = try FirebaseUploads.chunkLength(request)
+    // nil: a chunked body, of a length known when it ends.
+    let bodyLength = request.contentLength ?? (request.headers["Transfer-Encoding"] == nil ? 0 : nil)
     let range = try ChunkRange.parse(request.headers["Content-Range"], bodyLength: bodyLength)
     if upload.completedAt != nil {
       // The last chunk's answer was lost: the object it made, if it is still that upload's.
@@ -198,6 +229,10 @@ struct GcsUploads {
     }
     let first: Int64
     let total: Int64?
+    // The span a chunked body must fill exactly (a `Content-Length` body is checked up front).
+    let span: Int64?
+    // `bytes a-*/…`: the body's end is the object's, when no total says otherwise.
+    let endsUpload: Bool
     switch range {
     case .status(let t):
       guard let t, t == upload.offset, upload.length.map({ $0 == t }) ?? true else {
@@ -207,9 +242,9 @@ struct GcsUploads {
         return .respond(Self.resumeIncomplete(upload.offset))
       }
       guard bodyLength == 0 else { throw LarderError.invalidArgument("a 'bytes */N' request takes no body") }
-      (first, total) = (t, t)
+      (first, total, span, endsUpload) = (t, t, nil, false)
     case .bytes(let f, let last, let t):
-      guard bodyLength == last - f + 1 else {
+      if let bodyLength, bodyLength != last - f + 1 {
         throw LarderError.invalidArgument(
           "Content-Range names \(last - f + 1) bytes, the body has \(bodyLength)")
       }
@@ -218,9 +253,16 @@ struct GcsUploads {
       }
       // Not where the stored bytes end: nothing is appended, the client resumes from the answer.
       guard f == upload.offset else { return .respond(Self.resumeIncomplete(upload.offset)) }
-      (first, total) = (f, t)
+      (first, total, span, endsUpload) = (f, t, bodyLength == nil ? last - f + 1 : nil, false)
+    case .open(let f, let t):
+      if let t, let length = upload.length, t != length {
+        throw LarderError.invalidArgument("the session is for \(length) bytes, not \(t)")
+      }
+      guard f == upload.offset else { return .respond(Self.resumeIncomplete(upload.offset)) }
+      (first, total, span, endsUpload) = (f, t, nil, true)
     }
-    if first + bodyLength > context.maxUploadSize {
+    // A chunked body meets the limit as it streams (the append's size limit: 413, nothing kept).
+    if first + (bodyLength ?? 0) > context.maxUploadSize {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
     }
     let append: UploadAppend
@@ -237,9 +279,15 @@ struct GcsUploads {
       request, conditions: GcsPreconditions.fromUpload(upload.metadata), identity: identity)
     let firebase = FirebaseUploads(context: context)
     return .receiveBody(
-      UploadAppendSink(append, keepReceivedOnBreak: false) {
-        try firebase.complete(
-          $0, identity: identity, completion: done, progress: { Self.resumeIncomplete($0.offset) })
+      UploadAppendSink(append, keepReceivedOnBreak: false) { append in
+        if let span, append.received != span {
+          append.abort(keepReceived: false)
+          throw LarderError.invalidArgument(
+            "Content-Range names \(span) bytes, the body had \(append.received)")
+        }
+        if endsUpload { append.endUploadHere() }
+        return try firebase.complete(
+          append, identity: identity, completion: done, progress: { Self.resumeIncomplete($0.offset) })
       })
   }
 }

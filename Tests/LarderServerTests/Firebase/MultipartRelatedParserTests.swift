@@ -181,6 +181,51 @@ import Testing
     #expect(Self.parse(headers, cuts: []).error == "a multipart part's headers are too long")
   }
 
+  /// A body with every line break LF alone, as some Python clients write it.
+  static func lfBody(json: String = #"{"name":"a.txt"}"#, content: [UInt8], boundary: String = boundary) -> [UInt8] {
+    Array("--\(boundary)\nContent-Type: application/json; charset=UTF-8\n\n\(json)\n--\(boundary)\nContent-Type: text/plain\n\n".utf8)
+      + content + Array("\n--\(boundary)--".utf8)
+  }
+
+  @Test func bareLFBodiesAreParsedWithTheContentExact() {
+    let b = Self.boundary
+    let content = Array("one\ntwo\r\nthree\r\r\n\n--x\n--\(b.dropLast())\n-\r".utf8) + [0, 255, 10, 13]
+    let body = Self.lfBody(content: content)
+    for cuts in [[], [body.count / 2], Array(0...body.count)] {
+      let out = Self.parse(body, cuts: cuts)
+      #expect(out.error == nil, "\(cuts.count) cuts: \(out.error ?? "")")
+      #expect(out.json == Array(#"{"name":"a.txt"}"#.utf8))
+      #expect(out.contentType == "text/plain")
+      #expect(out.content == content)
+      #expect(out.contentOffset == Int64(body.count - content.count - b.count - 5))
+    }
+    // An empty content, and one LF after the closing delimiter (not a CRLF).
+    #expect(Self.parse(Self.lfBody(content: []), cuts: []).content == [])
+    #expect(Self.parse(Self.lfBody(content: [7]) + [10], cuts: []).error == nil)
+    #expect(Self.parse(Self.lfBody(content: [7]) + [13, 10], cuts: []).error?.contains("trailing") == true)
+  }
+
+  @Test func aBodyThatMixesLineBreaksIsRefusedWithAReason() {
+    let b = Self.boundary
+    let json = #"{"name":"a.txt"}"#
+    let cases: [(String, String, String)] = [
+      ("LF opening, CRLF delimiters", "--\(b)\nContent-Type: application/json\n\n\(json)\r\n--\(b)\r\n\r\nx\r\n--\(b)--", "mixes LF and CRLF"),
+      ("LF, CRLF closing delimiter", "--\(b)\nContent-Type: application/json\n\n\(json)\n--\(b)\n\nx\r\n--\(b)\r\n", "mixes LF and CRLF"),
+      ("LF opening, CRLF headers", "--\(b)\nContent-Type: application/json\r\n\r\n\(json)\n--\(b)\n\nx\n--\(b)--", "malformed header"),
+      ("CRLF opening, LF delimiters", "--\(b)\r\nContent-Type: application/json\r\n\r\n\(json)\n--\(b)\n\nx\n--\(b)--", "inside the metadata"),
+      ("CR alone", "--\(b)\rContent-Type: application/json\r\r\(json)", "must start with"),
+      ("LF boundary inside the content", "--\(b)\nContent-Type: application/json\n\n\(json)\n--\(b)\n\na\n--\(b)zz\n--\(b)--", "inside the content"),
+      ("LF three parts", "--\(b)\nContent-Type: application/json\n\n\(json)\n--\(b)\n\nx\n--\(b)\n\ny\n--\(b)--", "more than two parts"),
+    ]
+    for (label, text, reason) in cases {
+      let body = Array(text.utf8)
+      for cuts in [[], [body.count / 2], Array(0...body.count)] {
+        let out = Self.parse(body, cuts: cuts)
+        #expect(out.error?.contains(reason) == true, "\(label) (\(cuts.count) cuts): \(out.error ?? "accepted")")
+      }
+    }
+  }
+
   @Test func boundaryComesFromTheContentType() throws {
     #expect(try MultipartRelatedParser.boundary(fromContentType: "multipart/related; boundary=123abc") == "123abc")
     #expect(try MultipartRelatedParser.boundary(fromContentType: "Multipart/Related;boundary=\"a b\"") == "a b")

@@ -274,4 +274,28 @@ import Testing
       #expect((revoked.error?["message"] as? String)?.contains("revoked") == true)
     }
   }
+
+  /// The JSON API's root (`/b/{bucket}/o/…`) is declared after the signed URLs: a signed URL of
+  /// a bucket named `b` whose object looks like a JSON API path stays a signed URL.
+  @Test func aSignedURLOfABucketNamedBIsNotTheRootJSONAPI() throws {
+    try withAccount { s, account, _ in
+      for name in ["app/o/x.txt", "app/o", "x"] {
+        let put = try s.send(
+          WireRequest(
+            "PUT", try Self.signed("PUT", "b", name, account: account), body: Array("signed \(name)".utf8)))
+        #expect(put.status == 200, "\(name): \(put.text)")
+        #expect(put.json?["bucket"] as? String == "b")
+        #expect(put.json?["name"] as? String == name)
+        let get = try s.send(.get(try Self.signed("GET", "b", name, account: account)))
+        #expect(get.text == "signed \(name)", "\(name)")
+      }
+      // A signed URL's refusal keeps its own shape there (not the JSON API's `errors` list).
+      let good = try Self.signed("GET", "b", "app/o/x.txt", account: account)
+      let bad = try s.send(.get(good.replacingOccurrences(of: "x.txt", with: "y.txt")))
+      expectForbidden(bad, "tampered")
+      #expect(bad.error?["errors"] == nil)
+      // Nothing was written into bucket `app` by those URLs.
+      #expect(try s.send(.get("/storage/v1/b/app/o/x.txt", [("Authorization", "Bearer none")])).status != 200)
+    }
+  }
 }
