@@ -7,9 +7,7 @@
 #   COMMIT_BENCH_BIN=.build/debug/larder-commit-bench Benchmarks/catalog-commit/run.sh   # a binary built elsewhere
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-if [ -z "${COMMIT_BENCH_BIN:-}" ]; then
-  swift build -c release --product larder-commit-bench >&2
-  COMMIT_BENCH_BIN="$(swift build -c release --show-bin-path)/larder-commit-bench"
-fi
+. Benchmarks/lib/release-product.sh
+bench=$(release_product larder-commit-bench COMMIT_BENCH_BIN)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-"$COMMIT_BENCH_BIN" "$tmp" "${1:-}" "${2:-400}"
+"$bench" "$tmp" "${1:-}" "${2:-400}"
