@@ -5,7 +5,7 @@ DATA ?= data
 PORT ?= 8080
 CONFIG ?= release
 
-.PHONY: deps build release serve test test-swift test-swift-postgres test-swift-s3 test-interop test-embedded stress bench bench-observe gc-scale clean
+.PHONY: deps build release serve test test-swift test-swift-postgres test-swift-s3 test-interop test-embedded stress bench bench-observe bench-commits gc-scale clean
 
 deps:
 	@scripts/deps.sh
@@ -84,18 +84,23 @@ bench: deps
 	$(SWIFT) build -c release --product larder
 	Benchmarks/run.sh
 	Benchmarks/model-observe/run.sh
+	Benchmarks/catalog-commit/run.sh
 
 # Alone: cross-process observation latency on SQLite, p50/p99 over 1,000 commits.
 bench-observe: deps
 	Benchmarks/model-observe/run.sh
 
+# Alone: catalog commits/s of serial 4 KiB uploads through the library, on SQLite (and on
+# PostgreSQL with BENCH_COMMITS_PG=postgres://…).
+bench-commits: deps
+	Benchmarks/catalog-commit/run.sh "$${BENCH_COMMITS_PG:-}"
+
 # Garbage collection on a generated store of N blobs (default 1 000 000, 10 % orphans).
 GC_SCALE_DIR ?= /tmp/larder-gc-scale
+# Prints each run's time and peak RSS, and checks the dry run reported what gc then did;
+# GC_SCALE_VERIFY=1 also times a full verify (Benchmarks/gc-scale/run.sh).
 gc-scale: release
-	rm -rf "$(GC_SCALE_DIR)"
-	python3 Benchmarks/gc-scale/generate.py "$(GC_SCALE_DIR)" $${N:-1000000}
-	command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
-	/usr/bin/time -v "$$($(SWIFT) build -c release --show-bin-path)/larder" gc --grace 1h --json --data "$(GC_SCALE_DIR)"
+	Benchmarks/gc-scale/run.sh "$(GC_SCALE_DIR)" $${N:-1000000}
 
 clean:
 	rm -rf .build .venv

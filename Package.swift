@@ -84,12 +84,18 @@ let package = Package(
     .executableTarget(
       name: "larder-model-probe", dependencies: ["Larder", "LarderTestSupport"],
       path: "Tests/Executables/larder-model-probe"),
+    // Benchmark only: catalog commits per second through the library (Benchmarks/catalog-commit/run.sh).
+    .executableTarget(
+      name: "larder-commit-bench", dependencies: ["Larder", "LarderPostgres"],
+      path: "Benchmarks/catalog-commit", exclude: ["run.sh"]),
 
     // Test support shared by test targets (process spawning, openssl fixtures),
     // and an in-process driver for HTTP handlers (no socket).
-    // It also holds `TestCatalog` (which catalog a run uses), hence Larder.
+    // It also holds `TestCatalog` (which catalog a run uses), hence Larder, and puts a
+    // service's options on that catalog (`onTestStores()`), hence LarderServer.
     .target(
-      name: "LarderTestSupport", dependencies: ["LarderHTTP", "Larder", "LarderPostgres", "LarderS3Store", "LarderImages"]),
+      name: "LarderTestSupport",
+      dependencies: ["LarderHTTP", "Larder", "LarderPostgres", "LarderS3Store", "LarderImages", "LarderServer"]),
 
     // S3-compatible blob storage over libcurl (which signs requests itself); CCurl stays inside.
     .target(name: "LarderS3", dependencies: ["CCurl", "LarderCrypto"]),

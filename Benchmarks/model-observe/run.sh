@@ -9,10 +9,8 @@
 #   PROBE_BIN=.build/debug/larder-model-probe Benchmarks/model-observe/run.sh   # a binary built elsewhere
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-if [ -z "${PROBE_BIN:-}" ]; then
-  swift build -c release --product larder-model-probe >&2
-  PROBE_BIN="$(swift build -c release --show-bin-path)/larder-model-probe"
-fi
+. Benchmarks/lib/release-product.sh
+PROBE_BIN=$(release_product larder-model-probe PROBE_BIN)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # Not the test pass's PostgreSQL: this measures the SQLite catalog.
 env -u LARDER_TEST_CATALOG "$PROBE_BIN" latency "$tmp/data" "${1:-1000}" "${2:-2000}"

@@ -1,7 +1,7 @@
 internal import CCrypto
 
 /// Saving and restoring a running SHA-256, so a resumable upload continued on another node
-/// (issue 15) resumes its hash from bytes kept in the catalog instead of re-reading the upload.
+/// resumes its hash from bytes kept in the catalog instead of re-reading the upload.
 ///
 /// The bytes are an explicit, portable encoding of `SHA256_CTX`'s fields, never a copy of the
 /// struct (whose layout and word order are the host's), so any node (any architecture, any

@@ -25,8 +25,8 @@ extension HTTPServer {
     /// how long an idle keep-alive connection is kept. 0 = no deadline.
     public var requestHeadTimeout: Int = 30
     /// Per-connection buffer memory. Bounds the upload chunk size handed to a sink (about
-    /// half of it), and the largest request header block. See ARCHITECTURE §1: bigger
-    /// speeds large uploads but costs every small request.
+    /// half of it), and the largest request header block. See ARCHITECTURE.md, "The HTTP layer":
+    /// bigger speeds large uploads but costs every small request.
     public var connectionMemoryLimit: Int = 64 * 1024
     /// Request header block limit (request line excluded); larger gets 431.
     public var maxHeaderBytes: Int = 16 * 1024

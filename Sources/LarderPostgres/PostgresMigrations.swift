@@ -7,8 +7,8 @@ import Larder
 /// catalog's advisory write lock, so nodes starting together apply each one once.
 enum PostgresMigrations {
   static let all: [@Sendable (Database) throws -> Void] = [
-    // 1: the store's tables (ARCHITECTURE §5). Times are integer milliseconds since 1970.
-    // Names and keys sort as bytes (`COLLATE "C"`), as SQLite's BINARY does: listings and
+    // 1: the store's tables (ARCHITECTURE.md, "The catalog"). Times are integer milliseconds since
+    // 1970. Names and keys sort as bytes (`COLLATE "C"`), as SQLite's BINARY does: listings and
     // page tokens depend on that order.
     { db in
       try db.executeScript(

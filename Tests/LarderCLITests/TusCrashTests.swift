@@ -60,8 +60,9 @@ import Testing
     let location = try server.create(length: content.count, name: "crash.bin")
     let first = try server.patch(location, offset: 0, Array(content[..<60_000]))
     #expect(first.status == 204)
-    // The last PATCH links the upload's file into blobs/, then the process dies before COMMIT.
-    #expect(throws: (any Error).self) { try server.patch(location, offset: 60_000, Array(content[60_000...])) }
+    // The last PATCH links the upload's file into blobs/, then the process dies before COMMIT:
+    // the connection ends with no answer.
+    #expect(throws: ConnectionLost.self) { try server.patch(location, offset: 60_000, Array(content[60_000...])) }
     #expect(try server.waitForExit() == 86)
     #expect(box.files(under: "blobs").count == 1, "the stray link the crash left")
 
@@ -172,6 +173,13 @@ struct RawResponse {
 }
 
 /// One TCP connection to 127.0.0.1 with blocking sends and a bounded wait for answers.
+/// The server went away before a whole answer: sending failed, the connection was reset, or it
+/// closed before the end of the answer's head.
+struct ConnectionLost: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
+}
+
 final class RawConnection {
   let fd: Int32
 
@@ -208,7 +216,7 @@ final class RawConnection {
     var sent = 0
     while sent < bytes.count {
       let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-      guard n > 0 else { throw HarnessFailure("send: \(String(cString: strerror(errno)))") }
+      guard n > 0 else { throw ConnectionLost("send: \(String(cString: strerror(errno)))") }
       sent += n
     }
   }
@@ -224,7 +232,7 @@ final class RawConnection {
       } else if n == 0 {
         return answer
       } else if errno != EINTR {
-        throw HarnessFailure("recv: \(String(cString: strerror(errno))) after \(answer.count) bytes")
+        throw ConnectionLost("recv: \(String(cString: strerror(errno))) after \(answer.count) bytes")
       }
     }
   }
@@ -234,7 +242,7 @@ final class RawConnection {
     let answer = try readToEnd()
     let separator: [UInt8] = Array("\r\n\r\n".utf8)
     guard let end = answer.indices.first(where: { answer[$0...].starts(with: separator) }) else {
-      throw HarnessFailure("no complete answer: \(answer.count) bytes")
+      throw ConnectionLost("no complete answer: \(answer.count) bytes")
     }
     let lines = String(decoding: answer[..<end], as: UTF8.self).components(separatedBy: "\r\n")
     let status = Int(lines[0].split(separator: " ")[1]) ?? 0

@@ -9,8 +9,8 @@ import Testing
 /// The race between a writer's PUT (made before its write transaction) and a collector's
 /// DELETE, forced step by step on a real store: the collector runs at the exact moment between
 /// the writer's upload and its transaction (the `after-link` fault point, which in S3 mode sits
-/// there). Each test fails without fencing (ARCHITECTURE §11): were the writer to reuse the
-/// address it read or uploaded to, the commit would reference an object the collector had just
+/// there). Each test fails without fencing (ARCHITECTURE.md, "Fenced deletion"): were the writer to
+/// reuse the address it read or uploaded to, the commit would reference an object the collector had just
 /// deleted, and verify would report it missing.
 @Suite(.enabled(if: LoopbackS3.isAvailable, "needs the loopback S3 engine"))
 struct BlobDeletionRaceTests {

@@ -6,7 +6,7 @@ import Testing
 
 @testable import Larder
 
-/// Fenced deletion (ARCHITECTURE §11) when the collector's locks and sessions are lost, on the
+/// Fenced deletion (ARCHITECTURE.md) when the collector's locks and sessions are lost, on the
 /// real PostgreSQL and S3 engines: what was measured to lose acknowledged uploads before (27 of
 /// 400) loses none. Each test names the mechanism it proves; each fails with that mechanism
 /// removed (a writer that reuses the address it read, as the epoch protocol did, instead of

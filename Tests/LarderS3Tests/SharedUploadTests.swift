@@ -6,9 +6,9 @@ import Testing
 
 @testable import Larder
 
-/// Resumable uploads continued on another node (ARCHITECTURE §11): two `Larder`s with their
-/// own data directories and `UploadStore`s (nothing shared in memory, as two processes) on one
-/// PostgreSQL schema and one bucket prefix of the loopback S3 engine.
+/// Resumable uploads continued on another node (ARCHITECTURE.md, "Resumable uploads across nodes"):
+/// two `Larder`s with their own data directories and `UploadStore`s (nothing shared in memory, as
+/// two processes) on one PostgreSQL schema and one bucket prefix of the loopback S3 engine.
 @Suite(
   .enabled(
     if: !(ProcessInfo.processInfo.environment["LARDER_TEST_CATALOG"] ?? "").isEmpty && LoopbackS3.isAvailable,

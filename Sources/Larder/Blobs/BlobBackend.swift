@@ -6,8 +6,9 @@ import LarderCrypto
 /// Two implementations: ``FilesystemBlobBackend`` (the data directory's `blobs/`, the
 /// embedded default) and ``S3BlobBackend`` (a bucket of an S3-compatible store, for several
 /// nodes sharing one store). Both address content by a ``BlobAddress``: the SHA-256 and the
-/// row's *fence* (ARCHITECTURE §11), and neither decides whether a blob *exists*: the catalog's
-/// `blobs` row does, inside the write transaction (ARCHITECTURE §3). The backend only holds bytes.
+/// row's *fence* (ARCHITECTURE.md, "Fenced deletion"), and neither decides whether a blob *exists*:
+/// the catalog's `blobs` row does, inside the write transaction (ARCHITECTURE.md, "Invariants and
+/// the write path"). The backend only holds bytes.
 ///
 /// The contract, which the write path, gc and verify rely on:
 /// - ``publish(_:at:)`` makes verified staged content durable at its address before the commit
@@ -31,8 +32,8 @@ public protocol BlobBackend: Sendable {
   /// Whether ``publish(_:at:)`` is a cheap local link that belongs *inside* the catalog's write
   /// transaction (the filesystem: the dedupe decision and the link are one step; every address
   /// has fence 0), rather than an upload that must finish *before* it so no lock is ever held
-  /// across a network transfer (S3: each upload goes to a fresh fence, ARCHITECTURE §11).
-  /// Descriptive: no subsystem asks it; the store's content store is chosen with the backend
+  /// across a network transfer (S3: each upload goes to a fresh fence, ARCHITECTURE.md, "Fenced
+  /// deletion"). Descriptive: no subsystem asks it; the store's content store is chosen with the backend
   /// (``LocalContentStore`` links inside, ``FencedContentStore`` publishes before).
   var publishesInsideTransaction: Bool { get }
 
@@ -66,12 +67,12 @@ extension BlobBackend {
 
 /// Where one blob's bytes are: its SHA-256 and its row's *fence*.
 ///
-/// A fence is a number the catalog hands out once and never again (ARCHITECTURE §11): a writer
-/// that uploads to S3 takes a fresh one, so an address a collector condemned is never claimed
-/// by a row again, and a DELETE that arrives late cannot remove bytes anyone relies on. Fence 0
-/// is every blob of the filesystem backend and every S3 blob stored before fences existed; its
-/// key is the one those always had, `sha256/ab/cd/<hex>`. Any other fence adds `.<fence>` in
-/// decimal: `sha256/ab/cd/<hex>.7`.
+/// A fence is a number the catalog hands out once and never again (ARCHITECTURE.md, "Fenced
+/// deletion"): a writer that uploads to S3 takes a fresh one, so an address a collector condemned
+/// is never claimed by a row again, and a DELETE that arrives late cannot remove bytes anyone
+/// relies on. Fence 0 is every blob of the filesystem backend and every S3 blob stored before
+/// fences existed; its key is the one those always had, `sha256/ab/cd/<hex>`. Any other fence adds
+/// `.<fence>` in decimal: `sha256/ab/cd/<hex>.7`.
 public struct BlobAddress: Hashable, Sendable, CustomStringConvertible {
   /// Lower-case hex SHA-256 of the content.
   public let hex: String

@@ -1,7 +1,7 @@
 import Foundation
 import LarderCrypto
 
-/// Fenced deletion of blobs in a remote store (ARCHITECTURE §11, "Fenced deletion").
+/// Fenced deletion of blobs in a remote store (ARCHITECTURE.md, "Fenced deletion").
 ///
 /// A blob's bytes in S3 live at a ``BlobAddress``: its SHA-256 and its row's fence. Three rules
 /// make every deletion safe without any lock or session staying alive:

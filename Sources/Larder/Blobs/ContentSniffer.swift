@@ -41,13 +41,13 @@ public final class ContentSniffer: @unchecked Sendable {
   ///
   /// Every text test that opens one of the database's text checks reaches at most 8 KiB past its
   /// offset (searches are bounded at 8 KiB, regexes by `MAGIC_PARAM_REGEX_MAX`, 8 KiB), so 16 KiB
-  /// holds each whole; only REXX, MSX BASIC, VCF and PCB netlist tests search farther. What
-  /// changes: content of no known format whose first 16 KiB are text and which turns binary
+  /// holds each whole; only REXX, MSX BASIC, VCF and PCB netlist tests search farther. Against
+  /// the default: content of no known format whose first 16 KiB are text and which turns binary
   /// between 16 and 64 KiB gets a text type (`text/plain`, or `text/csv` for comma-separated
-  /// lines) where it was `application/octet-stream`; neither is active content. The rest of the
-  /// corpus is answered identically, and per call: 64 KiB of JPEG 48 → 22 µs, of random bytes
-  /// 397 → 321 µs, CSV (56 KB) 89 → 30 µs, HTML (38 KB) 644 → 496 µs, a 40 KB log 2.3 → 2.0 ms.
-  /// Content under 16 KiB, such as a 4 KiB upload, costs the same as before.
+  /// lines) instead of `application/octet-stream`; neither is active content. The rest of the
+  /// corpus is answered identically, and per call (default → 16 KiB): 64 KiB of JPEG 48 → 22 µs,
+  /// of random bytes 397 → 321 µs, CSV (56 KB) 89 → 30 µs, HTML (38 KB) 644 → 496 µs, a 40 KB log
+  /// 2.3 → 2.0 ms. Content under 16 KiB, such as a 4 KiB upload, costs the same either way.
   public static let textWindow = 16 * 1024
 
   private let lock = NSLock()

@@ -1,11 +1,11 @@
 import Foundation
 
-/// Blobs as read-only files under the data directory's `blobs/sha256/ab/cd/`: today's
-/// ``BlobStore`` seen through ``BlobBackend``, with the same behaviour (a hard link of the
+/// Blobs as read-only files under the data directory's `blobs/sha256/ab/cd/`: the
+/// ``BlobStore`` seen through ``BlobBackend`` (a hard link of the
 /// staged file, fsync'ed directories; downloads may still take the descriptor for `sendfile`
 /// through ``BlobStore/open(sha256:)``). Every address here has fence 0: the link happens under
-/// the write lock with the dedupe decision, which is already safe (ARCHITECTURE §4), so the
-/// on-disk layout never carries a fence and one is ignored.
+/// the write lock with the dedupe decision, which is already safe (ARCHITECTURE.md, "Invariants and
+/// the write path"), so the on-disk layout never carries a fence and one is ignored.
 public struct FilesystemBlobBackend: BlobBackend {
   public let store: BlobStore
 

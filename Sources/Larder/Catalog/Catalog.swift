@@ -11,7 +11,8 @@ import Foundation
 /// so writes of different contents, names and uploads commit concurrently while two writes of
 /// one key (an upload deduping against a blob and the collector deleting it) never interleave;
 /// a write without keys holds the store's lock exclusively and runs alone, across every node
-/// (ARCHITECTURE §7b). Reads use their own snapshot and never wait behind a write.
+/// (ARCHITECTURE.md, "Keyed write locks"). Reads use their own snapshot and never wait behind a
+/// write.
 /// ```swift
 /// try catalog.write { db in try db.execute("DELETE FROM uploads WHERE expires_at < ?", [now]) }
 /// try catalog.write(keys: [.upload(id: id)]) { db in try db.execute("UPDATE uploads SET … WHERE id = ?", [id]) }

@@ -3,7 +3,8 @@
 /// `PRAGMA user_version` records how many have run. Append new migrations; never edit old ones.
 package enum Migrations {
   package static let all: [String] = [
-    // 1: the store's tables (ARCHITECTURE §5). Times are integer milliseconds since 1970.
+    // 1: the store's tables (ARCHITECTURE.md, "The catalog"). Times are integer milliseconds since
+    // 1970.
     """
     CREATE TABLE blobs(
       sha256 BLOB PRIMARY KEY CHECK (length(sha256) = 32),
@@ -108,21 +109,22 @@ package enum Migrations {
         SELECT f.md5 FROM files f WHERE f.blob_sha256 = blobs.sha256 AND length(f.md5) = 16 LIMIT 1);
     CREATE INDEX blobs_without_md5 ON blobs(sha256) WHERE md5 IS NULL;
     """,
-    // 6: resumable uploads any node can continue (ARCHITECTURE §11): where their bytes are in the
-    // shared store (JSON: multipart upload, parts, pieces, SHA-256 state) and a lease with an end,
-    // so a node that died holding one blocks the upload only until then.
+    // 6: resumable uploads any node can continue (ARCHITECTURE.md, "Resumable uploads across
+    // nodes"): where their bytes are in the shared store (JSON: multipart upload, parts, pieces,
+    // SHA-256 state) and a lease with an end, so a node that died holding one blocks the upload
+    // only until then.
     """
     ALTER TABLE uploads ADD COLUMN shared_state TEXT;
     ALTER TABLE uploads ADD COLUMN lease_holder TEXT;
     ALTER TABLE uploads ADD COLUMN lease_until INTEGER;
     """,
-    // 7: the lease's fencing epoch (ARCHITECTURE §11), moved by every takeover of a lease that
-    // was not given back cleanly; an upload's part numbers are spaced by it, so a node that
-    // stalled past its lease can never replace a part the next holder recorded.
+    // 7: the lease's fencing epoch (ARCHITECTURE.md, "Resumable uploads across nodes"), moved by
+    // every takeover of a lease that was not given back cleanly; an upload's part numbers are
+    // spaced by it, so a node that stalled past its lease can never replace a part the next holder recorded.
     """
     ALTER TABLE uploads ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
     """,
-    // 8: service accounts' public keys (issue 22): the key a Google-format key file's
+    // 8: service accounts' public keys: the key a Google-format key file's
     // `private_key_id` names, so every node verifies `/token` assertions and V4 signed URLs. The
     // private key is only in the file. Revoking deletes the row.
     """
@@ -136,10 +138,10 @@ package enum Migrations {
     ) WITHOUT ROWID;
     CREATE INDEX service_account_keys_by_email ON service_account_keys(client_email);
     """,
-    // 9: fenced blob deletion (ARCHITECTURE §11). A blob's bytes in S3 are at (sha256, fence);
-    // a fence is handed out once (`blob_fences` 'counter') and only to a writer about to upload,
-    // so an address whose row is gone is never claimed again and a late DELETE of it is harmless.
-    // Every existing row keeps fence 0, whose key is the one it always had. `blob_deletions`
+    // 9: fenced blob deletion (ARCHITECTURE.md, "Fenced deletion"). A blob's bytes in S3 are at
+    // (sha256, fence); a fence is handed out once (`blob_fences` 'counter') and only to a writer
+    // about to upload, so an address whose row is gone is never claimed again and a late DELETE of
+    // it is harmless. Every existing row keeps fence 0, whose key is the one it always had. `blob_deletions`
     // holds the collector's committed intents: addresses whose row is gone and whose bytes are
     // still to be deleted. Addresses below 'floor' can no longer be committed by anyone (the
     // stray pass raises it to an earlier 'mark' of the counter); it starts at 1, since no S3
@@ -159,7 +161,7 @@ package enum Migrations {
     ALTER TABLE blobs ADD COLUMN crc32c INTEGER CHECK (crc32c IS NULL OR crc32c BETWEEN 0 AND 4294967295);
     CREATE INDEX blobs_without_crc32c ON blobs(sha256) WHERE crc32c IS NULL;
     """,
-    // 11: derived files (issue 26: image variants). A variant is a file like any other, keyed by
+    // 11: derived files (image variants). A variant is a file like any other, keyed by
     // its source blob and the canonical parameters that made it; gc keeps it while a file holds
     // its source and removes it with the source (``DerivedFiles``). `used_at` orders the LRU budget.
     """
@@ -175,7 +177,7 @@ package enum Migrations {
     CREATE INDEX derived_files_by_file ON derived_files(file_id);
     CREATE INDEX derived_files_by_use ON derived_files(used_at);
     """,
-    // 12: references and links between models (issue 24). One row per declared reference a saved model
+    // 12: references and links between models. One row per declared reference a saved model
     // holds: what it points at and what happens to it when that is deleted (``DeleteRule``).
     // The second foreign key is the database's own guard: a row can only point at a record that
     // exists, and a record cannot be deleted while a row points at it (``ModelTransaction``

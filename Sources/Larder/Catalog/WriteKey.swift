@@ -1,7 +1,7 @@
 import LarderCrypto
 
 /// A piece of the catalog that a keyed write locks for itself: concurrent writes that share a
-/// key run one after the other; writes with disjoint keys run together (ARCHITECTURE §7b,
+/// key run one after the other; writes with disjoint keys run together (ARCHITECTURE.md,
 /// "Keyed write locks").
 ///
 /// A key names everything its write reads in order to decide and then changes: a content's

@@ -1,8 +1,8 @@
 import Foundation
 
 /// The stored content of a store as the write path, reads, the collector and the verifier act
-/// on it: each is written once against this protocol, whatever holds the bytes (ARCHITECTURE
-/// §4, §6, §9, §11).
+/// on it: each is written once against this protocol, whatever holds the bytes (ARCHITECTURE.md,
+/// "Content stores").
 ///
 /// Two implementations, chosen once when a store opens (``Larder``):
 /// - ``LocalContentStore``: files under `blobs/`, linked inside the catalog's write

@@ -1,7 +1,8 @@
 import Foundation
 import LarderCrypto
 
-/// Content in a remote store (S3) at fenced addresses (ARCHITECTURE §11, ``BlobFences``).
+/// Content in a remote store (S3) at fenced addresses (ARCHITECTURE.md, "Fenced deletion",
+/// ``BlobFences``).
 ///
 /// Writers publish bytes *before* the catalog transaction that commits their row, each to a
 /// fresh fence (``FencedIngest``), so an address without a row may be a commit on its way: strays are judged only

@@ -1,7 +1,7 @@
 import Foundation
 
-/// One commit's content into ``FencedContentStore`` (ARCHITECTURE §11): bytes are published
-/// *before* the write transaction, with no catalog lock or transaction open, and the
+/// One commit's content into ``FencedContentStore`` (ARCHITECTURE.md, "Fenced deletion"): bytes are
+/// published *before* the write transaction, with no catalog lock or transaction open, and the
 /// transaction makes only catalog decisions, with no call to the remote store inside it.
 ///
 /// A snapshot read asks whether a row exists (and whether its files are quarantined). If not,
@@ -75,8 +75,8 @@ final class FencedIngest: ContentIngest {
       (replaced, claimed) = (old, true)
     } else {
       guard let uploaded, try BlobFences.mayCommit(uploaded, in: db) else { throw NeedsUpload() }
-      // DO NOTHING: a writer of the same new content that committed first (possible once
-      // writers no longer share one lock) is referenced instead of failing this write.
+      // DO NOTHING: a writer of the same new content that committed first is referenced
+      // instead of failing this write.
       try db.execute(
         """
         INSERT INTO blobs(sha256, size, created_at, md5, crc32c, fence) VALUES (?, ?, ?, ?, ?, ?)

@@ -11,7 +11,7 @@ protocol LocalFileContent: Sendable {
 
 /// One commit's content into ``LocalContentStore``: the staged file is hard-linked into
 /// `blobs/` *inside* the write transaction, right after the dedupe decision, so the decision and
-/// the link are one step under the write lock (ARCHITECTURE §4).
+/// the link are one step under the write lock (ARCHITECTURE.md, "Invariants and the write path").
 ///
 /// - No row: the file is linked (replacing a crash's leftover), the directory fsync'ed
 ///   (``BlobStore/place(_:)``), and only then is the row inserted (I1).

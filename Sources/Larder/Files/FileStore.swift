@@ -29,7 +29,7 @@ public struct FileStore: Sendable {
 
   /// Content up to this size without a client MD5 gets its MD5 at commit (reading back the
   /// staged file, still in the page cache: ~15 ms at 8 MiB), so its `md5Hash` is in the upload's
-  /// answer as before; larger content is committed without and hashed by ``md5Backfill``.
+  /// answer; larger content is committed without and hashed by ``md5Backfill``.
   public static let inlineMD5Limit: Int64 = 8 << 20
 
   init(
@@ -94,8 +94,8 @@ public struct FileStore: Sendable {
 
   /// Publishes staged content and records a new `File` in one write transaction.
   ///
-  /// Invariant I1 (a reference is committed only to content durably in place, ARCHITECTURE §4)
-  /// reads top to bottom here, whatever holds the bytes (``ContentStore``):
+  /// Invariant I1 (a reference is committed only to content durably in place, ARCHITECTURE.md,
+  /// "Invariants and the write path") reads top to bottom here, whatever holds the bytes (``ContentStore``):
   /// 1. before any transaction, ``ContentStore/ingest(_:faults:)``: a store whose writers
   ///    publish before the lock (S3) uploads new content now, to a fresh fence (``FencedIngest``);
   /// 2. in the write transaction, the dedupe decision: the `blobs` row is read, its checksums

@@ -1,7 +1,8 @@
 import Foundation
 import LarderCrypto
 
-/// Removes what nothing references any more, safely beside a running server (ARCHITECTURE §6).
+/// Removes what nothing references any more, safely beside a running server (ARCHITECTURE.md,
+/// "Garbage collection and verification").
 ///
 /// ```swift
 /// let report = try GarbageCollector(larder: larder).collect(options: .init(grace: .seconds(86_400)))
@@ -10,9 +11,9 @@ import LarderCrypto
 /// Safety rests on SQLite's single writer: every decision to delete is taken inside a
 /// `BEGIN IMMEDIATE` transaction, the same lock under which an upload decides to dedupe against
 /// an existing `blobs` row. On PostgreSQL the deleting batch holds each candidate's content key
-/// (``WriteKey``), which the deduping upload holds too (ARCHITECTURE §7b). A blob's file is
-/// renamed into `trash/` inside the transaction that deletes its row and is unlinked only after
-/// the commit; a crash before the commit leaves the
+/// (``WriteKey``), which the deduping upload holds too (ARCHITECTURE.md, "Keyed write locks"). A
+/// blob's file is renamed into `trash/` inside the transaction that deletes its row and is unlinked
+/// only after the commit; a crash before the commit leaves the
 /// row and a trash entry, which recovery (at the next open, or the next collection) puts back.
 ///
 /// One collector runs at a time per data directory (`flock` on `gc.lock`); a second one gets

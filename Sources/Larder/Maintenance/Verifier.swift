@@ -1,7 +1,8 @@
 import Foundation
 import LarderCrypto
 
-/// Checks every invariant of ARCHITECTURE §4 on a data directory, and optionally repairs.
+/// Checks every invariant (ARCHITECTURE.md, "Invariants and the write path") on a data directory,
+/// and optionally repairs.
 ///
 /// ```swift
 /// let report = try Verifier(larder: larder).verify(repair: false)

@@ -16,7 +16,7 @@ import Synchronization
 /// nothing left to release (and `gc` would have nothing deleted to free). So a released reserve
 /// is *spent*: the file stays, empty. The empty file is the mark, on the disk, so every process
 /// on the directory (the CLI's `gc` beside a server) sees it; a missing file only means the
-/// reserve was never made (too little room at open), and content uses the disk as before.
+/// reserve was never made (too little room at open), and content uses the disk unchecked.
 /// While the reserve is spent, ``admitContent(adding:)`` (called before a content write creates
 /// its temp file and before each block it writes: blobs, tus and resumable appends) first tries
 /// to make the reserve again, and failing that admits the bytes only if they leave

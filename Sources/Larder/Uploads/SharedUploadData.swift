@@ -2,7 +2,7 @@ import Foundation
 import LarderCrypto
 
 /// The upload data store of uploads that any node can continue (shared mode: blobs in S3, the
-/// catalog on PostgreSQL; ``UploadDataStore``). ARCHITECTURE §11, "Resumable uploads across nodes".
+/// catalog on PostgreSQL; ``UploadDataStore``). ARCHITECTURE.md, "Resumable uploads across nodes".
 ///
 /// - The bytes: each commit (the end of a PATCH or chunk, or a checkpoint) stores what arrived
 ///   since the last one before it commits the offset. Once the node's staging file holds 5 MiB

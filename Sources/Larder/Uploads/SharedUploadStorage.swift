@@ -2,7 +2,7 @@ import Foundation
 import LarderCrypto
 
 /// Where the bytes of resumable uploads live when several nodes share one store: the S3
-/// backend's bucket, under `uploads/<id>/` (ARCHITECTURE §11, "Resumable uploads across nodes").
+/// backend's bucket, under `uploads/<id>/` (ARCHITECTURE.md, "Resumable uploads across nodes").
 ///
 /// An upload's bytes are an S3 multipart upload (parts of at least 5 MiB) followed by *pieces*:
 /// small objects holding what arrived since the last part, one per commit, so that no commit

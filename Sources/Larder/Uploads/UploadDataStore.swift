@@ -9,7 +9,7 @@ import LarderCrypto
 ///   offset commits, adopted whole as the staged blob at the end (one node).
 /// - ``SharedUploadData``: the staging file is a cache; each commit first stores what arrived
 ///   in the shared store (S3 parts and pieces, ``SharedUploadStorage``), so any node continues
-///   the upload (`SharedUploadData.swift`, ARCHITECTURE §11).
+///   the upload (`SharedUploadData.swift`, ARCHITECTURE.md, "Resumable uploads across nodes").
 protocol UploadDataStore: Sendable {
   /// Removes staging files that only cache bytes kept elsewhere and that no process uses: at
   /// open, and (`onlyIfDue`) from creations at most every ``UploadStore/stagingSweepInterval``.

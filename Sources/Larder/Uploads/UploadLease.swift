@@ -1,7 +1,8 @@
 import Dispatch
 import Foundation
 
-/// A catalog lease this process holds on an upload (shared mode, ARCHITECTURE §11).
+/// A catalog lease this process holds on an upload (shared mode, ARCHITECTURE.md, "Resumable
+/// uploads across nodes").
 struct HeldLease: Sendable, Equatable {
   /// Random per claim: what every commit of this append names in `lease_holder`.
   var token: String

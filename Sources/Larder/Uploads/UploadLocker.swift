@@ -59,11 +59,11 @@ struct ProcessUploadLocker: UploadLocker {
   func whileRenewing<T>(_ id: String, _ body: () throws -> T) throws -> T { try body() }
 }
 
-/// The catalog lease of shared mode (ARCHITECTURE §11): `lease_holder`, `lease_until` and
-/// `lease_epoch` in the upload's row, taken with an append and renewed while it runs, so a node
-/// that dies holding it blocks the upload for at most ``lease``. Every commit checks that the
-/// lease is still this append's (``holding(_:)``): a node that stalled past its lease cannot
-/// commit over the node that took over.
+/// The catalog lease of shared mode (ARCHITECTURE.md, "Resumable uploads across nodes"):
+/// `lease_holder`, `lease_until` and `lease_epoch` in the upload's row, taken with an append and
+/// renewed while it runs, so a node that dies holding it blocks the upload for at most ``lease``.
+/// Every commit checks that the lease is still this append's (``holding(_:)``): a node that stalled
+/// past its lease cannot commit over the node that took over.
 final class CatalogUploadLocker: UploadLocker {
   private let catalog: Catalog
   /// How long a lease lasts without renewal.

@@ -6,7 +6,7 @@ import Testing
 
 @testable import Larder
 
-/// Keyed write locks on a PostgreSQL catalog (ARCHITECTURE §7b, "Keyed write locks"): writes
+/// Keyed write locks on a PostgreSQL catalog (ARCHITECTURE.md, "Keyed write locks"): writes
 /// of different contents and names commit together, writes of one key in turn, and a write
 /// without keys alone. Each test holds one transaction open from inside its body (waiting on a
 /// semaphore) and watches what another write does meanwhile. Runs in `make test`'s PostgreSQL

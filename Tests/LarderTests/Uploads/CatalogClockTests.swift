@@ -4,7 +4,8 @@ import Testing
 @testable import Larder
 
 /// The catalog's clock, which leases of resumable uploads across nodes are claimed, renewed and
-/// judged on (ARCHITECTURE §11): on SQLite and, in the PostgreSQL pass, on PostgreSQL.
+/// judged on (ARCHITECTURE.md, "Resumable uploads across nodes"): on SQLite and, in the PostgreSQL
+/// pass, on PostgreSQL.
 @Suite struct CatalogClockTests {
   /// Proves: `SQLDialect.nowMilliseconds` is the time in the unit dates are stored in
   /// (milliseconds since 1970, `SQLValue`): seconds, days or another epoch would make every

@@ -1,9 +1,8 @@
 import LarderServer
-import LarderTestSupport
 
 extension LarderService.Options {
   /// These options on this test run's catalog and blobs (``TestStore``) where they name none.
-  func onTestStores() -> Self {
+  public func onTestStores() -> Self {
     var options = self
     TestStore.fill(&options.catalog, &options.blobs, for: dataDirectory)
     return options
