@@ -114,8 +114,9 @@ struct GcsUploads {
           context: context, path: path, size: length, options: options, identity: identity)
         var metadata = try resource.uploadMetadata(name: path.name, declaredType: options.declaredContentType)
         if !conditions.isEmpty { metadata[GcsPreconditions.uploadMetadataKey] = try conditions.stored() }
-        let upload = try store.create(
-          bucket: bucket, name: path.name, owner: identity?.uid, length: length, metadata: metadata)
+        let upload = try context.creatingUpload(request, identity: identity) {
+          try store.create(bucket: bucket, name: path.name, owner: identity?.uid, length: length, metadata: metadata)
+        }
         var r = HTTPResponse(status: 200)
         r.headers.set(
           "Location",
@@ -237,9 +238,10 @@ struct GcsUploads {
       request, conditions: GcsPreconditions.fromUpload(upload.metadata), identity: identity)
     let firebase = FirebaseUploads(context: context)
     return .receiveBody(
-      UploadAppendSink(append, keepReceivedOnBreak: false) {
-        try firebase.complete(
-          $0, identity: identity, completion: done, progress: { Self.resumeIncomplete($0.offset) })
-      })
+      try context.charged(
+        UploadAppendSink(append, keepReceivedOnBreak: false) {
+          try firebase.complete(
+            $0, identity: identity, completion: done, progress: { Self.resumeIncomplete($0.offset) })
+        }, request, identity: identity))
   }
 }
