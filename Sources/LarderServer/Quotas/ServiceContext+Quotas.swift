@@ -38,10 +38,15 @@ extension ServiceContext {
     try quotas.opening(quotaSubject(identity, request), create)
   }
 
-  /// Finds or renders an image variant for a download: a render is charged its bytes (after
-  /// the fact, since only the render knows them), and refused while the caller's bucket is empty.
+  /// Finds or renders the variant `params` of `source` for a download: a render is charged its
+  /// bytes (after the fact, since only the render knows them), and refused while the caller's
+  /// bucket is empty; a variant already made is served whatever the bucket holds.
   /// - Throws: ``QuotaError`` before rendering; what `render` throws.
-  func chargingRender(_ request: HTTPRequest, _ render: () throws -> File) throws -> File {
+  func chargingRender(_ request: HTTPRequest, source: File, params: String, _ render: () throws -> File) throws
+    -> File
+  {
+    // Asked here rather than answered here: `render` finds it again, as it does for every caller.
+    guard try larder.derived.find(source: source.sha256, params: params) == nil else { return try render() }
     // The download's route authenticated the request already; a failure here cannot happen.
     let identity = (try? authenticator.authenticate(request.headers)) ?? nil
     let subject = quotaSubject(identity, request)
