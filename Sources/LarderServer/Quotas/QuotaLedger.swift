@@ -97,8 +97,7 @@ public final class QuotaLedger: Sendable {
   private var capacity: Double { Double(quota.bytesPerPeriod) }
   /// Bytes per second.
   private var rate: Double {
-    let seconds = Double(quota.period.components.seconds) + Double(quota.period.components.attoseconds) * 1e-18
-    return capacity / max(seconds, 1e-3)
+    capacity / max(quota.period.timeInterval, 1e-3)
   }
 
   // MARK: - bytes
@@ -164,9 +163,7 @@ public final class QuotaLedger: Sendable {
   private func refilled(_ bucket: Bucket?) -> Bucket {
     let now = ContinuousClock.now
     guard var bucket else { return Bucket(tokens: capacity, at: now) }
-    let elapsed = now - bucket.at
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-    bucket.tokens = min(capacity, bucket.tokens + seconds * rate)
+    bucket.tokens = min(capacity, bucket.tokens + (now - bucket.at).timeInterval * rate)
     bucket.at = now
     return bucket
   }
