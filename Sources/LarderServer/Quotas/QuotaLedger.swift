@@ -171,8 +171,16 @@ public final class QuotaLedger: Sendable {
   /// Drops the buckets that are full again (they carry nothing) once there are many: addresses
   /// come from clients, and must not grow the table for ever.
   private func sweep(_ s: inout State) {
-    guard s.buckets.count > Self.sweepAbove else { return }
-    s.buckets = s.buckets.filter { refilled($0.value).tokens < capacity }
+    if s.buckets.count > Self.sweepAbove {
+      s.buckets = s.buckets.filter { refilled($0.value).tokens < capacity }
+    }
+    if s.inProgress.count > Self.sweepAbove {
+      let now = Date()
+      for (subject, entry) in s.inProgress {
+        let live = entry.ids.filter { $0.value >= now }
+        s.inProgress[subject] = live.isEmpty && entry.pending == 0 ? nil : InProgress(ids: live, pending: entry.pending, checked: entry.checked)
+      }
+    }
   }
 
   // MARK: - uploads in progress

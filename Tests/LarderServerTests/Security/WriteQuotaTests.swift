@@ -378,3 +378,55 @@ extension WireRequest {
     return copy
   }
 }
+
+/// The ledger alone: the bucket's arithmetic and the slots of uploads in progress.
+@Suite struct QuotaLedgerTests {
+  let subject = QuotaSubject.of(Identity(uid: "u1"), address: "")
+
+  /// A write larger than the whole quota is admitted by a full bucket, which it leaves in debt;
+  /// a refusal takes nothing; a refund gives back.
+  @Test func aFullBucketAdmitsOneLargeWriteThenOwes() throws {
+    let ledger = QuotaLedger(WriteQuota(bytesPerPeriod: 1000, period: .seconds(1000)), uploads: nil)
+    try ledger.reserve(subject, bytes: 5000)
+    #expect(throws: QuotaError.self) { try ledger.reserve(subject, bytes: 1) }
+    do {
+      try ledger.reserve(subject, bytes: 1)
+    } catch {
+      // 4,000 bytes of debt, then one, at one byte a second.
+      #expect((4000...4001).contains(error.retryAfter), "\(error.retryAfter)")
+    }
+    ledger.refund(subject, bytes: 4500)
+    try ledger.reserve(subject, bytes: 400)
+    #expect(throws: QuotaError.self) { try ledger.reserve(subject, bytes: 200) }
+    // Admin identities are never refused.
+    try ledger.reserve(nil, bytes: 1 << 40)
+  }
+
+  /// The limit on uploads in progress holds a slot while a creation runs, gives it back when the
+  /// creation fails, and finds a terminated upload gone when it looks again.
+  @Test func aFailedCreationGivesItsSlotBackAndATerminatedOneIsFoundGone() throws {
+    try withService { s in
+      let store = s.service.context.uploads
+      let ledger = QuotaLedger(WriteQuota(uploadsInProgress: 2), uploads: store)
+      let subject = try #require(subject)
+      struct Failed: Error {}
+      #expect(throws: Failed.self) { _ = try ledger.opening(subject) { throw Failed() } }
+      #expect(ledger.uploadsInProgress(of: subject) == 0)
+      let create = { (name: String) in try store.create(bucket: "app", name: name, owner: "u1", length: 1) }
+      let first = try ledger.opening(subject) { try create("a") }
+      _ = try ledger.opening(subject) { try create("b") }
+      #expect(throws: QuotaError.self) { _ = try ledger.opening(subject) { try create("c") } }
+      do {
+        _ = try ledger.opening(subject) { try create("c") }
+      } catch let error as QuotaError {
+        #expect(error.code == "too-many-uploads-in-progress")
+        #expect((86_000...86_400).contains(error.retryAfter), "\(error.retryAfter)")
+      }
+      #expect(ledger.uploadsInProgress(of: subject) == 2)
+      try store.terminate(id: first.id, owner: "u1")
+      Thread.sleep(forTimeInterval: 1.1)
+      _ = try ledger.opening(subject) { try create("d") }
+      #expect(ledger.uploadsInProgress(of: subject) == 2)
+    }
+  }
+}
