@@ -28,7 +28,9 @@ public struct QuotaSubject: Hashable, Sendable, CustomStringConvertible {
     if octets[0..<10].allSatisfy({ $0 == 0 }) && octets[10] == 0xFF && octets[11] == 0xFF {
       return octets[12...].map(String.init).joined(separator: ".")
     }
-    let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(octets[$0]) << 8 | UInt16(octets[$0 + 1]), radix: 16) }
+    let groups = stride(from: 0, to: 8, by: 2).map {
+      String(UInt16(octets[$0]) << 8 | UInt16(octets[$0 + 1]), radix: 16)
+    }
     return groups.joined(separator: ":") + "::/64"
   }
 }
@@ -119,7 +121,8 @@ public final class QuotaLedger: Sendable {
     guard let shortfall else { return }
     refusedBytes.add(1, ordering: .relaxed)
     throw .bytes(
-      limit: quota.bytesPerPeriod, period: quota.period, retryAfter: max(1, Int((shortfall / rate).rounded(.up))))
+      limit: quota.bytesPerPeriod, period: quota.period,
+      retryAfter: max(1, Int((shortfall / rate).rounded(.up))))
   }
 
   /// Refuses `subject` while its bucket is empty or in debt: the check before a write whose size
@@ -178,7 +181,9 @@ public final class QuotaLedger: Sendable {
       let now = Date()
       for (subject, entry) in s.inProgress {
         let live = entry.ids.filter { $0.value >= now }
-        s.inProgress[subject] = live.isEmpty && entry.pending == 0 ? nil : InProgress(ids: live, pending: entry.pending, checked: entry.checked)
+        s.inProgress[subject] =
+          live.isEmpty && entry.pending == 0
+          ? nil : InProgress(ids: live, pending: entry.pending, checked: entry.checked)
       }
     }
   }
@@ -263,13 +268,18 @@ public final class QuotaLedger: Sendable {
   /// labels are fixed, never an identity.
   public func register(in metrics: Metrics) {
     metrics.registerCounters(
-      "larder_quota_refusals_total", help: "Writes refused by a write quota, by kind (bytes per period, uploads in progress).",
+      "larder_quota_refusals_total",
+      help: "Writes refused by a write quota, by kind (bytes per period, uploads in progress).",
       label: "kind"
     ) { [self] in
-      [("bytes", Double(refusedBytes.load(ordering: .relaxed))), ("uploads", Double(refusedUploads.load(ordering: .relaxed)))]
+      [
+        ("bytes", Double(refusedBytes.load(ordering: .relaxed))),
+        ("uploads", Double(refusedUploads.load(ordering: .relaxed))),
+      ]
     }
     metrics.registerCounters(
-      "larder_quota_admitted_bytes_total", help: "Bytes written by identities subject to write quotas (all but admin identities)."
+      "larder_quota_admitted_bytes_total",
+      help: "Bytes written by identities subject to write quotas (all but admin identities)."
     ) { [self] in [("", Double(admittedBytes.load(ordering: .relaxed)))] }
   }
 }

@@ -19,7 +19,9 @@ extension ServiceContext {
 
   /// `sink` with the request's body charged to the caller as it streams (``QuotaChargedSink``).
   /// - Throws: ``QuotaError`` when the declared `Content-Length` does not fit (`sink` is cancelled).
-  func charged(_ sink: any HTTPBodySink, _ request: HTTPRequest, identity: Identity?) throws -> any HTTPBodySink {
+  func charged(_ sink: any HTTPBodySink, _ request: HTTPRequest, identity: Identity?) throws
+    -> any HTTPBodySink
+  {
     try QuotaChargedSink(
       sink, ledger: quotas, subject: quotaSubject(identity, request), declared: request.contentLength)
   }
@@ -34,7 +36,9 @@ extension ServiceContext {
 
   /// Creates a resumable upload with `create`, within the caller's limit on uploads in progress.
   /// - Throws: ``QuotaError/uploadsInProgress(limit:retryAfter:)`` before `create` runs.
-  func creatingUpload(_ request: HTTPRequest, identity: Identity?, _ create: () throws -> Upload) throws -> Upload {
+  func creatingUpload(_ request: HTTPRequest, identity: Identity?, _ create: () throws -> Upload) throws
+    -> Upload
+  {
     try quotas.opening(quotaSubject(identity, request), create)
   }
 
@@ -42,7 +46,8 @@ extension ServiceContext {
   /// bytes (after the fact, since only the render knows them), and refused while the caller's
   /// bucket is empty; a variant already made is served whatever the bucket holds.
   /// - Throws: ``QuotaError`` before rendering; what `render` throws.
-  func chargingRender(_ request: HTTPRequest, source: File, params: String, _ render: () throws -> File) throws
+  func chargingRender(_ request: HTTPRequest, source: File, params: String, _ render: () throws -> File)
+    throws
     -> File
   {
     // Asked here rather than answered here: `render` finds it again, as it does for every caller.

@@ -20,7 +20,9 @@ public struct WriteQuota: Sendable, Equatable {
   /// The defaults: 10 GiB per hour (twice the default largest upload, so two of those fit
   /// one hour) and 1,000 uploads in progress (a browser uploading a folder of photos through
   /// the Firebase SDK opens a session per file at once).
-  public init(bytesPerPeriod: Int64 = 10 << 30, period: Duration = .seconds(3600), uploadsInProgress: Int = 1000) {
+  public init(
+    bytesPerPeriod: Int64 = 10 << 30, period: Duration = .seconds(3600), uploadsInProgress: Int = 1000
+  ) {
     self.bytesPerPeriod = bytesPerPeriod
     self.period = period
     self.uploadsInProgress = uploadsInProgress

@@ -47,7 +47,8 @@ import Testing
       let before = try s.service.larder.statistics()
 
       let sources = Array(repeating: #"{"name":"big.bin"}"#, count: 32).joined(separator: ",")
-      let body = Array(#"{"sourceObjects":[\#(sources)],"destination":{"contentType":"application/octet-stream"}}"#.utf8)
+      let body = Array(
+        #"{"sourceObjects":[\#(sources)],"destination":{"contentType":"application/octet-stream"}}"#.utf8)
       #expect(body.count < 1100)
       let r = try s.send(
         WireRequest(
@@ -84,7 +85,8 @@ import Testing
         let r = try s.request(
           "POST", "/v0/b/app/uploads",
           headers: [
-            LiveService.tus, auth, ("Upload-Length", String(5 << 30)), ("Upload-Metadata", LiveService.metadata([("name", "f\(i)")])),
+            LiveService.tus, auth, ("Upload-Length", String(5 << 30)),
+            ("Upload-Metadata", LiveService.metadata([("name", "f\(i)")])),
           ])
         if r.status == 201, let location = r["Location"] {
           created.append(location)
@@ -115,7 +117,10 @@ import Testing
       #expect(try s.create(length: 10, name: "again", extra: [auth]).isEmpty == false)
       let last = try s.request(
         "POST", "/v0/b/app/uploads",
-        headers: [LiveService.tus, auth, ("Upload-Length", "10"), ("Upload-Metadata", LiveService.metadata([("name", "x")]))])
+        headers: [
+          LiveService.tus, auth, ("Upload-Length", "10"),
+          ("Upload-Metadata", LiveService.metadata([("name", "x")])),
+        ])
       #expect(last.status == 429)
     }
   }
@@ -124,7 +129,8 @@ import Testing
 
   /// One way of writing `content` as `name` (nil: a path that writes no new bytes, only a row).
   enum WritePath: String, CaseIterable, CustomTestStringConvertible {
-    case firebaseSimple, firebaseMultipart, firebaseResumable, tusPatch, tusCreationWithUpload, tusConcatenation
+    case firebaseSimple, firebaseMultipart, firebaseResumable, tusPatch, tusCreationWithUpload,
+      tusConcatenation
     case gcsMedia, gcsMultipart, gcsResumable, gcsCompose
     var testDescription: String { rawValue }
   }
@@ -142,7 +148,8 @@ import Testing
       return try s.send(FirebaseWire.multipart(name, content: content, extraHeaders: [auth]))
     case .firebaseResumable:
       let url = try s.startSession(name, length: content.count, headers: [auth])
-      return try s.send(FirebaseWire.command(url, "upload, finalize", offset: 0, body: content, extraHeaders: [auth]))
+      return try s.send(
+        FirebaseWire.command(url, "upload, finalize", offset: 0, body: content, extraHeaders: [auth]))
     case .tusPatch:
       let location = try s.create(length: content.count, name: name, extra: [auth])
       return try s.patch(location, offset: 0, content, extra: [auth])
@@ -150,16 +157,19 @@ import Testing
       return try s.request(
         "POST", "/v0/b/app/uploads",
         headers: [
-          LiveService.tus, LiveService.stream, auth, ("Upload-Length", String(content.count)), ("Upload-Metadata", LiveService.metadata([("name", name)])),
+          LiveService.tus, LiveService.stream, auth, ("Upload-Length", String(content.count)),
+          ("Upload-Metadata", LiveService.metadata([("name", name)])),
         ], body: content)
     case .tusConcatenation:
-      let partial = try s.create(length: content.count, name: nil, extra: [auth, ("Upload-Concat", "partial")])
+      let partial = try s.create(
+        length: content.count, name: nil, extra: [auth, ("Upload-Concat", "partial")])
       let r = try s.patch(partial, offset: 0, content, extra: [auth])
       guard r.status == 204 else { return r }
       return try s.request(
         "POST", "/v0/b/app/uploads",
         headers: [
-          LiveService.tus, auth, ("Upload-Concat", "final;\(partial) \(partial)"), ("Upload-Metadata", LiveService.metadata([("name", name)])),
+          LiveService.tus, auth, ("Upload-Concat", "final;\(partial) \(partial)"),
+          ("Upload-Metadata", LiveService.metadata([("name", name)])),
         ])
     case .gcsMedia:
       return try s.send(GcsApiTests.media(name, content).with(auth))
@@ -220,7 +230,9 @@ import Testing
       #expect(seconds <= 3600)
       switch path {
       case .gcsMedia, .gcsMultipart, .gcsResumable, .gcsCompose:
-        #expect((r.error?["errors"] as? [[String: Any]])?.first?["reason"] as? String == "rateLimitExceeded", "\(r.text)")
+        #expect(
+          (r.error?["errors"] as? [[String: Any]])?.first?["reason"] as? String == "rateLimitExceeded",
+          "\(r.text)")
       default:
         #expect(r.error?["status"] as? String == "RESOURCE_EXHAUSTED", "\(r.text)")
       }
@@ -254,7 +266,8 @@ import Testing
       #expect(try s.service.larder.statistics().blobBytes == variants.blobBytes)
       #expect(try Self.metric(s, #"larder_quota_refusals_total{kind="bytes"} 1"#))
       // Someone else renders it.
-      #expect(try s.send(.get("/v0/b/app/o/photo.png?alt=media&width=80", [Self.bearer(s, "alice")])).status == 200)
+      #expect(
+        try s.send(.get("/v0/b/app/o/photo.png?alt=media&width=80", [Self.bearer(s, "alice")])).status == 200)
     }
   }
 
@@ -292,21 +305,25 @@ import Testing
       let token = try ServiceAccountServerTests().accessToken(s, account)
       for i in 0..<3 {
         let r = try s.send(
-          WireRequest("POST", "/v0/b/app/o?name=admin\(i)", headers: [("Authorization", "Bearer \(token)")], body: Self.bytes(600)))
+          WireRequest(
+            "POST", "/v0/b/app/o?name=admin\(i)", headers: [("Authorization", "Bearer \(token)")],
+            body: Self.bytes(600)))
         #expect(r.status == 200, "\(r.text)")
       }
       #expect(try s.send(WireRequest("POST", "/v0/b/app/o?name=anon0", body: Self.bytes(600))).status == 200)
       _ = Self.retryAfter(try s.send(WireRequest("POST", "/v0/b/app/o?name=anon1", body: Self.bytes(600))))
       // A user from the same address has a bucket of its own.
       let user = try s.send(
-        WireRequest("POST", "/v0/b/app/o?name=user0", headers: [Self.bearer(s, "alice")], body: Self.bytes(600)))
+        WireRequest(
+          "POST", "/v0/b/app/o?name=user0", headers: [Self.bearer(s, "alice")], body: Self.bytes(600)))
       #expect(user.status == 200, "\(user.text)")
     }
   }
 
   /// The bucket refills over the period: refused now, admitted once `Retry-After` has passed.
   @Test func theBucketRefillsOverThePeriod() throws {
-    try withService(configure: { $0.quota = WriteQuota(bytesPerPeriod: 1000, period: .milliseconds(300)) }) { s in
+    try withService(configure: { $0.quota = WriteQuota(bytesPerPeriod: 1000, period: .milliseconds(300)) }) {
+      s in
       let auth = Self.bearer(s, "mallory")
       func upload(_ name: String) throws -> WireResponse {
         try s.send(WireRequest("POST", "/v0/b/app/o?name=\(name)", headers: [auth], body: Self.bytes(1000)))
@@ -327,13 +344,16 @@ import Testing
     try withService(configure: { $0.quota = WriteQuota(bytesPerPeriod: 256 << 10) }) { s in
       let content = Self.bytes(1 << 20)
       var head = WireRequest(
-        "POST", "/v0/b/app/o?name=chunked", headers: [Self.bearer(s, "mallory"), ("Transfer-Encoding", "chunked")])
+        "POST", "/v0/b/app/o?name=chunked",
+        headers: [Self.bearer(s, "mallory"), ("Transfer-Encoding", "chunked")])
       head.addLength = false
       let connection = try WireConnection(port: s.port)
       try connection.send(head.head(closing: true))
       for start in stride(from: 0, to: content.count, by: 64 << 10) {
         let piece = Array(content[start..<min(start + (64 << 10), content.count)])
-        guard (try? connection.send(Array(String(piece.count, radix: 16).utf8) + [13, 10] + piece + [13, 10])) != nil
+        guard
+          (try? connection.send(Array(String(piece.count, radix: 16).utf8) + [13, 10] + piece + [13, 10]))
+            != nil
         else { break }
       }
       try? connection.send(Array("0\r\n\r\n".utf8))
@@ -361,7 +381,9 @@ import Testing
     try withService(configure: { $0.quota = .unlimited }) { s in
       let auth = Self.bearer(s, "mallory")
       for i in 0..<3 {
-        #expect(try s.send(WireRequest("POST", "/v0/b/app/o?name=o\(i)", headers: [auth], body: Self.bytes(4096))).status == 200)
+        #expect(
+          try s.send(WireRequest("POST", "/v0/b/app/o?name=o\(i)", headers: [auth], body: Self.bytes(4096)))
+            .status == 200)
       }
       let ledger = s.service.context.quotas
       for i in 0..<5 { _ = try s.create(length: 10, name: "u\(i)", extra: [auth]) }
