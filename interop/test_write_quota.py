@@ -18,11 +18,11 @@ TUS = {"Tus-Resumable": "1.0.0"}
 
 
 @pytest.fixture
-def servers():
-    started = []
-    yield started
-    for s in started:
-        s.stop()
+def quota_server(tmp_path, request):
+    """`larder serve --allow-all` with the options the test is marked with, stopped afterwards."""
+    server = LarderServer(tmp_path / "data", extra=request.param)
+    yield server
+    server.stop()
 
 
 def metric(server, name):
@@ -32,9 +32,9 @@ def metric(server, name):
     return None
 
 
-def test_tuspy_creations_stop_at_the_uploads_in_progress_limit(tmp_path, servers):
-    server = LarderServer(tmp_path / "data", extra=["--uploads-in-progress", "3"])
-    servers.append(server)
+@pytest.mark.parametrize("quota_server", [["--uploads-in-progress", "3"]], indirect=True)
+def test_tuspy_creations_stop_at_the_uploads_in_progress_limit(tmp_path, quota_server):
+    server = quota_server
     client = tus_client.TusClient(server.url + "/v0/b/app/uploads")
     urls = []
     for i in range(3):
@@ -54,9 +54,9 @@ def test_tuspy_creations_stop_at_the_uploads_in_progress_limit(tmp_path, servers
     client.uploader(file_stream=io.BytesIO(b"x" * 10), metadata={"name": "f4"}).create_url()
 
 
-def test_tuspy_upload_stops_at_the_write_quota_and_keeps_what_it_sent(tmp_path, servers):
-    server = LarderServer(tmp_path / "data", extra=["--write-quota", "1MiB", "--write-quota-period", "1h"])
-    servers.append(server)
+@pytest.mark.parametrize("quota_server", [["--write-quota", "1MiB", "--write-quota-period", "1h"]], indirect=True)
+def test_tuspy_upload_stops_at_the_write_quota_and_keeps_what_it_sent(quota_server):
+    server = quota_server
     content = random.Random(3).randbytes(2 * MiB)
     client = tus_client.TusClient(server.url + "/v0/b/app/uploads")
     uploader = client.uploader(file_stream=io.BytesIO(content), chunk_size=512 * KiB, metadata={"name": "big.bin"})
