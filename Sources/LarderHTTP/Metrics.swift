@@ -63,10 +63,19 @@ public final class Metrics: Sendable {
     let series: @Sendable () -> [HistogramSeries]
   }
 
+  /// A counter family the app keeps itself: one series per label value, read at every render.
+  struct CounterGroup {
+    let name: String
+    let help: String
+    let label: String?
+    let values: @Sendable () -> [(value: String, count: Double)]
+  }
+
   struct State {
     var routes: [String: RouteFigures] = [:]
     var gauges: [GaugeGroup] = []
     var histograms: [HistogramGroup] = []
+    var counters: [CounterGroup] = []
   }
 
   public let namespace: String
@@ -127,6 +136,19 @@ public final class Metrics: Sendable {
     }
   }
 
+  /// Registers counters the app keeps (e.g. refusals by kind), read at every render: one series
+  /// per `(value, count)`, labelled `label=value` (one unlabelled series when `label` is nil).
+  /// The label's values must be few and fixed. A second registration of the same name replaces the first.
+  public func registerCounters(
+    _ name: String, help: String, label: String? = nil,
+    _ values: @escaping @Sendable () -> [(value: String, count: Double)]
+  ) {
+    state.withLock { s in
+      s.counters.removeAll { $0.name == name }
+      s.counters.append(CounterGroup(name: name, help: help, label: label, values: values))
+    }
+  }
+
   /// The number of requests counted for `route` and `status` (for tests and health checks).
   public func requestCount(route: String, status: Int) -> UInt64 {
     state.withLock { $0.routes[route]?.requests[status] ?? 0 }
@@ -184,6 +206,13 @@ public final class Metrics: Sendable {
         out += "\(group.name)_bucket{\(label)le=\"+Inf\"} \(series.count)\n"
         out += "\(group.name)_sum\(plain) \(Self.number(series.sum))\n"
         out += "\(group.name)_count\(plain) \(series.count)\n"
+      }
+    }
+    for group in s.counters.sorted(by: { $0.name < $1.name }) {
+      out += "# HELP \(group.name) \(group.help)\n# TYPE \(group.name) counter\n"
+      for series in group.values() {
+        let labels = group.label.map { "{\($0)=\(Self.label(series.value))}" } ?? ""
+        out += "\(group.name)\(labels) \(Self.number(series.count))\n"
       }
     }
     var gauges: [(name: String, help: String, value: Double)] = []

@@ -102,6 +102,9 @@ import Testing
     (["serve", "--allow-all", "--connection-timeout", "30s"], "--connection-timeout takes seconds", "serve"),
     (["serve", "--allow-all", "--connection-limit", "0"], "--connection-limit must be 1…1000000", "serve"),
     (["serve", "--allow-all", "--connection-limit", "1000001"], "--connection-limit must be 1…1000000", "serve"),
+    (["serve", "--allow-all", "--write-quota", "lots"], "'lots' is not a size (e.g. 1024, 10MiB, 5GiB)", "serve"),
+    (["serve", "--allow-all", "--write-quota-period", "500ms"], "--write-quota-period must be at least 1s", "serve"),
+    (["serve", "--allow-all", "--uploads-in-progress", "-1"], "--uploads-in-progress must be 0 (none) or more", "serve"),
     (
       ["serve", "--allow-all", "--per-ip-connection-limit", "-2"], "--per-ip-connection-limit must be 0 (none) or more",
       "serve"

@@ -22,7 +22,9 @@ class Larder:
             os.makedirs(self.data)
         log_target = os.path.join(processes.TMP, f"access-{label}.log") if access_log == "file" else access_log
         args = [LARDER_BIN, "serve", "--data", self.data, "--port", "0", "--host", "127.0.0.1",
-                "--allow-all", "--access-log", log_target, "--max-upload-size", "1000GiB"] + list(extra)
+                "--allow-all", "--access-log", log_target, "--max-upload-size", "1000GiB",
+                # Throughput is measured here, not the per-identity limits (every client is 127.0.0.1).
+                "--write-quota", "0", "--uploads-in-progress", "0"] + list(extra)
         if memory_limit:
             args += ["--connection-memory-limit", memory_limit]
         if catalog:

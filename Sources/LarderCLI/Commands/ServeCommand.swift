@@ -44,6 +44,15 @@ struct ServeCommand: Command {
   static let imageThreads = Option.value(
     "--image-threads", "N", environment: "LARDER_IMAGE_THREADS",
     help: "render threads (never the request threads), 1…64; default: the number of cores")
+  static let writeQuota = Option.value(
+    "--write-quota", "SIZE", default: "10GiB", environment: "LARDER_WRITE_QUOTA",
+    help: "bytes one identity (user, or anonymous address) may write\nper --write-quota-period; 0: unlimited (admin identities always are)")
+  static let writeQuotaPeriod = Option.value(
+    "--write-quota-period", "DURATION", default: "1h", environment: "LARDER_WRITE_QUOTA_PERIOD",
+    help: "the period of --write-quota (the bucket refills over it)")
+  static let uploadsInProgress = Option.value(
+    "--uploads-in-progress", "N", default: "1000", environment: "LARDER_UPLOADS_IN_PROGRESS",
+    help: "resumable uploads one identity may have in progress; 0: unlimited")
   static let corsOrigin = Option.repeated(
     "--cors-origin", "ORIGIN", help: "an origin browsers may call from; default: any")
   static let publicKey = Option.repeated(
@@ -72,6 +81,7 @@ struct ServeCommand: Command {
       host, port, rules, allowAll, maxUploadSize, uploadLease, catalogWriters, threads, publicURL, corsOrigin, publicKey, jwtIssuer,
       jwtAudience, connectionMemoryLimit, connectionTimeout, accessLog, connectionLimit, perIPConnectionLimit,
       imageTransforms, imageMaxPixels, imageMaxSourceSize, imageCacheSize, imageThreads,
+      writeQuota, writeQuotaPeriod, uploadsInProgress,
     ],
     exclusive: [
       ExclusiveOptions(
@@ -104,6 +114,7 @@ struct ServeCommand: Command {
     options.maxUploadSize = try parseSize(arguments.value(Self.maxUploadSize)!)
     options.uploadLease = try parseDuration(arguments.value(Self.uploadLease)!)
     options.images = try Self.imageOptions(arguments)
+    options.quota = try Self.quota(arguments)
     guard options.uploadLease >= .seconds(1) else { throw UsageError("--upload-lease must be at least 1s") }
     if let text = arguments.value(Self.threads) {
       options.http.threadPoolSize = try Self.integer(text, in: 1...256, else: "--threads must be 1…256")
@@ -180,6 +191,16 @@ extension ServeCommand {
   {
     guard let n = N(text), range.contains(n) else { throw UsageError(message) }
     return n
+  }
+
+  /// `--write-quota`, `--write-quota-period`, `--uploads-in-progress`.
+  static func quota(_ arguments: ParsedArguments) throws(UsageError) -> WriteQuota {
+    let period = try parseDuration(arguments.value(writeQuotaPeriod)!)
+    guard period >= .seconds(1) else { throw UsageError("--write-quota-period must be at least 1s") }
+    return WriteQuota(
+      bytesPerPeriod: try parseSize(arguments.value(writeQuota)!), period: period,
+      uploadsInProgress: try integer(
+        arguments.value(uploadsInProgress)!, in: 0...Int.max, else: "--uploads-in-progress must be 0 (none) or more"))
   }
 
   /// `--image-*`: nil when `--image-transforms off`.

@@ -54,6 +54,8 @@ public final class LarderService: Sendable {
     public var logger = Logger(label: "larder.server")
     /// Image variants on downloads (`width`, `height`, …); nil turns them off (`--image-transforms off`).
     public var images: ImageOptions? = ImageOptions()
+    /// Per-identity limits on bytes written and uploads in progress (``WriteQuota``; `.unlimited` turns them off).
+    public var quota = WriteQuota()
 
     public init(dataDirectory: URL, policy: Policy) {
       self.dataDirectory = dataDirectory
@@ -108,7 +110,8 @@ public final class LarderService: Sendable {
     var context = ServiceContext(
       larder: larder, policy: policy, authenticator: ServiceAccountAuthenticator(base: authenticator, accounts: accounts),
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
-      uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger)
+      uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger,
+      quota: options.quota)
     context.serviceAccounts = accounts
     context.images = options.images.map {
       ImageVariants(
@@ -125,6 +128,7 @@ public final class LarderService: Sendable {
       return [Double(statistics.objectCount), Double(statistics.blobBytes)]
     }
     Self.registerCatalogLockTimes(of: larder, in: metrics)
+    context.quotas.register(in: metrics)
     var http = options.http
     // The limit is on content: a Firebase multipart body wraps it in up to this much more.
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }

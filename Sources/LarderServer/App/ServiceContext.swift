@@ -31,11 +31,14 @@ public struct ServiceContext: Sendable {
   public var logger: Logger
   /// Image variants on downloads; nil when turned off.
   public var images: ImageVariants?
+  /// Per-identity write quotas, charged by every write path (``QuotaLedger``).
+  public let quotas: QuotaLedger
 
   public init(
     larder: Larder, policy: any AccessPolicy, authenticator: any Authenticator, maxUploadSize: Int64 = 5 << 30,
     publicURL: String? = nil, corsOrigins: [String] = ["*"], uploadExpiry: Duration = .seconds(24 * 3600),
-    uploadLease: Duration = .seconds(10), logger: Logger = Logger(label: "larder.server")
+    uploadLease: Duration = .seconds(10), logger: Logger = Logger(label: "larder.server"),
+    quota: WriteQuota = WriteQuota()
   ) {
     self.larder = larder
     admitting = AdminIdentityPolicy(policy)
@@ -45,6 +48,7 @@ public struct ServiceContext: Sendable {
     self.corsOrigins = corsOrigins
     self.uploadExpiry = uploadExpiry
     uploads = UploadStore(larder: larder, expiry: uploadExpiry, lease: uploadLease)
+    quotas = QuotaLedger(quota, uploads: uploads)
     self.logger = logger
   }
 

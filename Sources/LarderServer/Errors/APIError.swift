@@ -36,6 +36,11 @@ enum APIError {
     case let e as UploadError:
       log.info("upload refused", metadata: ["code": e.code])
       return upload(e)
+    case let e as QuotaError:
+      log.info("write quota refused", metadata: ["code": e.code])
+      var r = HTTPResponse.error(status: 429, message: e.message)
+      r.headers.set("Retry-After", String(e.retryAfter))
+      return r
     case let e as ImageError:
       log.info("image variant refused", metadata: ["code": e.code])
       return image(e)

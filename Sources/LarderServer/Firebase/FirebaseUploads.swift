@@ -123,10 +123,11 @@ struct FirebaseUploads {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
     }
     return .receiveBody(
-      try FirebaseMultipartSink(
-        context: context, bucket: bucket, name: name, identity: identity,
-        ifGenerationMatch: try ObjectsEndpoint.count(request, "ifGenerationMatch"), boundary: boundary,
-        requestLength: request.contentLength, completion: completion))
+      try context.charged(
+        FirebaseMultipartSink(
+          context: context, bucket: bucket, name: name, identity: identity,
+          ifGenerationMatch: try ObjectsEndpoint.count(request, "ifGenerationMatch"), boundary: boundary,
+          requestLength: request.contentLength, completion: completion), request, identity: identity))
   }
 
   // MARK: - resumable: start
@@ -148,9 +149,10 @@ struct FirebaseUploads {
         _ = try resource.expectedMD5()
         _ = try resource.expectedCRC32C()
         try Self.authorize(context: context, path: path, size: length, options: options, identity: identity)
-        let upload = try store.create(
-          bucket: bucket, name: name, owner: identity?.uid, length: length,
-          metadata: try resource.uploadMetadata(name: name, declaredType: options.declaredContentType))
+        let metadata = try resource.uploadMetadata(name: name, declaredType: options.declaredContentType)
+        let upload = try context.creatingUpload(request, identity: identity) {
+          try store.create(bucket: bucket, name: name, owner: identity?.uid, length: length, metadata: metadata)
+        }
         var r = HTTPResponse(status: 200)
         r.headers.set("X-Goog-Upload-Status", "active")
         r.headers.set("X-Goog-Upload-URL", Self.sessionURL(base: base, upload: upload))
@@ -276,7 +278,9 @@ struct FirebaseUploads {
     }
     // The SDK resends a broken chunk whole at the same offset: keep none of it.
     return .receiveBody(
-      UploadAppendSink(append, keepReceivedOnBreak: false) { try self.complete($0, identity: identity) })
+      try context.charged(
+        UploadAppendSink(append, keepReceivedOnBreak: false) { try self.complete($0, identity: identity) }, request,
+        identity: identity))
   }
 
   /// Ends a chunk: an acknowledged offset, or the last byte: rules, then publish. `completion`

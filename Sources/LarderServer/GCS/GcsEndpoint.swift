@@ -405,6 +405,8 @@ struct GcsEndpoint {
       at: destination,
       identity: identity)
     try conditions.check(try context.larder.objects.find(destination))
+    // New content from a request of a few hundred bytes: charged whole before a byte is copied.
+    try context.chargeWrite(total, request, identity: identity)
     // Each source's bytes are read once, into the new content.
     let writer = try context.larder.files.makeWriter(options: .init(sizeLimit: context.maxUploadSize))
     do {

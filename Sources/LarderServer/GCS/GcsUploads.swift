@@ -121,8 +121,9 @@ struct GcsUploads {
           context: context, path: path, size: length, options: options, identity: identity)
         var metadata = try resource.uploadMetadata(name: path.name, declaredType: options.declaredContentType)
         if !conditions.isEmpty { metadata[GcsPreconditions.uploadMetadataKey] = try conditions.stored() }
-        let upload = try store.create(
-          bucket: bucket, name: path.name, owner: identity?.uid, length: length, metadata: metadata)
+        let upload = try context.creatingUpload(request, identity: identity) {
+          try store.create(bucket: bucket, name: path.name, owner: identity?.uid, length: length, metadata: metadata)
+        }
         var r = HTTPResponse(status: 200)
         r.headers.set(
           "Location",
@@ -279,15 +280,16 @@ struct GcsUploads {
       request, conditions: GcsPreconditions.fromUpload(upload.metadata), identity: identity)
     let firebase = FirebaseUploads(context: context)
     return .receiveBody(
-      UploadAppendSink(append, keepReceivedOnBreak: false) { append in
-        if let span, append.received != span {
-          append.abort(keepReceived: false)
-          throw LarderError.invalidArgument(
-            "Content-Range names \(span) bytes, the body had \(append.received)")
-        }
-        if endsUpload { append.endUploadHere() }
-        return try firebase.complete(
-          append, identity: identity, completion: done, progress: { Self.resumeIncomplete($0.offset) })
-      })
+      try context.charged(
+        UploadAppendSink(append, keepReceivedOnBreak: false) { append in
+          if let span, append.received != span {
+            append.abort(keepReceived: false)
+            throw LarderError.invalidArgument(
+              "Content-Range names \(span) bytes, the body had \(append.received)")
+          }
+          if endsUpload { append.endUploadHere() }
+          return try firebase.complete(
+            append, identity: identity, completion: done, progress: { Self.resumeIncomplete($0.offset) })
+        }, request, identity: identity))
   }
 }

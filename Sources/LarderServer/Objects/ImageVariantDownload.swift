@@ -54,7 +54,9 @@ enum ImageVariantDownload {
     let remembered = memo?.value { Remembered() }
     let params = transform.canonical(format: format)
     if let known = remembered?.variant(params: params) { return known }
-    let file = try images.variant(of: object.file, transform: transform, format: format)
+    let file = try context.chargingRender(request, source: object.file, params: params) {
+      try images.variant(of: object.file, transform: transform, format: format)
+    }
     var served = object
     served.file = file
     served.contentType = format.contentType

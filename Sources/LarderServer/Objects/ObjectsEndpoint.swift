@@ -88,7 +88,7 @@ struct ObjectsEndpoint {
 
   func upload(
     _ request: HTTPRequest, bucket: String, identity: Identity?, completion: WriteCompletion? = nil
-  ) throws -> ObjectUploadSink {
+  ) throws -> any HTTPBodySink {
     if let type = request.queryValue("uploadType"), type != "media" {
       throw LarderError.invalidArgument(
         "uploadType '\(type.prefix(40))' is not supported here; use uploadType=media or the tus endpoint /v0/b/\(bucket)/uploads")
@@ -104,7 +104,7 @@ struct ObjectsEndpoint {
   /// the size limit, the policy before and inside the write); also a V4 signed URL's `PUT`.
   func upload(
     _ request: HTTPRequest, path: ObjectPath, identity: Identity?, completion: WriteCompletion? = nil
-  ) throws -> ObjectUploadSink {
+  ) throws -> any HTTPBodySink {
     let (bucket, name) = (path.bucket, path.name)
     if let length = request.contentLength, length > context.maxUploadSize {
       throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize)
@@ -139,9 +139,10 @@ struct ObjectsEndpoint {
     try context.authorizeWrite(
       .declared(bucket: bucket, name: name, size: request.contentLength, options: options), at: path,
       identity: identity)
-    return try ObjectUploadSink(
-      context: context, path: path, identity: identity, options: options, expectedMD5: expectedMD5,
-      completion: completion)
+    return try context.charged(
+      ObjectUploadSink(
+        context: context, path: path, identity: identity, options: options, expectedMD5: expectedMD5,
+        completion: completion), request, identity: identity)
   }
 
   // MARK: read

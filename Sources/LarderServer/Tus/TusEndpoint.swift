@@ -133,7 +133,8 @@ struct TusEndpoint {
       }
       let received = request.headers["Upload-Concat"]?.trimmingCharacters(in: .whitespaces)
       return .respond(
-        try concatenate(ids, received: received, bucket: bucket, metadata: metadata, identity: identity))
+        try concatenate(
+          ids, received: received, bucket: bucket, metadata: metadata, identity: identity, request: request))
     }
     var length: Int64?
     switch (lengthHeader, deferHeader) {
@@ -171,8 +172,10 @@ struct TusEndpoint {
     if let length, withBody, let declared = request.contentLength, declared > length {
       throw UploadError.exceedsLength(length: length)
     }
-    let upload = try store.create(
-      bucket: bucket, name: name, owner: identity?.uid, length: length, metadata: metadata, partial: partial)
+    let upload = try context.creatingUpload(request, identity: identity) {
+      try store.create(
+        bucket: bucket, name: name, owner: identity?.uid, length: length, metadata: metadata, partial: partial)
+    }
     if withBody {
       let append = try store.beginAppend(
         id: upload.id, owner: identity?.uid, offset: 0, checksum: checksum, sizeLimit: context.maxUploadSize)
@@ -181,14 +184,17 @@ struct TusEndpoint {
       // client can resume it.
       let location = self.location(of: upload)
       return .receiveBody(
-        UploadAppendSink(
-          append, keepReceivedOnBreak: true,
-          decorate: { r in
-            if r.status == 204 { r.status = 201 }
-            r.headers.set("Location", location)
-            if !r.headers.contains("Upload-Expires") { r.headers.set("Upload-Expires", HTTPDate.format(upload.expiresAt)) }
-          },
-          complete: { try self.complete($0, identity: identity) }))
+        try terminatingOnRefusal(upload, identity: identity) {
+          try context.charged(
+            UploadAppendSink(
+              append, keepReceivedOnBreak: true,
+              decorate: { r in
+                if r.status == 204 { r.status = 201 }
+                r.headers.set("Location", location)
+                if !r.headers.contains("Upload-Expires") { r.headers.set("Upload-Expires", HTTPDate.format(upload.expiresAt)) }
+              },
+              complete: { try self.complete($0, identity: identity) }), request, identity: identity)
+        })
     }
     if length == 0 && !partial {
       // Nothing to wait for: complete it now.
@@ -213,7 +219,8 @@ struct TusEndpoint {
   /// Validates and records the final upload here, then copies and publishes on the upload
   /// store's queue (see ``UploadStore/concatenate(_:wait:publish:)``).
   func concatenate(
-    _ ids: [String], received: String?, bucket: String, metadata: [String: String], identity: Identity?
+    _ ids: [String], received: String?, bucket: String, metadata: [String: String], identity: Identity?,
+    request: HTTPRequest
   ) throws -> HTTPResponse {
     guard let name = metadata["name"], !name.isEmpty else {
       throw TusProtocol.badRequest("Upload-Metadata must carry the object's name under the key 'name'")
@@ -227,6 +234,8 @@ struct TusEndpoint {
         sizeLimit: context.maxUploadSize
       ) { total in
         try authorize(path, identity: identity, size: total, options: options)
+        // A partial may be named many times, and is kept: the copy is new content, charged whole.
+        try context.chargeWrite(total, request, identity: identity)
       }
     } catch LarderError.sizeLimitExceeded {
       throw tooLarge()
@@ -322,7 +331,20 @@ struct TusEndpoint {
       sizeLimit: context.maxUploadSize)
     append.expectedBodyLength = request.contentLength
     return .receiveBody(
-      UploadAppendSink(append, keepReceivedOnBreak: true) { try self.complete($0, identity: identity) })
+      try context.charged(
+        UploadAppendSink(append, keepReceivedOnBreak: true) { try self.complete($0, identity: identity) }, request,
+        identity: identity))
+  }
+
+  /// `start()`, or nothing left of `upload` when it throws: a creation-with-upload whose body the
+  /// write quota refuses creates nothing (the client is never told the upload's location).
+  func terminatingOnRefusal<T>(_ upload: Upload, identity: Identity?, _ start: () throws -> T) throws -> T {
+    do {
+      return try start()
+    } catch {
+      try? store.terminate(id: upload.id, owner: identity?.uid)
+      throw error
+    }
   }
 
   /// Ends an append: commits progress, or asks the policy and publishes.
