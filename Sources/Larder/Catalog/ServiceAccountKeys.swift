@@ -85,6 +85,21 @@ extension Larder {
     }
   }
 
+  /// Records that the assertion `id` was exchanged for a token; false when it was already
+  /// (a replay). Ids are kept until `expiresAt`, after which the assertion is refused as
+  /// expired anyway, and pruned by later calls. The catalog holds them so that every node
+  /// sees every other node's.
+  public func claimServiceAccountAssertion(id: String, expiresAt: Date, now: Date = Date()) throws -> Bool {
+    try catalog.write { db in
+      try db.execute(
+        "DELETE FROM service_account_assertions WHERE expires_at < ?", [Int64(now.timeIntervalSince1970 * 1000)])
+      try db.execute(
+        "INSERT INTO service_account_assertions(id, expires_at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
+        [id, Int64(expiresAt.timeIntervalSince1970 * 1000)])
+      return db.changes == 1
+    }
+  }
+
   private static func serviceAccountKey(_ row: Row) -> ServiceAccountKeyRecord {
     ServiceAccountKeyRecord(
       keyID: row.string("key_id") ?? "", name: row.string("name") ?? "",

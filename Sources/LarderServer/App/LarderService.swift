@@ -153,7 +153,10 @@ public final class LarderService: Sendable {
     ) { [series(larder.catalogLockTimes().waited, nil)] }
   }
 
-  public func start() throws { try server.start() }
+  public func start() throws {
+    try server.start()
+    context.listening.set(host: options.http.host, port: server.boundPort)
+  }
 
   /// Re-reads the rules file and the public key files (what `larder serve` does on SIGHUP). A
   /// file that fails to load keeps what was loaded before. One line per thing, for the log.
