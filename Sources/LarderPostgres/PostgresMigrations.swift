@@ -212,7 +212,8 @@ enum PostgresMigrations {
     { db in
       try db.executeScript(
         """
-        CREATE TABLE service_account_assertions(id TEXT COLLATE "C" PRIMARY KEY, expires_at BIGINT NOT NULL);
+        CREATE TABLE service_account_assertions(
+          id TEXT COLLATE "C" PRIMARY KEY, expires_at BIGINT NOT NULL, issued_at BIGINT NOT NULL);
         CREATE INDEX service_account_assertions_by_expiry ON service_account_assertions(expires_at);
         """)
     },

@@ -219,7 +219,9 @@ package enum Migrations {
     // Service-account assertions exchanged at /token, each kept until it expires so that it
     // is accepted once across every node of the catalog.
     """
-    CREATE TABLE service_account_assertions(id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE service_account_assertions(
+      id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, issued_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
     CREATE INDEX service_account_assertions_by_expiry ON service_account_assertions(expires_at);
     """,
   ]

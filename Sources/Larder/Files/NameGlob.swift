@@ -15,6 +15,9 @@ public struct NameGlob: Sendable, Equatable {
   /// States in an order where every skip (a star matching nothing, an empty alternative) goes
   /// forward; the last one accepts.
   private let states: [State]
+  /// The fewest scalars a matching name has: a shorter name (fewer UTF-8 bytes, even) is
+  /// refused before any matching.
+  private let minimumScalars: Int
 
   enum Step: Sendable {
     case literal(Unicode.Scalar)
@@ -104,6 +107,13 @@ public struct NameGlob: Sendable, Equatable {
       }
     }
     states = Self.compile(elements)
+    minimumScalars = elements.reduce(0) { total, element in
+      switch element {
+      case .step: total + 1
+      case .star: total
+      case .choice(let choices): total + (choices.map(\.count).min() ?? 0)
+      }
+    }
   }
 
   private static func set(_ scalars: inout ArraySlice<Unicode.Scalar>) throws(LarderError) -> Step {
@@ -166,6 +176,7 @@ public struct NameGlob: Sendable, Equatable {
 
   /// Whether the whole of `name` matches.
   public func matches(_ name: String) -> Bool {
+    guard name.utf8.count >= minimumScalars else { return false }
     // `marked[s] == round`: state s is already in this round's set.
     var marked = [Int](repeating: -1, count: states.count)
     var current: [Int] = []

@@ -50,6 +50,8 @@ public final class LarderService: Sendable {
     /// How long a node trusts what it read of a service account's keys: a revoked key's access
     /// tokens and signed URLs stop working within this.
     public var serviceAccountKeyCacheTTL: Duration = .seconds(5)
+    /// How long a repeated `/token` assertion answers the first exchange's token before it is a replay.
+    public var assertionRetryWindow: Duration = .seconds(5)
     /// Where refusals and internal errors are logged (standard error unless replaced).
     public var logger = Logger(label: "larder.server")
     /// Image variants on downloads (`width`, `height`, …); nil turns them off (`--image-transforms off`).
@@ -110,6 +112,7 @@ public final class LarderService: Sendable {
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
       uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger)
     context.serviceAccounts = accounts
+    context.assertionRetryWindow = options.assertionRetryWindow
     context.images = options.images.map {
       ImageVariants(
         larder: larder, limits: $0.limits, pool: RenderPool(threads: $0.renderThreads, queueLength: $0.renderQueue))

@@ -32,6 +32,9 @@ public struct ServiceContext: Sendable {
   public var logger: Logger
   /// Image variants on downloads; nil when turned off.
   public var images: ImageVariants?
+  /// How long after an assertion's exchange posting it again answers the same token (a client's
+  /// concurrent or retried refresh) rather than a replay refusal.
+  public var assertionRetryWindow: Duration = .seconds(5)
   /// Where the server listens, once it does (the default public URL of `/token`'s audience).
   public let listening = ListeningAddress()
 

@@ -78,18 +78,26 @@ struct TokenEndpoint {
         assertion, key: key.publicKey, clientEmail: key.record.clientEmail, audiences: audiences())
       let scope = try ServiceAccountScope(scopes: grant.scope)
       // Kept past `exp` by the verifier's leeway, during which the assertion still verifies.
-      let claimed: Bool
+      let now = Date()
+      let first: Date?
       do {
-        claimed = try context.larder.claimServiceAccountAssertion(
-          id: grant.replayID, expiresAt: grant.expiresAt.addingTimeInterval(60))
+        first = try context.larder.recordServiceAccountAssertion(
+          id: grant.replayID, expiresAt: grant.expiresAt.addingTimeInterval(60), now: now)
       } catch {
         log.error("recording a service account assertion failed", metadata: ["error": "\(error)"])
         return HTTPResponse.json(
           status: 503, ["error": "temporarily_unavailable", "error_description": "the catalog is unavailable"])
       }
-      guard claimed else { throw AuthError.replayedAssertion }
+      // A repeat within the retry window gets the very token the first exchange got (tokens are
+      // a function of their claims): google-cloud-storage refreshes one credential from two
+      // threads at once, and both post the same assertion. Later, a repeat is a replay.
+      let issuedAt = first ?? now
+      guard Duration.seconds(now.timeIntervalSince(issuedAt)) <= context.assertionRetryWindow else {
+        throw AuthError.replayedAssertion
+      }
       let token = ServiceAccountAccessToken.issue(
-        secret: accounts.secret, clientEmail: grant.clientEmail, keyID: grant.keyID, scope: grant.scope)
+        secret: accounts.secret, clientEmail: grant.clientEmail, keyID: grant.keyID, scope: grant.scope, now: issuedAt)
+      let expiresIn = Int(ServiceAccountAccessToken.lifetime) - Int(now.timeIntervalSince(issuedAt).rounded(.down))
       log.info(
         "service account token issued",
         metadata: ["client_email": grant.clientEmail, "key_id": grant.keyID, "scope": scope.name])
@@ -99,7 +107,7 @@ struct TokenEndpoint {
         let token_type: String
       }
       var r = HTTPResponse.json(
-        Answer(access_token: token, expires_in: Int(ServiceAccountAccessToken.lifetime), token_type: "Bearer")
+        Answer(access_token: token, expires_in: expiresIn, token_type: "Bearer")
       )
       r.headers.set("Cache-Control", "no-store")
       return r

@@ -21,10 +21,13 @@ import Testing
   }
 
   /// A live rules server, with keys re-read from the catalog on every use, and one account.
-  func withAccount(_ body: (LiveService, Account, MemoryLogHandler) throws -> Void) throws {
+  func withAccount(
+    window: Duration = .seconds(5), _ body: (LiveService, Account, MemoryLogHandler) throws -> Void
+  ) throws {
     let log = MemoryLogHandler()
     try withRulesService(configure: {
       $0.serviceAccountKeyCacheTTL = .zero
+      $0.assertionRetryWindow = window
       $0.publicURL = Self.publicURL
       $0.logger = Logger(label: "test", handler: log)
     }) { s in
@@ -280,7 +283,7 @@ import Testing
   }
 
   @Test func eachAssertionIsExchangedOnce() throws {
-    try withAccount { s, account, _ in
+    try withAccount(window: .zero) { s, account, _ in
       for jti in [String?.some("once"), nil] {
         let assertion = try Self.assertion(account, jti: jti)
         #expect(try s.send(Self.tokenRequest(assertion)).status == 200)
@@ -292,6 +295,18 @@ import Testing
       expectInvalidGrant(
         try s.send(Self.tokenRequest(try Self.assertion(account, aud: "https://oauth2.googleapis.com/token", jti: "once"))),
         "a reused jti")
+    }
+  }
+
+  /// google-cloud-storage refreshes one credential from two threads at once (a download and its
+  /// metadata), posting one assertion twice: within the retry window both get the same token.
+  @Test func aRepeatWithinTheRetryWindowGetsTheSameToken() throws {
+    try withAccount { s, account, _ in
+      let assertion = try Self.assertion(account, jti: nil)
+      let answers = try [s.send(Self.tokenRequest(assertion)), s.send(Self.tokenRequest(assertion))]
+      #expect(answers.map(\.status) == [200, 200])
+      let tokens = answers.map { $0.json?["access_token"] as? String }
+      #expect(tokens[0] != nil && tokens[0] == tokens[1])
     }
   }
 
