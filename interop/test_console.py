@@ -596,3 +596,40 @@ def test_console_full_disk_refusal_is_shown_on_the_file(console, tmp_path):
         if server:
             server.stop()
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_console_link_with_another_token_asks_before_switching(console):
+    """A `#token=` link opened while someone else is signed in (issue 37): the console shows both
+    subjects and keeps the current identity until the user chooses the link's."""
+    server, token, d, tmp = console
+    mallory = subprocess.run([os.environ["LARDER_BIN"], "token", "--uid", "mallory", "--ttl", "1h", "--data", server.data_dir],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    d.get(server.url + "/console/#token=" + token + "&bucket=app&prefix=users%2Fdev%2F")
+    wait(d, lambda d: by_id(d, "browser").is_displayed())
+    stored = lambda: d.execute_script("return sessionStorage.getItem('larder.token')")
+    assert stored() == token
+
+    d.get(server.url + "/console/#token=" + mallory + "&bucket=app&prefix=users%2Fmallory%2F")
+    d.refresh()
+    wait(d, lambda d: by_id(d, "switch").is_displayed())
+    assert by_id(d, "switch-new").text == "mallory" and by_id(d, "switch-current").text == "dev"
+    assert not by_id(d, "browser").is_displayed()
+    assert stored() == token, "the link replaced the identity without asking"
+    assert "token=" not in d.current_url
+    assert d.switch_to.active_element.get_attribute("id") == "switch-keep"
+    shot(d, "18-switch-identity")
+    by_id(d, "switch-keep").click()
+    wait(d, lambda d: by_id(d, "browser").is_displayed())
+    assert stored() == token and not by_id(d, "switch").is_displayed()
+
+    # Chosen, the link's identity is taken; the same token again asks nothing.
+    d.get(server.url + "/console/#token=" + mallory)
+    d.refresh()
+    wait(d, lambda d: by_id(d, "switch").is_displayed())
+    by_id(d, "switch-accept").click()
+    wait(d, lambda d: by_id(d, "browser").is_displayed())
+    assert stored() == mallory
+    d.get(server.url + "/console/#token=" + mallory)
+    d.refresh()
+    wait(d, lambda d: by_id(d, "browser").is_displayed())
+    assert not by_id(d, "switch").is_displayed()

@@ -248,3 +248,76 @@ def test_google_cloud_storage_and_firebase_admin_objects_with_the_key(served, mo
         assert "secret/firebase-admin.txt" in [b.name for b in bucket.list_blobs(prefix="secret/")]
     finally:
         firebase_admin.delete_app(app)
+
+
+def test_read_only_scope_reads_and_cannot_write(served):
+    """google-cloud-storage with `scopes=[devstorage.read_only]` credentials (issue 37): it reads
+    what a full-control token wrote, and its uploads and deletes are refused with 403."""
+    server, key_file, _ = served
+    if not gcs_json_api_present(server):
+        pytest.skip("NEEDS THE GCS JSON API (branch gcs-api)")
+    from google.api_core import exceptions
+    from google.cloud import storage
+    admin = storage.Client(project="larder", credentials=credentials(key_file), client_options={"api_endpoint": server.url})
+    admin.bucket("app").blob(DENIED).upload_from_string(b"written with full_control")
+    reader_creds = service_account.Credentials.from_service_account_file(
+        key_file, scopes=["https://www.googleapis.com/auth/devstorage.read_only"])
+    reader = storage.Client(project="larder", credentials=reader_creds, client_options={"api_endpoint": server.url})
+    assert reader.bucket("app").blob(DENIED).download_as_bytes() == b"written with full_control"
+    assert [b.name for b in reader.list_blobs("app", prefix="secret/")] == [DENIED]
+    with pytest.raises(exceptions.Forbidden):
+        reader.bucket("app").blob("secret/by-reader.txt").upload_from_string(b"must not land")
+    with pytest.raises(exceptions.Forbidden):
+        reader.bucket("app").blob(DENIED).delete()
+    assert admin.bucket("app").blob(DENIED).download_as_bytes() == b"written with full_control"
+    with pytest.raises(exceptions.NotFound):
+        admin.bucket("app").blob("secret/by-reader.txt").download_as_bytes()
+
+
+def signed_assertion(key_file, **claims):
+    """An assertion as google-auth makes it (service_account._make_authorization_grant_assertion)."""
+    from google.auth import crypt, jwt
+    key = json.load(open(key_file))
+    now = int(time.time())
+    payload = {"iat": now, "exp": now + 3600, "iss": key["client_email"], "aud": "https://oauth2.googleapis.com/token",
+               "scope": "https://www.googleapis.com/auth/devstorage.read_only", **claims}
+    signer = crypt.RSASigner.from_service_account_info(key)
+    return jwt.encode(signer, payload).decode()
+
+
+def post_assertion(server, assertion, host=None):
+    headers = {"Host": host} if host else {}
+    return requests.post(server.url + "/token", data={"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                                                      "assertion": assertion}, headers=headers, timeout=30)
+
+
+def test_token_endpoint_checks_audience_scope_and_replay(served):
+    """At the protocol level (issue 37): an audience made from a forged Host is refused, each
+    assertion is exchanged once (a repeat within 5 s answers the same token), an unknown scope is OAuth's invalid_scope; google-auth's
+    refreshes (each a new assertion) keep working."""
+    server, key_file, _ = served
+    forged = signed_assertion(key_file, aud="http://evil.example/token")
+    r = post_assertion(server, forged, host="evil.example")
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant", r.text
+
+    # Posted twice at once (google-cloud-storage refreshes from two threads), one token; past the
+    # 5 s retry window, the same assertion is a replay.
+    assertion = signed_assertion(key_file)
+    first, second = post_assertion(server, assertion), post_assertion(server, assertion)
+    assert first.status_code == 200 and first.json()["access_token"], first.text
+    assert second.status_code == 200 and second.json()["access_token"] == first.json()["access_token"], second.text
+    time.sleep(5.5)
+    replay = post_assertion(server, assertion)
+    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant", replay.text
+    assert "used already" in replay.json()["error_description"]
+
+    r = post_assertion(server, signed_assertion(key_file, scope="https://www.googleapis.com/auth/drive", jti="x1"))
+    assert r.status_code == 400 and r.json()["error"] == "invalid_scope", r.text
+
+    creds = service_account.Credentials.from_service_account_file(key_file, scopes=SCOPES)
+    creds.refresh(Request())
+    tokens = {creds.token}
+    time.sleep(1.1)   # google-auth's assertions differ by their iat (whole seconds), as real refreshes do
+    creds.refresh(Request())
+    tokens.add(creds.token)
+    assert len(tokens) == 2 and all(tokens)

@@ -26,6 +26,11 @@ public enum AuthError: Error, Sendable, Equatable {
   case invalidAudience
   /// `sub` is missing, empty or not a string; it becomes `request.auth.uid`, so it is required.
   case missingSubject
+  /// A service account's assertion asks for a scope this server does not know, or for none
+  /// that grants storage access (OAuth's `invalid_scope`).
+  case invalidScope(String)
+  /// A service account's assertion was exchanged for a token already.
+  case replayedAssertion
 
   /// A stable machine-readable code.
   public var code: String {
@@ -41,6 +46,8 @@ public enum AuthError: Error, Sendable, Equatable {
     case .invalidIssuer: "invalid_issuer"
     case .invalidAudience: "invalid_audience"
     case .missingSubject: "missing_subject"
+    case .invalidScope: "invalid_scope"
+    case .replayedAssertion: "replayed_assertion"
     }
   }
 
@@ -58,6 +65,8 @@ public enum AuthError: Error, Sendable, Equatable {
     case .invalidIssuer: "token issuer is not accepted"
     case .invalidAudience: "token audience is not accepted"
     case .missingSubject: "token has no subject (sub)"
+    case .invalidScope(let why): why
+    case .replayedAssertion: "this assertion was used already; sign a new one for each token request"
     }
   }
 

@@ -8,6 +8,58 @@ public struct ServiceAccountAssertion: Sendable, Equatable {
   public var keyID: String
   public var scope: String
   public var expiresAt: Date
+  /// What names this assertion for replay checks: its `jti` with its issuer when it has one,
+  /// else the SHA-256 of the whole assertion (google-auth sends no `jti`).
+  public var replayID: String
+}
+
+/// What a service account's access token may do, from the OAuth scopes it was asked for (GCS's):
+/// `devstorage.read_only` (and `cloud-platform.read-only`) reads, `devstorage.read_write` reads
+/// and writes, `devstorage.full_control` and `cloud-platform` make the admin identity. The
+/// other scopes firebase-admin asks for beside `cloud-platform` grant nothing here and are let
+/// through; any other scope is refused, as Google's endpoint refuses one it does not know.
+///
+/// ```swift
+/// try ServiceAccountScope(scopes: "https://www.googleapis.com/auth/devstorage.read_only")  // .readOnly
+/// ```
+public enum ServiceAccountScope: Int, Sendable, Comparable, CaseIterable {
+  case readOnly, readWrite, fullControl
+
+  static let prefix = "https://www.googleapis.com/auth/"
+  /// Scope names (after ``prefix``) and what each grants; nil: known, grants no storage access.
+  static let known: [String: ServiceAccountScope?] = [
+    "devstorage.read_only": .readOnly, "devstorage.read_write": .readWrite,
+    "devstorage.full_control": .fullControl, "cloud-platform": .fullControl, "cloud-platform.read-only": .readOnly,
+    // firebase-admin's list (firebase_admin/credentials.py).
+    "datastore": nil, "firebase": nil, "identitytoolkit": nil, "userinfo.email": nil, "firebase.database": nil,
+  ]
+
+  /// The most any of the space-separated `scopes` grants.
+  /// - Throws: ``AuthError/invalidScope(_:)`` for an unknown scope, or when none grants storage access.
+  public init(scopes: String) throws(AuthError) {
+    var granted: ServiceAccountScope?
+    for scope in scopes.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
+      guard scope.hasPrefix(Self.prefix), let grant = Self.known[String(scope.dropFirst(Self.prefix.count))] else {
+        throw .invalidScope("unknown scope \(AuthError.quote(String(scope)))")
+      }
+      if let grant { granted = max(granted ?? grant, grant) }
+    }
+    guard let granted else {
+      throw .invalidScope("no scope grants storage access: ask for \(Self.prefix)devstorage.read_only, read_write or full_control")
+    }
+    self = granted
+  }
+
+  /// The scope as GCS names it.
+  public var name: String {
+    switch self {
+    case .readOnly: "devstorage.read_only"
+    case .readWrite: "devstorage.read_write"
+    case .fullControl: "devstorage.full_control"
+    }
+  }
+
+  public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 }
 
 /// The OAuth 2.0 JWT-bearer grant as google-auth makes it: an RS256 JWT whose header `kid` is the
@@ -68,7 +120,14 @@ public enum ServiceAccountGrant {
     else {
       throw .malformedToken("the assertion has no scope")
     }
-    return ServiceAccountAssertion(clientEmail: clientEmail, keyID: kid, scope: scope, expiresAt: expiresAt)
+    let replayID: String
+    if case .string(let jti)? = claims["jti"], !jti.isEmpty {
+      replayID = "jti:" + Base64URL.encode(Digest.hash(.sha256, Array((clientEmail + "\n" + jti).utf8)))
+    } else {
+      replayID = "sha256:" + Base64URL.encode(Digest.hash(.sha256, Array(assertion.utf8)))
+    }
+    return ServiceAccountAssertion(
+      clientEmail: clientEmail, keyID: kid, scope: scope, expiresAt: expiresAt, replayID: replayID)
   }
 
   static func header(of token: String) throws(AuthError) -> [String: JSONValue] {

@@ -208,6 +208,15 @@ enum PostgresMigrations {
           PRIMARY KEY(record_type, property));
         """)
     },
+    // Service-account assertions exchanged at /token (see the SQLite migration).
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE service_account_assertions(
+          id TEXT COLLATE "C" PRIMARY KEY, expires_at BIGINT NOT NULL, issued_at BIGINT NOT NULL);
+        CREATE INDEX service_account_assertions_by_expiry ON service_account_assertions(expires_at);
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

@@ -114,7 +114,8 @@ public struct RuleSet: Sendable {
     for segment in block.pattern {
       switch segment {
       case .literal(let text):
-        guard i < remaining.endIndex, remaining[i] == text else { return }
+        // Bytes, not Swift's canonical equivalence: "K" is not the Kelvin sign here, as in Firebase.
+        guard i < remaining.endIndex, remaining[i].utf8.elementsEqual(text.utf8) else { return }
         i += 1
       case .variable(let name):
         guard i < remaining.endIndex else { return }

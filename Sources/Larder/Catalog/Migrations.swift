@@ -218,6 +218,14 @@ package enum Migrations {
       PRIMARY KEY(record_type, property)
     ) WITHOUT ROWID;
     """,
+    // Service-account assertions exchanged at /token, each kept until it expires so that it
+    // is accepted once across every node of the catalog.
+    """
+    CREATE TABLE service_account_assertions(
+      id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, issued_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX service_account_assertions_by_expiry ON service_account_assertions(expires_at);
+    """,
   ]
 
   static func run(on db: Database) throws {

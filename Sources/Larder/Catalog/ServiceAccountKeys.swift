@@ -85,6 +85,27 @@ extension Larder {
     }
   }
 
+  /// Records that the assertion `id` is exchanged for a token now; when it was already, returns
+  /// the time of that first exchange instead (and records nothing). Ids are kept until
+  /// `expiresAt`, after which the assertion is refused as expired anyway, and pruned by later
+  /// calls. The catalog holds them so that every node sees every other node's.
+  ///
+  /// ```swift
+  /// if let first = try larder.recordServiceAccountAssertion(id: id, expiresAt: exp) { /* a repeat */ }
+  /// ```
+  public func recordServiceAccountAssertion(id: String, expiresAt: Date, now: Date = Date()) throws -> Date? {
+    func millis(_ date: Date) -> Int64 { Int64(date.timeIntervalSince1970 * 1000) }
+    return try catalog.write { db in
+      try db.execute("DELETE FROM service_account_assertions WHERE expires_at < ?", [millis(now)])
+      try db.execute(
+        "INSERT INTO service_account_assertions(id, expires_at, issued_at) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING",
+        [id, millis(expiresAt), millis(now)])
+      if db.changes == 1 { return nil }
+      let first = try db.row("SELECT issued_at FROM service_account_assertions WHERE id = ?", [id])?.int("issued_at")
+      return Date(timeIntervalSince1970: Double(first ?? 0) / 1000)
+    }
+  }
+
   private static func serviceAccountKey(_ row: Row) -> ServiceAccountKeyRecord {
     ServiceAccountKeyRecord(
       keyID: row.string("key_id") ?? "", name: row.string("name") ?? "",

@@ -18,4 +18,15 @@ public struct ObjectPath: Sendable, Hashable, CustomStringConvertible {
   }
 
   public var description: String { "\(bucket)/\(name)" }
+
+  /// By bytes (``Swift/StringProtocol/hasSameBytes(as:)``): the object cache is keyed by paths,
+  /// and "café" spelled NFC and NFD are two objects in the catalog.
+  public static func == (a: ObjectPath, b: ObjectPath) -> Bool {
+    a.name.hasSameBytes(as: b.name) && a.bucket.hasSameBytes(as: b.bucket)
+  }
+
+  public func hash(into hasher: inout Hasher) {
+    bucket.hashBytes(into: &hasher)
+    name.hashBytes(into: &hasher)
+  }
 }

@@ -284,10 +284,16 @@ public struct ObjectStore: Sendable {
   ///
   /// `range` narrows it further (GCS's `startOffset`, `endOffset`, `includeTrailingDelimiter`,
   /// `matchGlob`); page tokens are bound to it.
+  ///
+  /// With a `matchGlob`, one page examines at most `scanBudget` rows and spends at most
+  /// ``listingScanTime`` on them: a filter that skips most rows then answers what matched so
+  /// far with a page token placed after the last row examined, as GCS does, so no single
+  /// request holds a thread for the whole prefix.
   public func list(
     bucket: String, prefix: String = "", delimiter: String? = nil, maxResults: Int = 1000, pageToken: String? = nil,
-    range: ListingRange = .init()
+    range: ListingRange = .init(), scanBudget: Int = ObjectStore.listingScanBudget
   ) throws -> ObjectListing {
+    precondition(scanBudget > 0, "a listing must examine at least one row")
     try ObjectName.validateBucket(bucket)
     guard (1...1000).contains(maxResults) else {
       throw LarderError.invalidArgument("maxResults must be between 1 and 1000")
@@ -317,6 +323,9 @@ public struct ObjectStore: Sendable {
       var prefixes: [String] = []
       var lastEmitted: String?
       var more = false
+      var examined = 0
+      let filtered = range.glob != nil
+      let deadline = ContinuousClock.now + Self.listingScanTime
       scan: while true {
         let rows = try db.rows(
           """
@@ -333,9 +342,16 @@ public struct ObjectStore: Sendable {
             more = true
             break scan
           }
+          // A filter's budget is spent: the token resumes after the last row examined. (Without
+          // a filter every row examined is answered, and `maxResults` bounds the page.)
+          if filtered && (examined == scanBudget || (examined % 64 == 0 && examined > 0 && ContinuousClock.now > deadline)) {
+            more = true
+            break scan
+          }
+          examined += 1
           if let delimiter, let folded = Self.folded(name, prefix: prefix, delimiter: delimiter) {
             prefixes.append(folded)
-            if range.includeTrailingDelimiter, folded == name, range.matches(name) { items.append(Self.object(row: row)) }
+            if range.includeTrailingDelimiter, folded.hasSameBytes(as: name), range.matches(name) { items.append(Self.object(row: row)) }
             lastEmitted = folded + "\u{10FFFF}"
             // Skip every other name under this prefix.
             cursor = folded + "\u{10FFFF}"
@@ -353,6 +369,11 @@ public struct ObjectStore: Sendable {
       return ObjectListing(prefixes: prefixes, items: items, nextPageToken: token)
     }
   }
+
+  /// Rows one listing page examines at most (see ``list(bucket:prefix:delimiter:maxResults:pageToken:range:scanBudget:)``).
+  public static let listingScanBudget = 2_000
+  /// Time one listing page spends examining rows at most, checked every 64 rows.
+  public static let listingScanTime = Duration.milliseconds(50)
 
   /// Whether `a` sorts before `b` as UTF-8 bytes (the catalog's order).
   static func bytesPrecede(_ a: String, _ b: String) -> Bool {

@@ -156,11 +156,14 @@ public final class UploadStore: Sendable {
     guard Self.isUploadID(id) else { throw UploadError.notFound(id: id) }
     let row = try larder.catalog.read(snapshot: false) { db in try db.row("SELECT * FROM uploads WHERE id = ?", [id]) }
     guard let row else {
-      if let failed = failures.withLock({ $0.last { $0.id == id } }), failed.owner == owner { throw failed.error }
+      if let failed = failures.withLock({ $0.last { $0.id == id } }), failed.owner.hasSameBytes(as: owner) {
+        throw failed.error
+      }
       throw UploadError.notFound(id: id)
     }
     let upload = Upload(row: row)
-    guard upload.owner == owner else { throw UploadError.notFound(id: id) }
+    // Bytes: a uid "K" must not pass for the owner "\u{212A}" (Kelvin), nor NFC for NFD.
+    guard upload.owner.hasSameBytes(as: owner) else { throw UploadError.notFound(id: id) }
     guard upload.expiresAt >= now() else { throw UploadError.expired(id: id) }
     return upload
   }
@@ -475,7 +478,7 @@ public final class UploadStore: Sendable {
         } catch let error as UploadError {
           throw unusable(id, error)
         }
-        guard part.bucket == bucket, part.isPartial else {
+        guard part.bucket.hasSameBytes(as: bucket), part.isPartial else {
           throw UploadError.invalidConcatenation("upload \(id.prefix(64)) is not a partial upload of this bucket")
         }
         guard part.isComplete else {

@@ -28,7 +28,7 @@ struct ServeCommand: Command {
     help: "request threads, 1…256; default: the number of cores")
   static let publicURL = Option.value(
     "--public-url", "URL", environment: "LARDER_PUBLIC_URL",
-    help: "the URL clients reach the server at, for tus Locations; default: relative ones")
+    help: "the URL clients reach the server at, for tus Locations and /token's audience; default: relative Locations, the address listened on")
   static let imageTransforms = Option.value(
     "--image-transforms", "on|off", default: "on", environment: "LARDER_IMAGE_TRANSFORMS",
     help: "image variants on downloads (width, height, resize, format, quality)")

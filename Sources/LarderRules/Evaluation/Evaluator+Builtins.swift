@@ -321,7 +321,9 @@ extension Evaluator {
     case .bool(let b): b ? "b1" : "b0"
     case .int(let i): "n\(i)"
     case .float(let f): f == f.rounded() && f.magnitude < 9e15 ? "n\(Int64(f))" : "f\(f)"
-    case .string(let s): "s" + s
+    // Its scalars in hex: a Set of Strings hashes by canonical equivalence, which would make
+    // "K" a member of a list holding the Kelvin sign; rules compare strings byte for byte.
+    case .string(let s): "s" + s.unicodeScalars.map { String($0.value, radix: 16) }.joined(separator: ".")
     default: nil
     }
   }

@@ -10,7 +10,7 @@ extension Evaluator {
   {
     switch base {
     case .map(let m):
-      guard let v = m[name] else { throw fail("no such key '\(name)' in map", location) }
+      guard let v = Self.value(m, name) else { throw fail("no such key '\(name)' in map", location) }
       return v
     case .unknown:
       return .unknown
@@ -28,7 +28,7 @@ extension Evaluator {
     case (.unknown, _), (_, .unknown):
       return .unknown
     case (.map(let m), .string(let key)):
-      guard let v = m[key] else { throw fail("no such key '\(key)' in map", location) }
+      guard let v = Self.value(m, key) else { throw fail("no such key '\(key)' in map", location) }
       return v
     case (.list(let items), .int(let i)):
       guard i >= 0 && i < items.count else {
@@ -93,9 +93,12 @@ extension Evaluator {
     case (.unknown, _), (_, .unknown): return nil
     case (.int(let a), .float(let b)): return Double(a) == b
     case (.float(let a), .int(let b)): return a == Double(b)
+    case (.string(let a), .string(let b)): return a.utf8.elementsEqual(b.utf8)
     case (.path(let a), .string(let b)), (.string(let b), .path(let a)):
       let joined = a.joined(separator: "/")
-      return joined == b || "/" + joined == b
+      return joined.utf8.elementsEqual(b.utf8) || ("/" + joined).utf8.elementsEqual(b.utf8)
+    case (.path(let a), .path(let b)):
+      return a.count == b.count && zip(a, b).allSatisfy { $0.utf8.elementsEqual($1.utf8) }
     case (.list(let a), .list(let b)):
       guard a.count == b.count else { return false }
       try charge(a.count / 16, at: location)
@@ -106,9 +109,9 @@ extension Evaluator {
     case (.map(let a), .map(let b)):
       guard a.count == b.count else { return false }
       try charge(a.count / 16, at: location)
-      for key in a.keys where b[key] == nil { return false }
+      for key in a.keys where Self.value(b, key) == nil { return false }
       let unequal = try some(a) { (key, x) throws(EvaluationError) in
-        try equals(x, b[key]!, location).map(!)
+        try equals(x, Self.value(b, key)!, location).map(!)
       }
       return unequal.map(!)
     default:
@@ -130,7 +133,7 @@ extension Evaluator {
       return order(a, b)
     case (.string(let a), .string(let b)):
       try charge(min(a.utf8.count, b.utf8.count) / 4096, at: location)
-      return a.utf8.lexicographicallyPrecedes(b.utf8) ? -1 : (a == b ? 0 : 1)
+      return a.utf8.lexicographicallyPrecedes(b.utf8) ? -1 : (a.utf8.elementsEqual(b.utf8) ? 0 : 1)
     case (.timestamp(let a), .timestamp(let b)): return order(a, b)
     case (.duration(let a), .duration(let b)): return order(a, b)
     case (.bool(let a), .bool(let b)): return order(a ? 1 : 0, b ? 1 : 0)
@@ -150,12 +153,19 @@ extension Evaluator {
     case .map(let m):
       if element.isUnknown { return nil }
       guard case .string(let key) = element else { return false }
-      return m[key] != nil
+      return Self.value(m, key) != nil
     case .unknown:
       return nil
     default:
       throw fail("'in' needs a list or map on the right, got \(collection.typeName)", location)
     }
+  }
+
+  /// The value under `key` when a key of `map` has exactly its bytes: a Swift dictionary finds
+  /// keys by canonical equivalence ("K" would find the Kelvin sign's entry).
+  static func value(_ map: [String: RuleValue], _ key: String) -> RuleValue? {
+    guard let i = map.index(forKey: key), map[i].key.utf8.elementsEqual(key.utf8) else { return nil }
+    return map[i].value
   }
 
   /// Kleene's "for some": true when `test` is true for an element, else nil when it is unknown

@@ -10,11 +10,21 @@ public struct Identity: Sendable, Equatable {
   /// that: ``ServiceAccountAuthenticator``) authenticated the request. Such a caller is an
   /// admin identity: ``AdminIdentityPolicy`` allows it everything, as Firebase's Admin SDK.
   public var serviceAccount: String?
-  public init(uid: String, claims: [String: JSONValue] = [:], serviceAccount: String? = nil) {
+  /// What a service account's token was granted (its OAuth scope): only `fullControl` is the
+  /// admin identity; `readWrite` passes every object operation, `readOnly` reads only.
+  public var serviceAccountScope: ServiceAccountScope
+  public init(
+    uid: String, claims: [String: JSONValue] = [:], serviceAccount: String? = nil,
+    serviceAccountScope: ServiceAccountScope = .fullControl
+  ) {
     self.uid = uid
     self.claims = claims
     self.serviceAccount = serviceAccount
+    self.serviceAccountScope = serviceAccountScope
   }
+
+  /// A service account whose token grants the admin identity (`full_control`, `cloud-platform`).
+  public var isAdmin: Bool { serviceAccount != nil && serviceAccountScope == .fullControl }
 }
 
 /// The storage operation a request performs, in the rules language's terms.
@@ -168,7 +178,14 @@ public struct AdminIdentityPolicy: AccessPolicy {
   }
 
   public func decide(_ request: AccessRequest) -> AccessDecision {
-    if let email = request.identity?.serviceAccount { return .allow("service account \(email): admin identity") }
+    if let identity = request.identity, let email = identity.serviceAccount {
+      let scope = identity.serviceAccountScope
+      let reads = request.operation == .get || request.operation == .list
+      guard reads || scope >= .readWrite else {
+        return .deny("service account \(email): its token's scope \(scope.name) does not allow \(request.operation.rawValue)")
+      }
+      return .allow("service account \(email): \(scope == .fullControl ? "admin identity" : scope.name)")
+    }
     return rules.decide(request)
   }
 

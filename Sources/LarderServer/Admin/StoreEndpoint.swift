@@ -65,9 +65,9 @@ struct StoreEndpoint {
   func register(in router: inout Router) {
     router.add("GET", "/admin/v1/store", route: "admin.store") { request, _ in
       guard let identity = try context.identity(request) else { throw AuthError.missingToken }
-      guard identity.serviceAccount != nil else {
+      guard identity.isAdmin else {
         throw AccessError.denied(
-          reason: "the store's counts are for admin identities (service accounts) only")
+          reason: "the store's counts are for admin identities (service accounts with full_control) only")
       }
       var response = HTTPResponse.json(Answer(try context.larder.statistics()))
       response.headers.set("Cache-Control", "no-store")

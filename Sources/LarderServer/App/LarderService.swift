@@ -50,6 +50,8 @@ public final class LarderService: Sendable {
     /// How long a node trusts what it read of a service account's keys: a revoked key's access
     /// tokens and signed URLs stop working within this.
     public var serviceAccountKeyCacheTTL: Duration = .seconds(5)
+    /// How long a repeated `/token` assertion answers the first exchange's token before it is a replay.
+    public var assertionRetryWindow: Duration = .seconds(5)
     /// Where refusals and internal errors are logged (standard error unless replaced).
     public var logger = Logger(label: "larder.server")
     /// Image variants on downloads (`width`, `height`, …); nil turns them off (`--image-transforms off`).
@@ -113,6 +115,7 @@ public final class LarderService: Sendable {
       uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger,
       quota: options.quota)
     context.serviceAccounts = accounts
+    context.assertionRetryWindow = options.assertionRetryWindow
     context.images = options.images.map {
       ImageVariants(
         larder: larder, limits: $0.limits, pool: RenderPool(threads: $0.renderThreads, queueLength: $0.renderQueue))
@@ -157,7 +160,10 @@ public final class LarderService: Sendable {
     ) { [series(larder.catalogLockTimes().waited, nil)] }
   }
 
-  public func start() throws { try server.start() }
+  public func start() throws {
+    try server.start()
+    context.listening.set(host: options.http.host, port: server.boundPort)
+  }
 
   /// Re-reads the rules file and the public key files (what `larder serve` does on SIGHUP). A
   /// file that fails to load keeps what was loaded before. One line per thing, for the log.

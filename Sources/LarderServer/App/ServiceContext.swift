@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Larder
 import LarderImages
 import LarderHTTP
@@ -33,6 +34,11 @@ public struct ServiceContext: Sendable {
   public var images: ImageVariants?
   /// Per-identity write quotas, charged by every write path (``QuotaLedger``).
   public let quotas: QuotaLedger
+  /// How long after an assertion's exchange posting it again answers the same token (a client's
+  /// concurrent or retried refresh) rather than a replay refusal.
+  public var assertionRetryWindow: Duration = .seconds(5)
+  /// Where the server listens, once it does (the default public URL of `/token`'s audience).
+  public let listening = ListeningAddress()
 
   public init(
     larder: Larder, policy: any AccessPolicy, authenticator: any Authenticator, maxUploadSize: Int64 = 5 << 30,
@@ -132,5 +138,25 @@ public struct ServiceContext: Sendable {
         "request_id": request.id, "client_email": email, "method": request.method,
         "path": String(request.path.prefix(200)), "credential": via,
       ])
+  }
+}
+
+/// The address the server bound, set when it starts listening.
+public final class ListeningAddress: Sendable {
+  private let address = Mutex<(host: String, port: Int)?>(nil)
+
+  public init() {}
+
+  public func set(host: String, port: Int) { address.withLock { $0 = (host, port) } }
+
+  /// The URLs a client on this machine names the server by: `http://HOST:PORT`, with the
+  /// loopback names when it listens on loopback or on every address.
+  public var urls: [String] {
+    guard let (host, port) = address.withLock({ $0 }) else { return [] }
+    var hosts = [host.contains(":") ? "[\(host)]" : host]
+    if ["0.0.0.0", "::", "127.0.0.1", "::1", "localhost"].contains(host) {
+      hosts += ["127.0.0.1", "localhost", "[::1]"]
+    }
+    return hosts.map { "http://\($0):\(port)" }
   }
 }

@@ -204,10 +204,10 @@ struct FirebaseUploads {
     -> HTTPHeadDecision.Action
   {
     let upload = try store.upload(id: id, owner: identity?.uid)
-    guard upload.bucket == bucket, upload.concat == nil, let name = upload.name else {
+    guard upload.bucket.hasSameBytes(as: bucket), upload.concat == nil, let name = upload.name else {
       throw UploadError.notFound(id: id)
     }
-    if let queryName = request.queryValue("name"), queryName != name {
+    if let queryName = request.queryValue("name"), !queryName.hasSameBytes(as: name) {
       throw Self.badRequest("this upload session is for another object name")
     }
     switch command {

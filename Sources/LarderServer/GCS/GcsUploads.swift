@@ -141,7 +141,7 @@ struct GcsUploads {
         "upload_id is required: use the session URI the upload's start answered")
     }
     let upload = try store.upload(id: id, owner: identity?.uid)
-    guard upload.bucket == bucket, upload.concat == nil, upload.name != nil else {
+    guard upload.bucket.hasSameBytes(as: bucket), upload.concat == nil, upload.name != nil else {
       throw UploadError.notFound(id: id)
     }
     return upload

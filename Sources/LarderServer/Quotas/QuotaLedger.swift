@@ -9,11 +9,12 @@ public struct QuotaSubject: Hashable, Sendable, CustomStringConvertible {
   public let key: String
   public var description: String { key }
 
-  /// nil for an admin identity (a service account: ``AdminIdentityPolicy`` allows it everything,
-  /// and quotas do not apply to it either).
+  /// nil for an admin identity (a service account whose token has the full-control scope:
+  /// quotas do not apply to it); a read-write service account is charged like a user.
   public static func of(_ identity: Identity?, address: String) -> QuotaSubject? {
     if let identity {
-      if identity.serviceAccount != nil { return nil }
+      if identity.isAdmin { return nil }
+      if let account = identity.serviceAccount { return QuotaSubject(key: "account:\(account)") }
       return QuotaSubject(key: "uid:" + identity.uid)
     }
     return QuotaSubject(key: "address:" + network(of: address))

@@ -147,6 +147,9 @@ public struct ServiceAccountAuthenticator: Authenticator {
     guard let key = accounts.key(id: kid), key.record.clientEmail == email else {
       throw .unknownKey(kid: kid)
     }
-    return Identity(uid: email, claims: verified.claims, serviceAccount: email)
+    guard case .string(let scopes)? = verified.claims["scope"] else { throw .invalidScope("the token has no scope") }
+    return Identity(
+      uid: email, claims: verified.claims, serviceAccount: email,
+      serviceAccountScope: try ServiceAccountScope(scopes: scopes))
   }
 }

@@ -11,12 +11,15 @@ import LarderHTTP
 /// 400 {"error": "invalid_grant", "error_description": "…"}
 /// ```
 /// The assertion's `kid` names the catalog's key, `iss` must be that key's account and `aud`
-/// this server's token URL: the configured public URL's `/token`, the one the request's `Host`
-/// makes (`http://` or `https://`), or Google's (``googleTokenURL``), which google-auth (Python,
-/// and firebase-admin through it) writes as `aud` whatever the key file's `token_uri` says
+/// this server's token URL: the configured public URL's `/token` (without `--public-url`, the
+/// address it listens on), or Google's (``googleTokenURL``), which google-auth (Python, and
+/// firebase-admin through it) writes as `aud` whatever the key file's `token_uri` says
 /// (google/oauth2/service_account.py, `_make_authorization_grant_assertion`). Accepting it
 /// lets nothing else in: the key that signs is one this catalog issued, and only its server
-/// takes assertions signed with it.
+/// takes assertions signed with it. The request's `Host` counts for nothing: an assertion made
+/// out for another server must not be spent here. Each assertion is exchanged once (the
+/// catalog remembers it until it expires), and its `scope` decides what the token may do
+/// (``ServiceAccountScope``; an unknown scope is `invalid_scope`).
 struct TokenEndpoint {
   let context: ServiceContext
   let accounts: ServiceAccounts
@@ -38,15 +41,13 @@ struct TokenEndpoint {
   static let googleTokenURL = "https://oauth2.googleapis.com/token"
 
   /// The token URLs an assertion may name as its audience.
-  func audiences(_ request: HTTPRequest) -> Set<String> {
+  func audiences() -> Set<String> {
     var accepted: Set = [Self.googleTokenURL]
-    if var base = context.publicURL {
+    if var base = context.publicURL, !base.isEmpty {
       while base.hasSuffix("/") { base.removeLast() }
       accepted.insert(base + "/token")
-    }
-    if let host = request.headers["Host"], !host.isEmpty, !host.contains("/") {
-      accepted.insert("http://\(host)/token")
-      accepted.insert("https://\(host)/token")
+    } else {
+      for url in context.listening.urls { accepted.insert(url + "/token") }
     }
     return accepted
   }
@@ -74,23 +75,45 @@ struct TokenEndpoint {
       let kid = try ServiceAccountGrant.keyID(of: assertion)
       guard let key = accounts.key(id: kid) else { throw AuthError.unknownKey(kid: kid) }
       let grant = try ServiceAccountGrant.verify(
-        assertion, key: key.publicKey, clientEmail: key.record.clientEmail, audiences: audiences(request))
+        assertion, key: key.publicKey, clientEmail: key.record.clientEmail, audiences: audiences())
+      let scope = try ServiceAccountScope(scopes: grant.scope)
+      // Kept past `exp` by the verifier's leeway, during which the assertion still verifies.
+      let now = Date()
+      let first: Date?
+      do {
+        first = try context.larder.recordServiceAccountAssertion(
+          id: grant.replayID, expiresAt: grant.expiresAt.addingTimeInterval(60), now: now)
+      } catch {
+        log.error("recording a service account assertion failed", metadata: ["error": "\(error)"])
+        return HTTPResponse.json(
+          status: 503, ["error": "temporarily_unavailable", "error_description": "the catalog is unavailable"])
+      }
+      // A repeat within the retry window gets the very token the first exchange got (tokens are
+      // a function of their claims): google-cloud-storage refreshes one credential from two
+      // threads at once, and both post the same assertion. Later, a repeat is a replay.
+      let issuedAt = first ?? now
+      guard Duration.seconds(now.timeIntervalSince(issuedAt)) <= context.assertionRetryWindow else {
+        throw AuthError.replayedAssertion
+      }
       let token = ServiceAccountAccessToken.issue(
-        secret: accounts.secret, clientEmail: grant.clientEmail, keyID: grant.keyID, scope: grant.scope)
+        secret: accounts.secret, clientEmail: grant.clientEmail, keyID: grant.keyID, scope: grant.scope, now: issuedAt)
+      let expiresIn = Int(ServiceAccountAccessToken.lifetime) - Int(now.timeIntervalSince(issuedAt).rounded(.down))
       log.info(
-        "service account token issued", metadata: ["client_email": grant.clientEmail, "key_id": grant.keyID])
+        "service account token issued",
+        metadata: ["client_email": grant.clientEmail, "key_id": grant.keyID, "scope": scope.name])
       struct Answer: Encodable {
         let access_token: String
         let expires_in: Int
         let token_type: String
       }
       var r = HTTPResponse.json(
-        Answer(access_token: token, expires_in: Int(ServiceAccountAccessToken.lifetime), token_type: "Bearer")
+        Answer(access_token: token, expires_in: expiresIn, token_type: "Bearer")
       )
       r.headers.set("Cache-Control", "no-store")
       return r
     } catch {
       log.info("service account token refused", metadata: ["code": error.code])
+      if case .invalidScope = error { return Self.oauthError("invalid_scope", error.message) }
       return Self.oauthError("invalid_grant", error.message)
     }
   }

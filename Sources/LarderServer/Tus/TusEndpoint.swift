@@ -384,7 +384,7 @@ struct TusEndpoint {
 
   func lookup(id: String, bucket: String, identity: Identity?) throws -> Upload {
     let upload = try store.upload(id: id, owner: identity?.uid)
-    guard upload.bucket == bucket else { throw UploadError.notFound(id: id) }
+    guard upload.bucket.hasSameBytes(as: bucket) else { throw UploadError.notFound(id: id) }
     return upload
   }
 

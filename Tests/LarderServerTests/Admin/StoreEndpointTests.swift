@@ -12,7 +12,7 @@ import Testing
       name: "ops", publicURL: "http://larder.test", in: s.service.larder)
     let secret = try #require(s.service.context.serviceAccounts?.secret)
     return ServiceAccountAccessToken.issue(
-      secret: secret, clientEmail: created.record.clientEmail, keyID: created.record.keyID, scope: "storage")
+      secret: secret, clientEmail: created.record.clientEmail, keyID: created.record.keyID, scope: "https://www.googleapis.com/auth/devstorage.full_control")
   }
 
   func store(_ s: InProcessService, token: String?) throws -> WireResponse {

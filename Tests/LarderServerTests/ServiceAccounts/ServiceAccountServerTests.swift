@@ -21,10 +21,13 @@ import Testing
   }
 
   /// A live rules server, with keys re-read from the catalog on every use, and one account.
-  func withAccount(_ body: (LiveService, Account, MemoryLogHandler) throws -> Void) throws {
+  func withAccount(
+    window: Duration = .seconds(5), _ body: (LiveService, Account, MemoryLogHandler) throws -> Void
+  ) throws {
     let log = MemoryLogHandler()
     try withRulesService(configure: {
       $0.serviceAccountKeyCacheTTL = .zero
+      $0.assertionRetryWindow = window
       $0.publicURL = Self.publicURL
       $0.logger = Logger(label: "test", handler: log)
     }) { s in
@@ -40,14 +43,17 @@ import Testing
 
   static func assertion(
     _ account: Account, key: PrivateKey? = nil, aud: String = publicURL + "/token", iat: Date = Date(),
-    lifetime: Int64 = 3600
+    lifetime: Int64 = 3600, scope: String = scope, jti: String? = UUID().uuidString
   ) throws -> String {
     let issuedAt = Int64(iat.timeIntervalSince1970)
-    let payload: [String: JSONValue] = [
+    var payload: [String: JSONValue] = [
       "iss": .string(account.email), "aud": .string(aud), "iat": .int(issuedAt),
       "exp": .int(issuedAt + lifetime),
       "scope": .string(scope),
     ]
+    // Each assertion is accepted once: a fresh jti makes each one new (google-auth sends none,
+    // and differs by its iat instead).
+    if let jti { payload["jti"] = .string(jti) }
     let header: [String: JSONValue] = ["alg": "RS256", "typ": "JWT", "kid": .string(account.kid)]
     let input =
       Base64URL.encode(JSONValue.serialize(header)) + "." + Base64URL.encode(JSONValue.serialize(payload))
@@ -63,8 +69,8 @@ import Testing
       body: Array(body.utf8))
   }
 
-  func accessToken(_ s: LiveService, _ account: Account) throws -> String {
-    let r = try s.send(Self.tokenRequest(try Self.assertion(account)))
+  func accessToken(_ s: LiveService, _ account: Account, scope: String = scope) throws -> String {
+    let r = try s.send(Self.tokenRequest(try Self.assertion(account, scope: scope)))
     #expect(r.status == 200, "\(r.text)")
     #expect(r.json?["token_type"] as? String == "Bearer")
     #expect(r.json?["expires_in"] as? Int == 3600)
@@ -83,10 +89,11 @@ import Testing
   @Test func tokenEndpointGrantsGoodAssertionsOnly() throws {
     try withAccount { s, account, _ in
       _ = try accessToken(s, account)
-      // The Host-based URL (Wire sends `Host: 127.0.0.1`) and google-auth's fixed aud are accepted.
-      #expect(
-        try s.send(Self.tokenRequest(try Self.assertion(account, aud: "http://127.0.0.1/token"))).status
-          == 200)
+      // Google's fixed aud is accepted; the URL the request's Host makes (Wire sends
+      // `Host: 127.0.0.1`) is not: the public URL is larder.test (issue 37).
+      expectInvalidGrant(
+        try s.send(Self.tokenRequest(try Self.assertion(account, aud: "http://127.0.0.1/token"))),
+        "an audience made from the Host header")
       #expect(
         try s.send(Self.tokenRequest(try Self.assertion(account, aud: "https://oauth2.googleapis.com/token")))
           .status
@@ -296,6 +303,86 @@ import Testing
       #expect(bad.error?["errors"] == nil)
       // Nothing was written into bucket `app` by those URLs.
       #expect(try s.send(.get("/storage/v1/b/app/o/x.txt", [("Authorization", "Bearer none")])).status != 200)
+    }
+  }
+
+  @Test func eachAssertionIsExchangedOnce() throws {
+    try withAccount(window: .zero) { s, account, _ in
+      for jti in [String?.some("once"), nil] {
+        let assertion = try Self.assertion(account, jti: jti)
+        #expect(try s.send(Self.tokenRequest(assertion)).status == 200)
+        let again = try s.send(Self.tokenRequest(assertion))
+        expectInvalidGrant(again, "the same assertion again (jti \(jti ?? "none"))")
+        #expect(again.json?["error_description"] as? String == AuthError.replayedAssertion.message)
+      }
+      // Another assertion with the same jti from the same account is a replay too.
+      expectInvalidGrant(
+        try s.send(Self.tokenRequest(try Self.assertion(account, aud: "https://oauth2.googleapis.com/token", jti: "once"))),
+        "a reused jti")
+    }
+  }
+
+  /// google-cloud-storage refreshes one credential from two threads at once (a download and its
+  /// metadata), posting one assertion twice: within the retry window both get the same token.
+  @Test func aRepeatWithinTheRetryWindowGetsTheSameToken() throws {
+    try withAccount { s, account, _ in
+      let assertion = try Self.assertion(account, jti: nil)
+      let answers = try [s.send(Self.tokenRequest(assertion)), s.send(Self.tokenRequest(assertion))]
+      #expect(answers.map(\.status) == [200, 200])
+      let tokens = answers.map { $0.json?["access_token"] as? String }
+      #expect(tokens[0] != nil && tokens[0] == tokens[1])
+    }
+  }
+
+  @Test func withoutAPublicURLTheAudienceIsTheAddressListenedOn() throws {
+    try withRulesService(configure: { $0.serviceAccountKeyCacheTTL = .zero }) { s in
+      let created = try ServiceAccounts.create(name: "backend", publicURL: "http://127.0.0.1:\(s.port)", in: s.service.larder)
+      let key = try PrivateKey(pem: Array(created.keyFile["private_key"]!.utf8))
+      let account = Account(email: created.record.clientEmail, kid: created.record.keyID, key: key)
+      for url in ["http://127.0.0.1:\(s.port)", "http://localhost:\(s.port)"] {
+        #expect(try s.send(Self.tokenRequest(try Self.assertion(account, aud: url + "/token"))).status == 200, "\(url)")
+      }
+      for url in ["http://127.0.0.1", "http://127.0.0.1:\(s.port + 1)", "https://larder.test", "http://evil.example"] {
+        expectInvalidGrant(try s.send(Self.tokenRequest(try Self.assertion(account, aud: url + "/token"))), url)
+      }
+    }
+  }
+
+  static func scopes(_ names: String...) -> String {
+    names.map { "https://www.googleapis.com/auth/" + $0 }.joined(separator: " ")
+  }
+
+  @Test func scopesDecideWhatATokenMayDo() throws {
+    try withAccount { s, account, _ in
+      let admin = [("Authorization", "Bearer \(try accessToken(s, account))")]
+      #expect(try s.send(WireRequest("POST", Self.deniedPath, headers: admin, body: [1, 2, 3])).status == 200)
+      let object = "/v0/b/app/o/secret%2Fadmin.txt"
+
+      let reader = [("Authorization", "Bearer \(try accessToken(s, account, scope: Self.scopes("devstorage.read_only")))")]
+      let read = try s.send(.get(object + "?alt=media", reader))
+      #expect(read.status == 200 && read.body == [1, 2, 3], "\(read.status)")
+      #expect(try s.send(.get("/storage/v1/b/app/o?prefix=secret%2F", reader)).status == 200)
+      #expect(try s.send(WireRequest("POST", Self.deniedPath, headers: reader, body: [9])).status == 403, "read_only uploaded")
+      #expect(try s.send(WireRequest("DELETE", object, headers: reader)).status == 403, "read_only deleted")
+      #expect(try s.send(.get(object + "?alt=media", reader)).body == [1, 2, 3])
+      #expect(try s.send(.get("/admin/v1/store", reader)).status == 403)
+
+      let writer = [("Authorization", "Bearer \(try accessToken(s, account, scope: Self.scopes("devstorage.read_write")))")]
+      #expect(try s.send(WireRequest("POST", Self.deniedPath, headers: writer, body: [4])).status == 200)
+      #expect(try s.send(.get("/admin/v1/store", writer)).status == 403, "read_write is not the admin identity")
+      #expect(try s.send(WireRequest("DELETE", object, headers: writer)).status == 204)
+
+      // firebase-admin's list: cloud-platform among scopes that grant nothing here.
+      let firebaseAdmin = Self.scopes(
+        "cloud-platform", "datastore", "devstorage.read_write", "firebase", "identitytoolkit", "userinfo.email")
+      let full = [("Authorization", "Bearer \(try accessToken(s, account, scope: firebaseAdmin))")]
+      #expect(try s.send(.get("/admin/v1/store", full)).status == 200)
+
+      for bad in [Self.scopes("devstorage.read_only", "drive"), "devstorage.read_only", Self.scopes("userinfo.email")] {
+        let r = try s.send(Self.tokenRequest(try Self.assertion(account, scope: bad)))
+        #expect(r.status == 400, "\(bad)")
+        #expect(r.json?["error"] as? String == "invalid_scope", "\(bad): \(r.text)")
+      }
     }
   }
 }

@@ -211,6 +211,7 @@ import Testing
       let db = try SQLiteDatabase(path: dir.url.appendingPathComponent("larder.sqlite").path)
       try db.executeScript(
         """
+        DROP TABLE service_account_assertions;
         DROP TABLE model_reference_rules;
         DROP TABLE model_links;
         DROP TABLE model_references;

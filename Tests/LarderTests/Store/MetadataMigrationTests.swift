@@ -30,6 +30,7 @@ import Testing
           WHERE name IN ('declared', 'undeclared');
         ALTER TABLE objects DROP COLUMN content_encoding;
         ALTER TABLE objects DROP COLUMN content_language;
+        DROP TABLE service_account_assertions;
         DROP TABLE model_reference_rules;
         DROP TABLE model_links;
         DROP TABLE model_references;

@@ -138,4 +138,39 @@ import Testing
     } while token != nil
     #expect(names == (0..<300).map { String(format: "dir/%03d", $0) })
   }
+
+  /// A filter that skips most rows spends a page's scan budget and answers a token placed after
+  /// the last row examined; following the tokens sees every match exactly once (issue 37).
+  @Test func aSpentScanBudgetAnswersATokenAndPagesMissNothing() throws {
+    let larder = try TestStore.temporary()
+    var names: [String] = []
+    for k in 0..<240 { names.append("g/\(k / 40)/n\(1000 + k)\(k % 7 == 0 ? ".png" : ".txt")") }
+    for name in names.shuffled() { _ = try larder.objects.put(bucket: "scan", name: name, data: Data(name.utf8)) }
+    let expected = names.filter { $0.hasSuffix(".png") }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    for (delimiter, budget, maxResults) in [(String?.none, 7, 5), (nil, 1, 1000), (nil, 100, 2), ("/", 3, 1000)] {
+      let range = ListingRange(glob: try NameGlob(delimiter == nil ? "g/**.png" : "g/*.png"))
+      var seen: [String] = []
+      var prefixes: [String] = []
+      var token: String?
+      var pages = 0
+      repeat {
+        let page = try larder.objects.list(
+          bucket: "scan", prefix: "g/", delimiter: delimiter, maxResults: maxResults, pageToken: token, range: range,
+          scanBudget: budget)
+        #expect(page.items.count + page.prefixes.count <= maxResults)
+        seen += page.items.map(\.name)
+        prefixes += page.prefixes
+        token = page.nextPageToken
+        pages += 1
+      } while token != nil && pages < 1000
+      if delimiter == nil {
+        #expect(seen == expected, "budget \(budget), maxResults \(maxResults)")
+        #expect(pages >= 240 / budget, "the budget bounds each page")
+      } else {
+        #expect(seen == [])
+        #expect(prefixes == (0..<6).map { "g/\($0)/" })
+        #expect(pages >= 2)
+      }
+    }
+  }
 }

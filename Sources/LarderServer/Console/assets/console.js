@@ -30,8 +30,31 @@ function signedIn() {
 function start() {
   const hash = new URLSearchParams(location.hash.slice(1));
   // A token in the fragment (make serve's link) never reaches the server or its logs.
-  if (hash.get("token")) { api.setToken(hash.get("token")); hash.delete("token"); history.replaceState(null, "", `${location.pathname}${hash.size ? `#${hash}` : ""}`); }
+  const offered = hash.get("token");
+  if (offered) { hash.delete("token"); history.replaceState(null, "", `${location.pathname}${hash.size ? `#${hash}` : ""}`); }
+  // A link must not swap the identity signed in here without asking: it could be someone
+  // else's token, so that what this user uploads lands in their space.
+  if (offered && api.token() && offered !== api.token()) return askToSwitch(offered);
+  if (offered) api.setToken(offered);
   if (api.token()) signedIn(); else { $("signin").hidden = false; $("token").focus(); }
+}
+
+/** Who a token says it is (its `sub`), for people to compare; the server still verifies it. */
+function subject(jwt) {
+  try {
+    const part = jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    const claims = JSON.parse(new TextDecoder().decode(Uint8Array.from(atob(part), (c) => c.charCodeAt(0))));
+    return String(claims.larder_sa || claims.sub || "an unnamed identity");
+  } catch (_) { return "an unreadable token"; }
+}
+
+function askToSwitch(offered) {
+  $("switch-new").textContent = subject(offered);
+  $("switch-current").textContent = subject(api.token());
+  $("switch").hidden = false;
+  $("switch-keep").focus();
+  $("switch-accept").onclick = () => { $("switch").hidden = true; api.setToken(offered); signedIn(); };
+  $("switch-keep").onclick = () => { $("switch").hidden = true; signedIn(); };
 }
 
 $("signin-form").addEventListener("submit", (e) => { e.preventDefault(); api.setToken($("token").value.trim()); signedIn(); });
