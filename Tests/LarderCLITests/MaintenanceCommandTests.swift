@@ -209,8 +209,12 @@ import Testing
 
     let dirty = try box.larder("verify")
     #expect(dirty.status == 1, "\(dirty)")
-    #expect(dirty.stdoutLines.count == 2)
+    #expect(dirty.stdoutLines.count == 3)
     #expect(dirty.stdoutLines.first?.hasPrefix("FAULT  hash-mismatch  \(sha)  ") == true, "\(dirty)")
+    #expect(
+      dirty.stdoutLines.dropFirst().first
+        == "damaged  b/victim  content \(sha) (not quarantined yet: --repair does); upload the object's original bytes again to heal it",
+      "\(dirty)")
     #expect(dirty.stdoutLines.last == "checked 2 blobs (4.0 KiB): 1 findings, 1 unrepaired, 0 quarantined")
     let dirtyJSON = try box.larder("verify", "--json")
     #expect(dirtyJSON.status == 1)
@@ -223,10 +227,14 @@ import Testing
     let repair = try box.larder("verify", "--repair")
     #expect(repair.status == 0, "\(repair)")
     #expect(repair.stdoutLines.first?.hasPrefix("repaired  hash-mismatch  \(sha)") == true, "\(repair)")
+    #expect(repair.stdoutLines.contains("checked 2 blobs (4.0 KiB): 1 findings, 0 unrepaired, 1 quarantined"), "\(repair)")
 
     let get = try box.larder("get", "b/victim", "-o", box.path("out"))
     #expect(get.status == 1, "\(get)")
-    #expect(get.stderr == "larder: error: stored content \(sha) failed verification and is quarantined\n")
+    #expect(
+      get.stderr
+        == "larder: error: the stored content of this object (\(sha)) is damaged: it failed verification and was quarantined; upload the object's original bytes again to heal it\n"
+    )
     #expect(!FileManager.default.fileExists(atPath: box.path("out")))
     #expect(try box.larder("get", "b/bystander").stdoutBytes == Array("fine".utf8))
     // Afterwards the store verifies clean, with the quarantine reported.

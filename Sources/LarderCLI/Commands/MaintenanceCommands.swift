@@ -148,9 +148,25 @@ struct VerifyCommand: Command {
         let subject = f.sha256 ?? f.path ?? ""
         print("\(f.label)  \(f.kind.rawValue)  \(subject)  \(f.detail)")
       }
+      for object in report.damagedObjects {
+        let state = object.quarantined ? "quarantined" : "not quarantined yet: --repair does"
+        print(
+          "damaged  \(object.bucket)/\(object.name)  content \(object.sha256) (\(state)); upload the object's original bytes again to heal it"
+        )
+      }
+      if report.damagedObjectCount > report.damagedObjects.count {
+        print("damaged  … and \(report.damagedObjectCount - report.damagedObjects.count) more objects (--json lists the first)")
+      }
       print(
         "checked \(report.blobsChecked) blobs (\(Output.bytes(report.bytesHashed))): \(report.findingCount) findings, \(report.unrepairedCount) unrepaired, \(report.quarantinedBlobs) quarantined"
       )
+      if report.quarantinedNow > 0 {
+        let blobs = report.quarantinedNow == 1 ? "1 damaged content" : "\(report.quarantinedNow) damaged contents"
+        let objects = report.damagedObjectCount == 1 ? "1 object" : "\(report.damagedObjectCount) objects"
+        print(
+          "this run quarantined \(blobs) (\(objects) affected): their downloads answer 410 with what to do until they are uploaded again"
+        )
+      }
       if let note = report.reclaimableSummary { print(note) }
     }
     if !report.isClean { throw Exit(code: 1) }
