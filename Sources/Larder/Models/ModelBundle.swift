@@ -25,7 +25,8 @@ public enum ModelBundle {
   static let maxLine = 64 << 20
 
   static func line(_ object: [String: Any]) throws -> Data {
-    var data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+    var data = try JSONSerialization.data(
+      withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
     data.append(0x0A)
     return data
   }
@@ -37,7 +38,9 @@ public enum ModelBundle {
   }
 
   static func rules(from value: Any?, line: Int) throws -> [ModelReference] {
-    guard let list = value as? [Any] else { throw ModelError.invalidBundle(line: line, reason: "rules must be a list") }
+    guard let list = value as? [Any] else {
+      throw ModelError.invalidBundle(line: line, reason: "rules must be a list")
+    }
     return try list.map { item in
       guard let rule = item as? [String: Any], let field = rule["field"] as? String,
         let target = rule["targetType"] as? String,
@@ -54,6 +57,8 @@ public enum ModelBundle {
 public final class LineReader {
   private let read: (Int) throws -> Data
   private var buffer = Data()
+  /// Where the next line starts in `buffer`.
+  private var start = 0
   private var finished = false
   public private(set) var lineNumber = 0
 
@@ -63,23 +68,31 @@ public final class LineReader {
   /// The next line without its newline; nil at the end.
   public func next() throws -> Data? {
     while true {
-      if let newline = buffer.firstIndex(of: 0x0A) {
-        let line = buffer[buffer.startIndex..<newline]
-        buffer = Data(buffer[(newline + 1)...])
+      // Lines are sliced off a read position, and the buffer compacted only before it grows:
+      // many short lines cost one copy per buffer, not one per line.
+      if let newline = buffer[start...].firstIndex(of: 0x0A) {
+        let line = Data(buffer[start..<newline])
+        start = newline + 1
         lineNumber += 1
-        return Data(line)
+        return line
       }
       if finished {
-        guard !buffer.isEmpty else { return nil }
-        defer { buffer = Data() }
+        guard start < buffer.endIndex else { return nil }
+        defer { (buffer, start) = (Data(), 0) }
         lineNumber += 1
-        return buffer
+        return Data(buffer[start...])
       }
-      guard buffer.count <= ModelBundle.maxLine else {
-        throw ModelError.invalidBundle(line: lineNumber + 1, reason: "a line is longer than \(ModelBundle.maxLine) bytes")
+      guard buffer.endIndex - start <= ModelBundle.maxLine else {
+        throw ModelError.invalidBundle(
+          line: lineNumber + 1, reason: "a line is longer than \(ModelBundle.maxLine) bytes")
       }
       let more = try read(1 << 20)
-      if more.isEmpty { finished = true } else { buffer.append(more) }
+      if more.isEmpty {
+        finished = true
+      } else {
+        buffer = Data(buffer[start...]) + more
+        start = 0
+      }
     }
   }
 }
@@ -102,7 +115,8 @@ extension ModelStore {
     }
     try write(
       ModelBundle.line([
-        "bundle": ModelBundle.name, "version": ModelBundle.version, "type": type, "rules": ModelBundle.rules(rules),
+        "bundle": ModelBundle.name, "version": ModelBundle.version, "type": type,
+        "rules": ModelBundle.rules(rules),
       ]))
     var sent: Set<String> = []
     var records: [[String: Any]] = []
@@ -152,7 +166,8 @@ extension ModelStore {
     }
     guard let first = try reader.next() else { throw fail("the bundle is empty") }
     let header = try object(first)
-    guard header["bundle"] as? String == ModelBundle.name, header["version"] as? Int == ModelBundle.version else {
+    guard header["bundle"] as? String == ModelBundle.name, header["version"] as? Int == ModelBundle.version
+    else {
       throw fail("not a larder-models bundle of version \(ModelBundle.version)")
     }
     guard header["type"] as? String == type else {
@@ -167,7 +182,8 @@ extension ModelStore {
       pendingLine = nil
       let entry = try object(line)
       if let file = entry["file"] as? [String: Any] {
-        guard let id = file["id"] as? String, let sha = (file["sha256"] as? String)?.lowercased(), sha.count == 64,
+        guard let id = file["id"] as? String, let sha = (file["sha256"] as? String)?.lowercased(),
+          sha.count == 64,
           let size = (file["size"] as? NSNumber)?.int64Value, size >= 0
         else { throw fail("a file needs an id, a 64-hex sha256 and a size") }
         let writer = try files.makeWriter()
@@ -196,19 +212,22 @@ extension ModelStore {
         guard actual == sha, staged.size == size else {
           staged.discard()
           throw ModelError.fileContentMismatch(
-            id: id, expected: "SHA-256 \(sha), \(size) bytes", actual: "SHA-256 \(actual), \(staged.size) bytes")
+            id: id, expected: "SHA-256 \(sha), \(size) bytes",
+            actual: "SHA-256 \(actual), \(staged.size) bytes")
         }
         if let existing = try files.file(id: id), existing.sha256 == sha {
           staged.discard()
           continue
         }
         let stored = try files.commit(
-          staged, filename: file["filename"] as? String, declaredContentType: file["declaredContentType"] as? String)
+          staged, filename: file["filename"] as? String,
+          declaredContentType: file["declaredContentType"] as? String)
         let encoded = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(stored))
         replacements[id] = encoded as? [String: Any]
       } else if let record = entry["record"] {
         // Members only: the record itself is never taken for a File.
-        records.append((record as? [String: Any])?.mapValues { Self.replacingFiles(in: $0, replacements) } ?? record)
+        records.append(
+          (record as? [String: Any])?.mapValues { Self.replacingFiles(in: $0, replacements) } ?? record)
       } else if let end = entry["end"] as? [String: Any] {
         guard end["records"] as? Int == records.count else {
           throw fail("the bundle says \(end["records"] ?? "?") records and holds \(records.count)")
