@@ -39,11 +39,17 @@ public final class Larder: Sendable {
     /// of different contents and names commit together (each is a server process). SQLite has
     /// one writer whatever this says.
     public var catalogWriters: Int
+    /// Opens the store to look without touching it (`larder gc --dry-run`): no recovery, no
+    /// migration (a catalog that needs one is refused, saying so), no directory, reserve or
+    /// identity made, no background MD5; the SQLite catalog is opened read-only and PostgreSQL
+    /// sessions are read-only. The store must exist already.
+    public var readOnly: Bool
     public init(
       faults: FaultInjector = .none, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
       catalog: CatalogLocation? = nil, blobs: BlobLocation? = nil, backends: StoreBackends = .embedded,
-      logger: Logger = Logger(label: "larder.store"), catalogWriters: Int = 8
+      logger: Logger = Logger(label: "larder.store"), catalogWriters: Int = 8, readOnly: Bool = false
     ) {
+      self.readOnly = readOnly
       self.logger = logger
       self.catalogWriters = catalogWriters
       self.faults = faults
@@ -94,7 +100,11 @@ public final class Larder: Sendable {
     self.removeOnDeinit = removeOnDeinit
     // With a shared catalog, writes of different contents link into blobs/ at the same time.
     let sharedCatalog = configuration.catalog.map { $0 != .dataDirectory } ?? false
-    blobs = try BlobStore(root: self.directory, concurrentWriters: sharedCatalog)
+    let readOnly = configuration.readOnly
+    if readOnly, !FileManager.default.fileExists(atPath: self.directory.path) {
+      throw LarderError.invalidArgument("no store in \(self.directory.path): a read-only open creates nothing")
+    }
+    blobs = try BlobStore(root: self.directory, concurrentWriters: sharedCatalog, create: !readOnly)
     blobLocation = configuration.blobs ?? .dataDirectory
     // The one place the storage mode is decided: the backend, and with it the content store
     // that the write path, reads, gc and verify use (its protocol for each, ``ContentStore``).
@@ -117,15 +127,16 @@ public final class Larder: Sendable {
       }
       makeContent = { [blobBackend] in FencedContentStore(catalog: $0, backend: blobBackend) }
     }
-    let reserve = SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
+    let reserve = readOnly ? nil : SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
     catalog = try Catalog(
       location: configuration.catalog ?? .dataDirectory,
       sqlitePath: self.directory.appendingPathComponent("larder.sqlite").path, backends: configuration.backends,
-      reserve: reserve, writers: configuration.catalogWriters)
-    reserve.replenish()
+      reserve: reserve, writers: configuration.catalogWriters, readOnly: readOnly)
+    reserve?.replenish()
     do {
       try StoreIdentity.check(
-        catalog: catalog, backend: blobBackend, catalogLocation: configuration.catalog ?? .dataDirectory)
+        catalog: catalog, backend: blobBackend, catalogLocation: configuration.catalog ?? .dataDirectory,
+        readOnly: readOnly)
     } catch LarderError.blobStoreUnavailable(let detail) {
       // A blob store that is down must not keep a node from starting (it answers 503 until the
       // store is back); the identity is checked at the next open that reaches it.
@@ -134,11 +145,12 @@ public final class Larder: Sendable {
     content = makeContent(catalog)
     files = FileStore(
       catalog: catalog, blobs: blobs, content: content, faults: configuration.faults,
-      md5Backfill: configuration.backgroundMD5
+      md5Backfill: configuration.backgroundMD5 && !readOnly
         ? MD5Backfill(catalog: catalog, content: content, rescanInterval: .seconds(10)) : nil)
     objects = ObjectStore(catalog: catalog, files: files)
     models = ModelStore(catalog: catalog)
-    recovery = try Recovery.run(blobs: blobs, catalog: catalog)
+    // Recovery removes and moves files: a read-only open leaves what it finds for gc to report.
+    recovery = readOnly ? RecoveryReport() : try Recovery.run(blobs: blobs, catalog: catalog)
     files.md5Backfill?.wake()
   }
 

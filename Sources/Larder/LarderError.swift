@@ -19,7 +19,8 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
   case diskFull
   case io(operation: String, path: String, errno: Int32)
   case cancelled
-  /// The blob behind this content failed verification and was quarantined.
+  /// The blob behind this content failed verification and was quarantined (`larder verify
+  /// --repair`): its bytes are damaged, and uploading the same bytes again (any name) heals it.
   case corruptContent(sha256: String)
   /// The catalog records this content but the blob store does not hold it (lost, or a store
   /// misconfigured to another blob store): `larder verify` reports it, and uploading the same
@@ -69,7 +70,8 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     case .io(let operation, let path, let errno):
       "\(operation) failed for \(path): \(String(cString: strerror(errno)))"
     case .cancelled: "the operation was cancelled"
-    case .corruptContent(let sha256): "stored content \(sha256) failed verification and is quarantined"
+    case .corruptContent(let sha256):
+      "the stored content of this object (\(sha256)) is damaged: it failed verification and was quarantined; upload the object's original bytes again to heal it"
     case .contentMissing(let sha256, let location):
       "stored content \(sha256) is missing from the blob store \(location) (run `larder verify`; uploading the same bytes again heals it)"
     case .catalogTooNew(let version, let supported):

@@ -41,6 +41,15 @@ struct PostgresCatalogEngine: CatalogEngine {
   func connect() throws -> any Database { try PostgresDatabase(conninfo: conninfo, schema: schema) }
 
   func migrate(_ writer: any Database) throws { try PostgresMigrations.run(on: writer) }
+
+  func schemaVersion(_ db: any Database) throws -> Int {
+    guard
+      try db.row(
+        "SELECT 1 AS found FROM information_schema.tables WHERE table_name = 'larder_schema' AND table_schema = current_schema()"
+      ) != nil
+    else { return 0 }
+    return Int(try db.row("SELECT max(version) AS v FROM larder_schema")?.int("v") ?? 0)
+  }
 }
 
 extension StoreBackends {

@@ -29,7 +29,9 @@ import Testing
     // Nothing changed: same listing, same files, same rows; a text dry run says so too.
     let text = try box.larder("gc", "--dry-run", "--grace=0s")
     #expect(text.status == 0)
-    #expect(text.stdoutLines.contains("files released:    5"))
+    #expect(
+      text.stdoutLines.contains("unused files:      5 would be deleted (nothing refers to them, uploaded more than 0 s ago)"),
+      "\(text.stdout)")
     #expect(text.stdoutLines.last?.hasSuffix("(dry run: nothing changed)") == true)
     #expect(try box.larder("ls", "b", "--recursive", "--json").stdout == listingBefore.stdout)
     #expect(box.files(under: "blobs") == filesBefore)
@@ -62,7 +64,106 @@ import Testing
       #expect(second[key] as? Int == 0, "\(key)")
     }
     let secondText = try box.larder("gc", "--grace", "0s")
-    #expect(secondText.stdoutLines.contains("blobs removed:     0 (0 B)"))
+    #expect(secondText.stdoutLines.contains("content removed:   0 (0 B) no file uses any more"), "\(secondText.stdout)")
+  }
+
+  /// Every entry under the data directory with its kind, mode and (for files) SHA-256, and, on
+  /// PostgreSQL, every table's rows as read through a read-only store. SQLite's `-shm` is left
+  /// out: it is the WAL's shared-memory index, which every reader writes its read marks into;
+  /// and an empty `-wal` counts as none (a read-only connection creates it when absent: it
+  /// holds nothing).
+  private func snapshot(_ box: Sandbox) throws -> [String] {
+    var entries: [String] = []
+    let base = box.dataPath
+    let walker = FileManager.default.enumerator(atPath: base)
+    while let item = walker?.nextObject() as? String {
+      let path = "\(base)/\(item)"
+      guard !item.hasSuffix("-shm"), let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+        !(item.hasSuffix("-wal") && (attributes[.size] as? NSNumber)?.intValue == 0)
+      else { continue }
+      let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? -1
+      let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+      if attributes[.type] as? FileAttributeType == .typeDirectory {
+        entries.append("dir \(item) \(String(mode, radix: 8))")
+      } else {
+        entries.append("file \(item) \(String(mode, radix: 8)) \(modified) \(try CLI.opensslSHA256(path))")
+      }
+    }
+    if TestCatalog.isPostgres {
+      let larder = try Larder(
+        at: box.data, configuration: TestStore.configuration(.init(backgroundMD5: false, readOnly: true), for: box.data))
+      for table in ["blobs", "files", "objects", "uploads", "settings", "records", "attachments"] {
+        try larder.catalog.read { db in
+          for row in try db.rows("SELECT * FROM \(table) ORDER BY 1") { entries.append("\(table) \(row.values)") }
+        }
+      }
+    }
+    return entries.sorted()
+  }
+
+  /// Proves (issue 31): `gc --dry-run` opens the store read-only. A store with a crashed
+  /// collection's trash entry, an abandoned temp file and five files released minutes ago
+  /// (kept by the 24 h grace period): the dry run reports them in an operator's words, and
+  /// every file of the data directory (the SQLite catalog and its log among them) and every
+  /// catalog row are the same after it, bytes, modes and times. A real run then recovers.
+  @Test func dryRunOpensTheStoreReadOnlyAndExplainsWhatTheGracePeriodKeeps() throws {
+    let fixture = try CrashTests.GCFixture()
+    let box = fixture.box
+    let trash = box.data.appendingPathComponent("trash/\(String(repeating: "ab", count: 32)).0")
+    try Data("left by a collection that crashed".utf8).write(to: trash)
+    let temp = box.data.appendingPathComponent("tmp/abandoned-write")
+    try Data(repeating: 7, count: 4096).write(to: temp)
+    try FileManager.default.setAttributes([.modificationDate: Date() - 600], ofItemAtPath: temp.path)
+    let before = try snapshot(box)
+    #expect(before.contains { $0.hasPrefix("file tmp/abandoned-write ") })
+
+    let dry = try box.larder("gc", "--dry-run")
+    #expect(dry.status == 0, "\(dry)")
+    let after = try snapshot(box)
+    #expect(after == before, "changed: \(Set(after).symmetricDifference(before).sorted())")
+    let lines = dry.stdoutLines
+    #expect(lines.contains("expired uploads:   0 (0 B) would be deleted"), "\(dry.stdout)")
+    #expect(
+      lines.contains("unused files:      0 would be deleted (nothing refers to them, uploaded more than 24 h ago)"),
+      "\(dry.stdout)")
+    #expect(lines.contains("temp files:        1 (4.0 KiB)"), "\(dry.stdout)")
+    #expect(
+      lines.contains("interrupted gc:    1 entries in trash/ (a real run puts them back or removes them)"),
+      "\(dry.stdout)")
+    // Four orphans of 20,000-20,003 bytes and a removed duplicate of 10,000: 90,006 bytes.
+    #expect(
+      lines.contains(
+        "kept for now:      5 unused files (87.9 KiB) uploaded less than 24 h ago (--grace); a gc after that removes them unless something refers to them by then"
+      ), "\(dry.stdout)")
+    #expect(!dry.stdout.contains("released"), "\(dry.stdout)")
+    #expect(lines.last?.hasSuffix("(dry run: nothing changed)") == true)
+    let json = try box.larder("gc", "--dry-run", "--json").jsonObject()
+    #expect(json["filesHeldByGrace"] as? Int == 5)
+    #expect(json["bytesHeldByGrace"] as? Int == 90_006)
+    #expect(try snapshot(box) == before)
+
+    // A real run does what the dry run left: the trash entry and the temp file go.
+    #expect(try box.larder("gc").status == 0)
+    #expect(!FileManager.default.fileExists(atPath: trash.path))
+    #expect(!FileManager.default.fileExists(atPath: temp.path))
+    try fixture.expectLiveIntact()
+  }
+
+  /// Proves: a dry run does not migrate. A catalog one schema version behind is refused with a
+  /// message saying it needs migrating, and the file is left as it was.
+  @Test(TestCatalog.sqliteOnly) func dryRunRefusesACatalogThatNeedsMigrating() throws {
+    let box = try Sandbox()
+    try box.put("b/x", [1, 2, 3])
+    do {
+      let larder = try TestStore.open(at: box.data)
+      try larder.catalog.write { db in try db.execute("PRAGMA user_version = \(Larder.catalogSchemaVersion - 1)") }
+      try larder.checkpoint()
+    }
+    let before = try snapshot(box)
+    let dry = try box.larder("gc", "--dry-run")
+    #expect(dry.status == 1, "\(dry)")
+    #expect(dry.stderr.contains("it needs migrating, which a read-only open (a dry run) does not do"), "\(dry.stderr)")
+    #expect(try snapshot(box) == before)
   }
 
   @Test func graceKeepsYoungUnreferencedFiles() throws {
@@ -108,8 +209,12 @@ import Testing
 
     let dirty = try box.larder("verify")
     #expect(dirty.status == 1, "\(dirty)")
-    #expect(dirty.stdoutLines.count == 2)
+    #expect(dirty.stdoutLines.count == 3)
     #expect(dirty.stdoutLines.first?.hasPrefix("FAULT  hash-mismatch  \(sha)  ") == true, "\(dirty)")
+    #expect(
+      dirty.stdoutLines.dropFirst().first
+        == "damaged  b/victim  content \(sha) (not quarantined yet: --repair does); upload the object's original bytes again to heal it",
+      "\(dirty)")
     #expect(dirty.stdoutLines.last == "checked 2 blobs (4.0 KiB): 1 findings, 1 unrepaired, 0 quarantined")
     let dirtyJSON = try box.larder("verify", "--json")
     #expect(dirtyJSON.status == 1)
@@ -122,10 +227,14 @@ import Testing
     let repair = try box.larder("verify", "--repair")
     #expect(repair.status == 0, "\(repair)")
     #expect(repair.stdoutLines.first?.hasPrefix("repaired  hash-mismatch  \(sha)") == true, "\(repair)")
+    #expect(repair.stdoutLines.contains("checked 2 blobs (4.0 KiB): 1 findings, 0 unrepaired, 1 quarantined"), "\(repair)")
 
     let get = try box.larder("get", "b/victim", "-o", box.path("out"))
     #expect(get.status == 1, "\(get)")
-    #expect(get.stderr == "larder: error: stored content \(sha) failed verification and is quarantined\n")
+    #expect(
+      get.stderr
+        == "larder: error: the stored content of this object (\(sha)) is damaged: it failed verification and was quarantined; upload the object's original bytes again to heal it\n"
+    )
     #expect(!FileManager.default.fileExists(atPath: box.path("out")))
     #expect(try box.larder("get", "b/bystander").stdoutBytes == Array("fine".utf8))
     // Afterwards the store verifies clean, with the quarantine reported.

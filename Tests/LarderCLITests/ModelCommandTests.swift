@@ -27,6 +27,15 @@ private struct Pet: Model, Equatable {
     try larder.catalog.read { try $0.row("SELECT count(*) AS n FROM attachments")?.int("n") }
   }
 
+  /// The records of an exported bundle, decoded.
+  private func records<T: Model>(_ type: T.Type, _ bundle: String) throws -> [T] {
+    try bundle.split(separator: "\n").compactMap { line in
+      let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+      guard let record = object?["record"] else { return nil }
+      return try JSONDecoder().decode(T.self, from: JSONSerialization.data(withJSONObject: record))
+    }
+  }
+
   @Test func exportThenImportRestoresDocumentsAttachmentsAndReferences() throws {
     let box = try Sandbox()
     let larder = try TestStore.open(at: box.data)
@@ -40,10 +49,13 @@ private struct Pet: Model, Equatable {
     let owners = try run(box, "models", "export", "Owner")
     #expect(owners.status == 0, "\(owners)")
     let pets = try run(box, "models", "export", "Pet")
-    let parsed = try JSONDecoder().decode([Owner].self, from: Data(owners.stdout.utf8))
+    let parsed = try records(Owner.self, owners.stdout)
     #expect(parsed == [Owner(id: "o1", name: "Ada", avatar: face), Owner(id: "o2", name: "Alan")])
-    #expect(owners.stdout.split(separator: "\n").count == 4)  // [, two documents, ]
-    #expect(try run(box, "models", "export", "Nobody").stdout == "[]\n")
+    // header, the file and its bytes, two records, end
+    #expect(owners.stdout.split(separator: "\n").count == 6)
+    #expect(
+      try run(box, "models", "export", "Nobody").stdout
+        == "{\"bundle\":\"larder-models\",\"rules\":[],\"type\":\"Nobody\",\"version\":1}\n{\"end\":{\"files\":0,\"records\":0}}\n")
 
     // Gone, then back from the export: the same models, the files attached again, the cascade kept.
     #expect(try larder.models.delete(Owner.self, id: "o1"))  // cascades to p1
@@ -76,7 +88,7 @@ private struct Pet: Model, Equatable {
     }
     let wrongHash = String(repeating: "0", count: 64)
     let cases: [(String, String)] = [
-      ("{\"id\": \"x\"}", "the import must be a JSON array of documents"),
+      ("{\"id\": \"x\"}", "model bundle, line 1: not a larder-models bundle of version 1"),
       ("[1]", "document 0 is not an object"),
       ("[{\"name\": \"no id\"}]", "document 0 has no string id"),
       ("[{\"id\": \"a\"}, {\"id\": \"a\"}]", "id 'a' appears twice"),
@@ -86,7 +98,7 @@ private struct Pet: Model, Equatable {
       ),
       (
         "[{\"id\": \"p3\", \"ownerID\": \"o1\", \"photos\": [{\"id\": \"\(photo.id)\", \"sha256\": \"\(wrongHash)\", \"size\": 5}]}]",
-        photo.id
+        "file \(photo.id): its bytes do not match: expected SHA-256 \(wrongHash), found SHA-256 \(photo.sha256)"
       ),
       ("[{\"id\": \"p4\", \"ownerID\": \"o1\"}, ", "not JSON"),
     ]
@@ -111,5 +123,74 @@ private struct Pet: Model, Equatable {
     #expect(try run(box, "models", "import", "Pet", box.write("good.json", Array(good.utf8))).status == 0)
     #expect(try larder.models.find(Pet.self, id: "p5")?.photos == [photo])
     #expect(try larder.models.attachments(of: Pet.self, id: "p5").map(\.fileID) == [photo.id])
+  }
+
+  /// Proves (issue 31): export and import move a type's records to another, empty store. The
+  /// bundle brings the attached files' bytes (one over several chunks) and the type's
+  /// reference rules: the records come back with their files readable, byte for byte, and a
+  /// typed delete in the new store cascades as the source's rules say.
+  @Test func aBundleMovesRecordsWithTheirFilesAndRulesIntoAnEmptyStore() throws {
+    let source = try Sandbox()
+    let larder = try TestStore.open(at: source.data)
+    let large = (0..<500_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }
+    let face = try larder.files.put(Data("face".utf8), filename: "face.txt")
+    let film = try larder.files.put(Data(large), filename: "film.bin")
+    try larder.write { tx in
+      try tx.save(Owner(id: "o1", name: "Ada", avatar: face))
+      try tx.save(Pet(id: "p1", ownerID: "o1", photos: [film, face]))
+    }
+    let owners = try run(source, "models", "export", "Owner")
+    let pets = try run(source, "models", "export", "Pet")
+    #expect(owners.status == 0 && pets.status == 0, "\(owners) \(pets)")
+    let header = try #require(pets.stdout.split(separator: "\n").first)
+    #expect(header.contains("\"rules\":[{\"field\":\"ownerID\",\"onDelete\":\"cascade\",\"targetType\":\"Owner\"}]"), "\(header)")
+    #expect(pets.stdout.split(separator: "\n").last == "{\"end\":{\"files\":2,\"records\":1}}")
+
+    let target = try Sandbox()
+    let ownersFile = try target.write("owners.jsonl", Array(owners.stdout.utf8))
+    let petsFile = try target.write("pets.jsonl", Array(pets.stdout.utf8))
+    // Pets first: their owner is not there yet, and nothing is saved.
+    let early = try run(target, "models", "import", "Pet", petsFile)
+    #expect(early.status == 1, "\(early)")
+    #expect(early.stderr.contains("Pet 'p1' refers through 'ownerID' to Owner 'o1', which does not exist"), "\(early)")
+    let first = try run(target, "models", "import", "Owner", ownersFile)
+    #expect(first.status == 0 && first.stdout == "imported 1 Owner records\n", "\(first)")
+    let second = try run(target, "models", "import", "Pet", petsFile)
+    #expect(second.status == 0 && second.stdout == "imported 1 Pet records\n", "\(second)")
+
+    let moved = try TestStore.open(at: target.data)
+    let pet = try #require(try moved.models.find(Pet.self, id: "p1"))
+    #expect(pet.photos.map(\.sha256) == [film.sha256, face.sha256])
+    #expect(pet.photos.map(\.filename) == ["film.bin", "face.txt"])
+    #expect([UInt8](try moved.files.data(of: pet.photos[0])) == large)
+    #expect(try moved.files.data(of: pet.photos[1]) == Data("face".utf8))
+    let owner = try #require(try moved.models.find(Owner.self, id: "o1"))
+    #expect(try owner.avatar.map { try moved.files.data(of: $0) } == Data("face".utf8))
+    #expect(try attachmentCount(moved) == 3)
+    #expect(try moved.models.delete(Owner.self, id: "o1"))
+    #expect(try moved.models.find(Pet.self, id: "p1") == nil, "the bundle's cascade held")
+  }
+
+  /// Proves: an import checks every file's bytes against its SHA-256 and says so when they do
+  /// not match, and a cut-short bundle is refused; nothing is imported either way.
+  @Test func aBundleWhoseBytesDoNotMatchIsRefusedSayingSo() throws {
+    let source = try Sandbox()
+    let larder = try TestStore.open(at: source.data)
+    let face = try larder.files.put(Data("the original face".utf8))
+    try larder.models.save(Owner(id: "o1", name: "Ada", avatar: face))
+    let bundle = try run(source, "models", "export", "Owner").stdout
+    let lines = bundle.split(separator: "\n").map(String.init)
+    let dataLine = try #require(lines.firstIndex { $0.hasPrefix("{\"data\":") })
+    var tampered = lines
+    tampered[dataLine] = "{\"data\":\"\(Data("the altered face!".utf8).base64EncodedString())\"}"
+
+    let target = try Sandbox()
+    let bad = try run(target, "models", "import", "Owner", target.write("bad.jsonl", Array(tampered.joined(separator: "\n").utf8)))
+    #expect(bad.status == 1, "\(bad)")
+    #expect(bad.stderr.contains("file \(face.id): its bytes do not match: expected SHA-256 \(face.sha256), 17 bytes"), "\(bad)")
+    let cut = try run(target, "models", "import", "Owner", target.write("cut.jsonl", Array(lines.dropLast().joined(separator: "\n").utf8)))
+    #expect(cut.status == 1 && cut.stderr.contains("the bundle ends early"), "\(cut)")
+    let moved = try TestStore.open(at: target.data)
+    #expect(try moved.models.query(Query(Owner.self)).isEmpty)
   }
 }

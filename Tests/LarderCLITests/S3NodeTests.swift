@@ -246,7 +246,7 @@ struct S3CommandTests {
     #expect(repaired.stdout.contains("1 quarantined"), "\(repaired.stdout)")
     let quarantined = try CLI.larder(["get", "app/x.bin", "-o", box.path("again.bin")] + store)
     #expect(quarantined.status == 1)
-    #expect(quarantined.stderr.contains("failed verification and is quarantined"), "\(quarantined.stderr)")
+    #expect(quarantined.stderr.contains("is damaged: it failed verification and was quarantined"), "\(quarantined.stderr)")
     // Uploading the same content again heals it.
     #expect(try CLI.larder(["put", file, "app/y.bin"] + store).status == 0)
     #expect(try CLI.larder(["get", "app/x.bin", "-o", box.path("healed.bin")] + store).status == 0)

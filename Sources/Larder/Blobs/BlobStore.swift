@@ -31,11 +31,12 @@ public struct BlobStore: Sendable {
   /// Opens the store at `root`, creating its directories. With `concurrentWriters` (a shared
   /// catalog, whose keyed writes of different contents link into `blobs/` at the same time), a
   /// writer never trusts a fan-out directory it did not make durable itself (see ``place(_:)``).
-  public init(root: URL, concurrentWriters: Bool = false) throws {
+  /// - Parameter create: make the directories that are missing (not when opened read-only).
+  public init(root: URL, concurrentWriters: Bool = false, create: Bool = true) throws {
     self.root = root
     durableDirectories = concurrentWriters ? DurableFanOut() : nil
     blobsPath = root.appendingPathComponent("blobs/sha256", isDirectory: true).path
-    for dir in [root, blobsDirectory, tmpDirectory, trashDirectory, uploadsDirectory, quarantineDirectory] {
+    for dir in [root, blobsDirectory, tmpDirectory, trashDirectory, uploadsDirectory, quarantineDirectory] where create {
       try POSIX.makeDirectory(dir.path)
     }
   }

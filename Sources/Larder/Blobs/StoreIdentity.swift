@@ -32,7 +32,10 @@ enum StoreIdentity {
 
   /// Compares (or, for a store without one yet, makes and records) the store's identity.
   /// - Throws: ``LarderError/invalidArgument(_:)`` naming both stores when they are not one.
-  static func check(catalog: Catalog, backend: any BlobBackend, catalogLocation: CatalogLocation) throws {
+  /// A read-only open compares a named store's identities and names no store.
+  static func check(
+    catalog: Catalog, backend: any BlobBackend, catalogLocation: CatalogLocation, readOnly: Bool = false
+  ) throws {
     guard let recorder = backend as? any StoreIdentityRecording else { return }
     func refuse(_ why: String) -> LarderError {
       .invalidArgument(
@@ -51,19 +54,18 @@ enum StoreIdentity {
           + "record was removed, restore `store-id` there with \(known))")
     }
     // No identity in the catalog: a store made before identities, or a new one.
+    if readOnly { return }
     let sample = try catalog.read { db in
       try db.rows("SELECT sha256, fence FROM blobs ORDER BY sha256 LIMIT 3").compactMap { row in
         row.bytes("sha256").map { BlobAddress(hex: Hex.encode($0), fence: row.int("fence") ?? 0) }
       }
     }
-    if !sample.isEmpty {
-      let present = try sample.contains { try backend.storedSize(of: $0) != nil }
-      guard present else { throw refuse("none of the catalog's first blobs is in the blob store") }
-    } else if !recorded.isEmpty, try holdsContent(backend) {
-      // A new, empty catalog on a blob store that is another store's: two stores must not share
-      // one bucket and prefix (each would take the other's content for strays).
-      throw refuse("the blob store holds store \(recorded.sorted()[0])'s content and this catalog is new")
+    if sample.isEmpty {
+      try name(new: catalog, recorder: recorder, recorded: recorded, refuse: refuse)
+      return
     }
+    let present = try sample.contains { try backend.storedSize(of: $0) != nil }
+    guard present else { throw refuse("none of the catalog's first blobs is in the blob store") }
     let candidate = recorded.sorted().first ?? Hex.encode(SecureRandom.bytes(16))
     var mine: String? = candidate
     var proposed = candidate
@@ -91,22 +93,65 @@ enum StoreIdentity {
     }
   }
 
+  /// The settings key of a new catalog's identity between its choice and its record in the
+  /// blob store: every process opening the new catalog takes the same one.
+  static let claimKey = "store_id_claim"
+
+  /// Names a new (empty) catalog's store. The identity is chosen once in the catalog (a claim
+  /// every process opening it now shares), recorded in the blob store, then made the catalog's.
+  /// A blob store that records any other identity, before or after this one is recorded, is
+  /// another store's, even while that store holds no content yet: two stores on one bucket and
+  /// prefix would each take the other's content for strays, so the new catalog is refused.
+  private static func name(
+    new catalog: Catalog, recorder: any StoreIdentityRecording, recorded: Set<String>,
+    refuse: (String) -> LarderError
+  ) throws {
+    let (claim, named) = try catalog.write { db in
+      if let existing = try read(db) { return (existing, true) }  // another process named it meanwhile
+      if let pending = try db.row("SELECT value FROM settings WHERE key = ?", [claimKey])?.bytes("value") {
+        return (String(decoding: pending, as: UTF8.self), false)
+      }
+      let fresh = Hex.encode(SecureRandom.bytes(16))
+      try db.execute("INSERT INTO settings(key, value) VALUES (?, ?)", [claimKey, Array(fresh.utf8)])
+      return (fresh, false)
+    }
+    if named {
+      // Its blob store recorded it first: this one must hold it too.
+      guard try recorder.recordedStoreIdentities().contains(claim) else {
+        throw refuse("another process made this catalog store \(claim) on another blob store at the same time")
+      }
+      return
+    }
+    func refuseOthers(_ identities: Set<String>) throws {
+      guard let other = identities.subtracting([claim]).sorted().first else { return }
+      throw refuse(
+        "it already holds store \(other)'s identity and this catalog is new (two stores must not share one "
+          + "bucket and prefix: give this one its own prefix, or remove that store's identity record "
+          + "`store-ids/\(other)` (`store-id` in a data directory) if that store is gone for good)")
+    }
+    try refuseOthers(recorded)
+    if !recorded.contains(claim) {
+      try recorder.recordStoreIdentity(claim)
+      // Another store named at the same moment on the same blob store shows up here.
+      try refuseOthers(try recorder.recordedStoreIdentities())
+    }
+    let chosen = try catalog.write { db in
+      if let existing = try read(db) { return existing }
+      try db.execute("INSERT INTO settings(key, value) VALUES (?, ?)", [settingsKey, Array(claim.utf8)])
+      try db.execute("DELETE FROM settings WHERE key = ?", [claimKey])
+      return claim
+    }
+    let recordedChosen = chosen == claim ? true : try recorder.recordedStoreIdentities().contains(chosen)
+    guard recordedChosen else {
+      throw refuse("another process made this catalog store \(chosen) on another blob store at the same time")
+    }
+  }
+
   private static func read(_ catalog: Catalog) throws -> String? { try catalog.read { db in try read(db) } }
 
   private static func read(_ db: Database) throws -> String? {
     try db.row("SELECT value FROM settings WHERE key = ?", [settingsKey])?.bytes("value").map {
       String(decoding: $0, as: UTF8.self)
-    }
-  }
-
-  /// Whether the blob store holds any content (reads at most one page of its listing).
-  private static func holdsContent(_ backend: any BlobBackend) throws -> Bool {
-    struct Found: Error {}
-    do {
-      try backend.forEachStoredBlob { _, _ in throw Found() }
-      return false
-    } catch is Found {
-      return true
     }
   }
 }

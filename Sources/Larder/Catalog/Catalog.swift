@@ -62,7 +62,7 @@ package final class Catalog: @unchecked Sendable {
   /// connections (SQLite has one).
   init(
     location: CatalogLocation, sqlitePath: String, backends: StoreBackends, maxIdleReaders: Int = 8,
-    reserve: SpaceReserve? = nil, writers: Int = Catalog.defaultPostgresWriters
+    reserve: SpaceReserve? = nil, writers: Int = Catalog.defaultPostgresWriters, readOnly: Bool = false
   ) throws {
     self.location = location
     self.maxIdleReaders = maxIdleReaders
@@ -73,12 +73,19 @@ package final class Catalog: @unchecked Sendable {
       dialect = SQLiteDialect()
       readerSlots = nil
       writerSlots = nil
-      connect = { try SQLiteDatabase(path: sqlitePath) }
-      let writer = try Self.openWriter(path: sqlitePath, reserve: reserve)
-      try Migrations.run(on: writer)
-      self.writer = writer
-      // The writer has put the file in WAL mode and read it, so its index is mapped now.
-      commitWatch = (writer as? SQLiteDatabase).flatMap { WALIndexWatch(connection: $0) }
+      connect = { try SQLiteDatabase(path: sqlitePath, readOnly: readOnly) }
+      if readOnly {
+        let reader = try SQLiteDatabase(path: sqlitePath, readOnly: true)
+        try Self.requireCurrent(version: Migrations.version(of: reader))
+        writer = reader
+        commitWatch = nil
+      } else {
+        let writer = try Self.openWriter(path: sqlitePath, reserve: reserve)
+        try Migrations.run(on: writer)
+        self.writer = writer
+        // The writer has put the file in WAL mode and read it, so its index is mapped now.
+        commitWatch = (writer as? SQLiteDatabase).flatMap { WALIndexWatch(connection: $0) }
+      }
     case .postgres:
       guard let open = backends.postgres else {
         throw LarderError.invalidArgument(
@@ -89,12 +96,33 @@ package final class Catalog: @unchecked Sendable {
       dialect = engine.dialect
       readerSlots = engine.readerLimit.map { DispatchSemaphore(value: $0) }
       writerSlots = DispatchSemaphore(value: max(1, writers))
-      connect = { try engine.connect() }
+      connect = {
+        let db = try engine.connect()
+        if readOnly { try db.executeScript("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY") }
+        return db
+      }
       commitWatch = nil
-      let writer = try engine.connect()
-      try engine.migrate(writer)
+      let writer = try connect()
+      if readOnly {
+        try Self.requireCurrent(version: engine.schemaVersion(writer))
+      } else {
+        try engine.migrate(writer)
+      }
       self.writer = writer
       idleWriters = [writer]
+    }
+  }
+
+  /// A read-only open never migrates: a catalog at another version than this Larder writes is
+  /// refused, saying what to run.
+  private static func requireCurrent(version: Int) throws {
+    let current = Migrations.all.count
+    if version > current { throw LarderError.catalogTooNew(version: version, supported: current) }
+    if version < current {
+      throw LarderError.invalidArgument(
+        "the catalog has schema version \(version) and this Larder writes \(current): it needs migrating, "
+          + "which a read-only open (a dry run) does not do; run `larder catalog migrate` (or any command "
+          + "that writes) first")
     }
   }
 

@@ -7,6 +7,8 @@ package protocol CatalogEngine: Sendable {
   func connect() throws -> any Database
   /// Brings the schema up to date on `writer`, in one write transaction.
   func migrate(_ writer: any Database) throws
+  /// The schema version on `db` without changing anything (0 for an empty catalog).
+  func schemaVersion(_ db: any Database) throws -> Int
   /// How many reader connections may be open at once besides the writer (each may be a server
   /// process); nil: as many as readers ask for.
   var readerLimit: Int? { get }

@@ -228,6 +228,11 @@ package enum Migrations {
     """,
   ]
 
+  /// The schema version of the SQLite catalog on `db` (`PRAGMA user_version`).
+  static func version(of db: Database) throws -> Int {
+    Int(try db.row("PRAGMA user_version")?.int("user_version") ?? 0)
+  }
+
   static func run(on db: Database) throws {
     try db.transaction(immediate: true) { db in
       let current = Int(try db.row("PRAGMA user_version")?.int("user_version") ?? 0)

@@ -293,6 +293,15 @@ public struct FileStore: Sendable {
     }
   }
 
+  /// Checks that the file's content can be read (a local open, or one byte from S3), without
+  /// reading it: what a HEAD of a download answers.
+  /// - Throws: what ``read(_:range:_:)`` throws: ``LarderError/corruptContent(sha256:)`` if it
+  ///   was quarantined, ``LarderError/contentMissing(sha256:location:)`` if missing.
+  public func requireContent(_ file: File) throws {
+    if try openLocal(file) != nil { return }
+    try read(file, range: 0..<min(1, file.size)) { _ in }
+  }
+
   private static func digest(of file: File) throws -> [UInt8] {
     guard let digest = Hex.decode(file.sha256), digest.count == 32 else {
       throw LarderError.invalidArgument("malformed sha256 in file \(file.id)")

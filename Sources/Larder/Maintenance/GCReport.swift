@@ -11,6 +11,11 @@ public struct GCReport: Codable, Sendable, Equatable {
   public var filesReleased = 0
   /// Of those, image variants (derived files) released with their source's last file.
   public var variantsReleased = 0
+  /// Files nothing refers to that the grace period keeps this time: uploaded less than
+  /// `graceSeconds` ago (an app may still attach them). A later collection takes them.
+  public var filesHeldByGrace = 0
+  /// Their sizes summed (what they take, counting content they share with other files).
+  public var bytesHeldByGrace: Int64 = 0
   /// `blobs` rows (and their files) no `files` row referred to.
   public var blobsRemoved = 0
   public var blobBytesFreed: Int64 = 0

@@ -43,8 +43,16 @@ public struct GarbageCollector: Sendable {
   }
 
   public let larder: Larder
+  /// This machine's clock: the grace period's cutoff and temp files' ages (uploads expire on
+  /// the catalog's). Tests give a clock that runs ahead.
+  let now: @Sendable () -> Date
 
-  public init(larder: Larder) { self.larder = larder }
+  public init(larder: Larder) { self.init(larder: larder, now: { Date() }) }
+
+  init(larder: Larder, now: @escaping @Sendable () -> Date) {
+    self.larder = larder
+    self.now = now
+  }
 
   private var catalog: Catalog { larder.catalog }
   private var blobs: BlobStore { larder.blobs }
@@ -52,9 +60,11 @@ public struct GarbageCollector: Sendable {
   private var faults: FaultInjector { larder.files.faults }
 
   /// Files no object or attachment references, created before the cutoff.
-  static let unreferencedFiles = """
-    files.created_at < ? \
-    AND NOT EXISTS (SELECT 1 FROM objects WHERE objects.file_id = files.id) \
+  static let unreferencedFiles = "files.created_at < ? AND \(unused)"
+
+  /// Files no object, attachment or derivation refers to, whatever their age.
+  static let unused = """
+    NOT EXISTS (SELECT 1 FROM objects WHERE objects.file_id = files.id) \
     AND NOT EXISTS (SELECT 1 FROM attachments WHERE attachments.file_id = files.id) \
     AND NOT EXISTS (SELECT 1 FROM derived_files WHERE derived_files.file_id = files.id)
     """
@@ -80,7 +90,7 @@ public struct GarbageCollector: Sendable {
     let lock = try CollectorLock.acquire(in: larder.directory, create: !options.dryRun, catalog: catalog)
     defer { lock?.release() }
     var report = GCReport(dryRun: options.dryRun, graceSeconds: Self.seconds(options.grace))
-    let now = Date()
+    let now = now()
     let cutoff = now.addingTimeInterval(-Self.seconds(options.grace))
 
     options.progress?(.init(phase: .trash, processed: 0))
@@ -101,8 +111,9 @@ public struct GarbageCollector: Sendable {
       report.deletionsResumed = try content.finishInterruptedDeletions(batchSize: options.batchSize)
     }
     lap(.trash)
-    try expireUploads(now: now, options: options, report: &report)
+    try expireUploads(options: options, report: &report)
     lap(.uploads)
+    try countHeldByGrace(cutoff: cutoff, report: &report)
     try releaseFiles(cutoff: cutoff, options: options, report: &report)
     lap(.files)
     try removeOrphanBlobs(cutoff: cutoff, options: options, report: &report)
@@ -123,14 +134,19 @@ public struct GarbageCollector: Sendable {
 
   // MARK: 1. expired resumable uploads
 
-  private func expireUploads(now: Date, options: Options, report: inout GCReport) throws {
+  private func expireUploads(options: Options, report: inout GCReport) throws {
     options.progress?(.init(phase: .uploads, processed: 0))
     let rows: [Row]
+    // On the catalog's clock, which wrote the expiries: this machine's may run ahead of the
+    // node whose upload is in progress.
     if options.dryRun {
-      rows = try catalog.read { db in try db.rows("SELECT id, shared_state FROM uploads WHERE expires_at < ?", [now]) }
+      rows = try catalog.read { db in
+        try db.rows("SELECT id, shared_state FROM uploads WHERE expires_at < \(db.dialect.nowMilliseconds)")
+      }
     } else {
       rows = try catalog.write { db in
-        try db.rows("DELETE FROM uploads WHERE expires_at < ? RETURNING id, shared_state", [now])
+        try db.rows(
+          "DELETE FROM uploads WHERE expires_at < \(db.dialect.nowMilliseconds) RETURNING id, shared_state")
       }
     }
     let ids = rows.compactMap { $0.string("id") }
@@ -162,6 +178,18 @@ public struct GarbageCollector: Sendable {
   }
 
   // MARK: 2. unreferenced files
+
+  /// Unused files the grace period keeps this time (uploaded after the cutoff): what an
+  /// operator asks when a collection frees less than expected.
+  private func countHeldByGrace(cutoff: Date, report: inout GCReport) throws {
+    let row = try catalog.read { db in
+      try db.row(
+        "SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM files WHERE files.created_at >= ? AND \(Self.unused)",
+        [cutoff])
+    }
+    report.filesHeldByGrace = Int(row?.int("n") ?? 0)
+    report.bytesHeldByGrace = row?.int("bytes") ?? 0
+  }
 
   private func releaseFiles(cutoff: Date, options: Options, report: inout GCReport) throws {
     options.progress?(.init(phase: .files, processed: 0))

@@ -68,6 +68,7 @@ public struct Verifier: Sendable {
     try checkBlobs(repair: repair, progress: progress, &report)
     try checkStrays(repair: repair, &report)
     checkTemp(repair: repair, &report)
+    try findDamagedObjects(&report)
     report.durationSeconds = GarbageCollector.seconds(clock.now - started)
     return report
   }
@@ -189,6 +190,12 @@ public struct Verifier: Sendable {
     }
     if let (kind, detail) = problem {
       let repaired = repair ? try content.quarantine(address) : false
+      if repaired {
+        report.quarantinedBlobs += 1
+        report.quarantinedNow += 1
+      } else if report.damagedContent.count < VerifyReport.maxFindings {
+        report.damagedContent.append(hex)
+      }
       report.add(.init(kind: kind, sha256: hex, path: place, detail: detail, repaired: repaired))
       return
     }
@@ -224,6 +231,7 @@ public struct Verifier: Sendable {
     var repaired = false
     if repair {
       let missingBefore = try content.inspect(address) == nil
+      var marked = false
       repaired = try catalog.write { db in
         guard missingBefore,
           try db.row("SELECT 1 FROM blobs WHERE sha256 = ? AND fence = ?", [sha256, address.fence]) != nil,
@@ -231,14 +239,51 @@ public struct Verifier: Sendable {
         else { return true }
         if try !ContentQuarantine.dropIfUnused(sha256, in: db) {
           try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
+          marked = true
         }
         return true
       }
+      if marked {
+        report.quarantinedBlobs += 1
+        report.quarantinedNow += 1
+      }
     }
+    if !repaired, report.damagedContent.count < VerifyReport.maxFindings { report.damagedContent.append(address.hex) }
     report.add(
       .init(
         kind: .missingBlobFile, sha256: address.hex, path: content.place(of: address),
         detail: content.missingDescription, repaired: repaired))
+  }
+
+  // MARK: damaged objects
+
+  /// The objects whose content is quarantined, or was found damaged by this run (without
+  /// repair), by bucket and name: what an operator must re-upload.
+  private func findDamagedObjects(_ report: inout VerifyReport) throws {
+    let found: [(VerifyReport.DamagedObject, Int)] = try catalog.read { [report] db in
+      let columns = "o.bucket, o.name, f.blob_sha256, f.quarantined"
+      let from = "FROM objects o JOIN files f ON f.id = o.file_id"
+      var rows = try db.rows(
+        "SELECT \(columns) \(from) WHERE f.quarantined = 1 ORDER BY o.bucket, o.name LIMIT ?",
+        [VerifyReport.maxFindings])
+      var total = Int(try db.row("SELECT count(*) AS n \(from) WHERE f.quarantined = 1")?.int("n") ?? 0)
+      for sha256 in report.damagedContent.compactMap(Hex.decode) {
+        let more = try db.rows(
+          "SELECT \(columns) \(from) WHERE f.blob_sha256 = ? AND f.quarantined = 0 ORDER BY o.bucket, o.name", [sha256])
+        total += more.count
+        rows += more
+      }
+      return rows.prefix(VerifyReport.maxFindings).map { row in
+        (
+          VerifyReport.DamagedObject(
+            bucket: row.string("bucket") ?? "", name: row.string("name") ?? "",
+            sha256: row.bytes("blob_sha256").map(Hex.encode) ?? "", quarantined: row.int("quarantined") == 1),
+          total
+        )
+      }
+    }
+    report.damagedObjects = found.map(\.0).sorted { ($0.bucket, $0.name) < ($1.bucket, $1.name) }
+    report.damagedObjectCount = found.first?.1 ?? 0
   }
 
   // MARK: stored content without rows

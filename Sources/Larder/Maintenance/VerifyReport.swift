@@ -66,12 +66,32 @@ public struct VerifyReport: Codable, Sendable, Equatable {
     public var label: String { repaired ? "repaired" : reclaimable ? "reclaimable" : "FAULT" }
   }
 
+  /// An object whose content is damaged: corrupt or lost, quarantined or not yet.
+  public struct DamagedObject: Codable, Sendable, Equatable {
+    public var bucket: String
+    public var name: String
+    /// The content's lower-case hex SHA-256.
+    public var sha256: String
+    /// Whether its content is quarantined (downloads answer ``LarderError/corruptContent(sha256:)``);
+    /// false when this run found it damaged without repairing.
+    public var quarantined: Bool
+  }
+
   public var repair: Bool
   public var blobsChecked = 0
   public var bytesHashed: Int64 = 0
   /// Blobs known to be corrupt or lost whose files are marked quarantined: downloads answer
   /// ``LarderError/corruptContent(sha256:)``. Reported, but not a fault of the store's invariants.
   public var quarantinedBlobs = 0
+  /// Of those, the blobs this run quarantined (`--repair`).
+  public var quarantinedNow = 0
+  /// Objects whose content is damaged, by bucket and name: at most ``maxFindings``;
+  /// ``damagedObjectCount`` counts them all. Uploading an object's original bytes again heals it.
+  public var damagedObjects: [DamagedObject] = []
+  public var damagedObjectCount = 0
+  /// Contents (hex SHA-256) this run found corrupt or lost and did not quarantine (no
+  /// `--repair`, or a repair that could not): their objects are among ``damagedObjects``.
+  public var damagedContent: [String] = []
   /// Findings, at most ``maxFindings`` of them; ``findingCount`` counts them all.
   public var findings: [Finding] = []
   public var findingCount = 0

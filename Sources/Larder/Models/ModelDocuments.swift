@@ -47,6 +47,45 @@ extension ModelStore {
     guard let array = parsed as? [Any] else {
       throw ModelError.invalidQuery("the import must be a JSON array of documents")
     }
+    let documents = try Self.documents(array)
+    return try importParsed(type: type, documents, rules: nil)
+  }
+
+  /// Saves parsed documents as records of `type` in one write transaction; with `rules` (a
+  /// bundle's), those become the type's recorded references first.
+  func importParsed(type: String, _ documents: [(id: String, object: [String: Any])], rules: [ModelReference]?)
+    throws -> Int
+  {
+    try write { tx in
+      if let rules { try tx.replaceRecordedRules(of: type, with: rules) }
+      let rules = try tx.recordedRules(of: type)
+      let now = Date()
+      // All records first, so documents may refer to each other whatever their order.
+      for document in documents {
+        let body = try JSONSerialization.data(
+          withJSONObject: document.object, options: [.sortedKeys, .withoutEscapingSlashes])
+        try tx.upsertRecord(type: type, id: document.id, body: String(decoding: body, as: UTF8.self), now: now)
+      }
+      for document in documents {
+        let attachments = try Self.files(in: document.object).enumerated().map { position, found in
+          let stored = try tx.db.row("SELECT blob_sha256 FROM files WHERE id = ?", [found.id])?.bytes("blob_sha256")
+          guard let stored else { throw LarderError.fileNotFound(id: found.id) }
+          guard Hex.encode(stored) == found.sha256.lowercased() else {
+            throw ModelError.fileContentMismatch(
+              id: found.id, expected: "SHA-256 \(found.sha256.lowercased())", actual: "SHA-256 \(Hex.encode(stored))")
+          }
+          return Attachment(property: found.property, position: position, fileID: found.id)
+        }
+        try tx.replaceAttachments(type: type, id: document.id, attachments)
+        try tx.replaceReferences(type: type, id: document.id, body: document.object, rules: rules)
+      }
+      tx.touch(type)
+      return documents.count
+    }
+  }
+
+  /// The documents of a JSON array, each an object with a unique non-empty string `id`.
+  static func documents(_ array: [Any]) throws -> [(id: String, object: [String: Any])] {
     var documents: [(id: String, object: [String: Any])] = []
     var seen: Set<String> = []
     for (i, element) in array.enumerated() {
@@ -61,29 +100,7 @@ extension ModelStore {
       }
       documents.append((id, object))
     }
-    return try write { tx in
-      let rules = try tx.recordedRules(of: type)
-      let now = Date()
-      // All records first, so documents may refer to each other whatever their order.
-      for document in documents {
-        let body = try JSONSerialization.data(
-          withJSONObject: document.object, options: [.sortedKeys, .withoutEscapingSlashes])
-        try tx.upsertRecord(type: type, id: document.id, body: String(decoding: body, as: UTF8.self), now: now)
-      }
-      for document in documents {
-        let attachments = try Self.files(in: document.object).enumerated().map { position, found in
-          let stored = try tx.db.row("SELECT blob_sha256 FROM files WHERE id = ?", [found.id])?.bytes("blob_sha256")
-          guard let stored, Hex.encode(stored) == found.sha256.lowercased() else {
-            throw LarderError.fileNotFound(id: found.id)
-          }
-          return Attachment(property: found.property, position: position, fileID: found.id)
-        }
-        try tx.replaceAttachments(type: type, id: document.id, attachments)
-        try tx.replaceReferences(type: type, id: document.id, body: document.object, rules: rules)
-      }
-      tx.touch(type)
-      return documents.count
-    }
+    return documents
   }
 
   /// `File`-shaped objects in a parsed document, with their property paths, in document order

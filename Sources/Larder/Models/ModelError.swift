@@ -24,6 +24,11 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
   case deleteRestricted(type: String, id: String, referrerType: String, referrerID: String, field: String)
   /// One end of a ``ModelRelation`` link does not exist; nothing is linked.
   case linkEndNotFound(relation: String, type: String, id: String)
+  /// An imported `File`'s bytes are not what it says: the store holds (or the bundle brings)
+  /// content with another SHA-256 or size for that id. Nothing is imported.
+  case fileContentMismatch(id: String, expected: String, actual: String)
+  /// A model bundle (``ModelStore/exportBundle(type:_:)``) that cannot be read: its line, why.
+  case invalidBundle(line: Int, reason: String)
 
   public var code: String {
     switch self {
@@ -37,6 +42,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case .invalidReference: "invalid-reference"
     case .deleteRestricted: "delete-restricted"
     case .linkEndNotFound: "link-end-not-found"
+    case .fileContentMismatch: "file-content-mismatch"
+    case .invalidBundle: "invalid-bundle"
     }
   }
 
@@ -56,6 +63,9 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
       "\(type) '\(id.prefix(100))' cannot be deleted: \(referrerType) '\(referrerID.prefix(100))' refers to it through '\(field)' (restrict)"
     case .linkEndNotFound(let relation, let type, let id):
       "cannot link '\(relation.prefix(100))': \(type) '\(id.prefix(100))' does not exist"
+    case .fileContentMismatch(let id, let expected, let actual):
+      "file \(id.prefix(100)): its bytes do not match: expected \(expected), found \(actual)"
+    case .invalidBundle(let line, let reason): "model bundle, line \(line): \(reason)"
     }
   }
 }

@@ -133,12 +133,19 @@ public final class ModelTransaction {
   /// and type; written only when they changed), for imports that have no Swift type.
   private func recordRules<T: Model>(of type: T.Type) throws {
     guard !store.hasRecordedRules(T.modelType), rulesRecorded.insert(T.modelType).inserted else { return }
-    guard Set(T.references) != Set(try recordedRules(of: T.modelType)) else { return }
-    try db.execute("DELETE FROM model_reference_rules WHERE record_type = ?", [T.modelType])
-    for reference in T.references {
+    try replaceRecordedRules(of: T.modelType, with: T.references)
+  }
+
+  /// Makes `rules` the references recorded for `type` (written only when they differ).
+  func replaceRecordedRules(of type: String, with rules: [ModelReference]) throws {
+    guard Set(rules) != Set(try recordedRules(of: type)) else { return }
+    try db.execute("DELETE FROM model_reference_rules WHERE record_type = ?", [type])
+    for reference in rules {
+      _ = try QuerySQL.typeLiteral(reference.targetType)
+      _ = try QuerySQL.jsonPath(reference.field)
       try db.execute(
         "INSERT INTO model_reference_rules(record_type, property, target_type, on_delete) VALUES (?, ?, ?, ?)",
-        [T.modelType, reference.field, reference.targetType, reference.onDelete.rawValue])
+        [type, reference.field, reference.targetType, reference.onDelete.rawValue])
     }
   }
 
@@ -160,6 +167,8 @@ public final class ModelTransaction {
   /// - Throws: ``ModelError/deleteRestricted(type:id:referrerType:referrerID:field:)``.
   public func delete<T: Model>(_ type: T.Type, id: String) throws -> Bool {
     try checkOpen()
+    // The type's declared references are the store's from its first typed use, a delete too.
+    try recordRules(of: T.self)
     return try deleteRecord(RecordKey(type: T.modelType, id: id))
   }
 

@@ -72,6 +72,13 @@ public struct Upload: Sendable, Equatable {
     self.createdAt = createdAt
     self.completedAt = completedAt
   }
+
+  /// The same upload with the expiry the catalog recorded for it.
+  func expiring(at date: Date) -> Upload {
+    Upload(
+      id: id, bucket: bucket, name: name, owner: owner, length: length, offset: offset, metadata: metadata,
+      concat: concat, expiresAt: date, createdAt: createdAt, completedAt: completedAt, receivedConcat: receivedConcat)
+  }
 }
 
 /// The concatenation role of an upload.

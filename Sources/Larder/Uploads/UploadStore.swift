@@ -94,8 +94,13 @@ public final class UploadStore: Sendable {
 
   var directory: String { larder.blobs.uploadsDirectory.path }
 
-  /// This node's clock, for expiries and completion dates (leases use the catalog's).
+  /// This node's clock, for creation and completion dates. Expiries and leases are written
+  /// and judged on the catalog's clock (``SQLDialect/nowMilliseconds``), so a node whose clock
+  /// runs ahead never expires another node's upload in progress.
   func now() -> Date { Date() + testHooks.clockSkew.timeInterval }
+
+  /// The SQL of an upload's new expiry: the catalog's now plus ``expiry`` (bound as `?`).
+  static func expirySQL(_ db: Database) -> String { "\(db.dialect.nowMilliseconds) + ?" }
   func path(of id: String) -> String { "\(directory)/\(id)" }
 
   // MARK: - creation
@@ -119,33 +124,33 @@ public final class UploadStore: Sendable {
     }
     let id = SecureRandom.hexIdentifier(byteCount: 16)
     let now = now()
-    let upload = Upload(
-      id: id, bucket: bucket, name: partial ? nil : name, owner: owner, length: length, offset: 0,
-      metadata: metadata, concat: partial ? .partial : nil, expiresAt: now + expiry.timeInterval,
-      createdAt: now,
-      completedAt: nil)
+    let storedName = partial ? nil : name
+    let concat: UploadConcat? = partial ? .partial : nil
     let file = path(of: id)
     let fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
     guard fd >= 0 else { throw LarderError.posix("create", file) }
     close(fd)
+    let expiresAt: Date
     do {
       try POSIX.fsyncDirectory(directory)
-      try larder.catalog.write { db in
-        try db.execute(
+      expiresAt = try larder.catalog.write { db in
+        try db.row(
           """
           INSERT INTO uploads(id, bucket, name, owner, length, "offset", metadata, concat, expires_at, created_at)
-          VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+          VALUES (?, ?, ?, ?, ?, 0, ?, ?, \(Self.expirySQL(db)), ?) RETURNING expires_at
           """,
           [
-            id, bucket, upload.name, owner, length, try ObjectStore.json(metadata), upload.concat?.stored,
-            upload.expiresAt, now,
-          ])
+            id, bucket, storedName, owner, length, try ObjectStore.json(metadata), concat?.stored,
+            expiry.milliseconds, now,
+          ])?.date("expires_at") ?? now + expiry.timeInterval
       }
     } catch {
       unlink(file)
       throw error
     }
-    return upload
+    return Upload(
+      id: id, bucket: bucket, name: storedName, owner: owner, length: length, offset: 0,
+      metadata: metadata, concat: concat, expiresAt: expiresAt, createdAt: now, completedAt: nil)
   }
 
   // MARK: - reading
@@ -154,7 +159,13 @@ public final class UploadStore: Sendable {
   /// - Throws: ``UploadError/notFound(id:)``, ``UploadError/expired(id:)``.
   public func upload(id: String, owner: String?) throws -> Upload {
     guard Self.isUploadID(id) else { throw UploadError.notFound(id: id) }
-    let row = try larder.catalog.read(snapshot: false) { db in try db.row("SELECT * FROM uploads WHERE id = ?", [id]) }
+    let row = try larder.catalog.read(snapshot: false) { db in
+      try db.row(
+        """
+        SELECT *, CASE WHEN expires_at < \(db.dialect.nowMilliseconds) THEN 1 ELSE 0 END AS expired_now
+        FROM uploads WHERE id = ?
+        """, [id])
+    }
     guard let row else {
       if let failed = failures.withLock({ $0.last { $0.id == id } }), failed.owner.hasSameBytes(as: owner) {
         throw failed.error
@@ -164,7 +175,7 @@ public final class UploadStore: Sendable {
     let upload = Upload(row: row)
     // Bytes: a uid "K" must not pass for the owner "\u{212A}" (Kelvin), nor NFC for NFD.
     guard upload.owner.hasSameBytes(as: owner) else { throw UploadError.notFound(id: id) }
-    guard upload.expiresAt >= now() else { throw UploadError.expired(id: id) }
+    guard row.int("expired_now") != 1 else { throw UploadError.expired(id: id) }
     return upload
   }
 
@@ -247,30 +258,32 @@ public final class UploadStore: Sendable {
   func commitOffset(_ upload: Upload, offset: Int64, length: Int64?, shared: SharedUploadState? = nil) throws
     -> Upload
   {
-    let expires = now() + expiry.timeInterval
-    try larder.catalog.write { db in
+    let expires: Date = try larder.catalog.write { db in
       if let shared {
         let held = holdsLease(upload.id)
-        try db.execute(
+        let updated = try db.rows(
           """
-          UPDATE uploads SET "offset" = ?, length = ?, expires_at = ?, shared_state = ?,
+          UPDATE uploads SET "offset" = ?, length = ?, expires_at = \(Self.expirySQL(db)), shared_state = ?,
             lease_until = \(db.dialect.nowMilliseconds) + ?
-          WHERE id = ? AND "offset" = ? AND completed_at IS NULL AND \(held.sql)
+          WHERE id = ? AND "offset" = ? AND completed_at IS NULL AND \(held.sql) RETURNING expires_at
           """,
-          [offset, length, expires, shared.json, lease.milliseconds, upload.id, upload.offset]
+          [offset, length, expiry.milliseconds, shared.json, lease.milliseconds, upload.id, upload.offset]
             + held.arguments)
-        guard db.changes == 1 else {
+        guard updated.count == 1, let expires = updated[0].date("expires_at") else {
           let exists = try db.row("SELECT 1 FROM uploads WHERE id = ?", [upload.id]) != nil
           throw exists ? UploadError.locked(id: upload.id) : UploadError.notFound(id: upload.id)
         }
-        return
+        return expires
       }
-      try db.execute(
+      let updated = try db.rows(
         """
-        UPDATE uploads SET "offset" = ?, length = ?, expires_at = ?
-        WHERE id = ? AND "offset" = ? AND completed_at IS NULL
-        """, [offset, length, expires, upload.id, upload.offset])
-      guard db.changes == 1 else { throw UploadError.notFound(id: upload.id) }
+        UPDATE uploads SET "offset" = ?, length = ?, expires_at = \(Self.expirySQL(db))
+        WHERE id = ? AND "offset" = ? AND completed_at IS NULL RETURNING expires_at
+        """, [offset, length, expiry.milliseconds, upload.id, upload.offset])
+      guard updated.count == 1, let expires = updated[0].date("expires_at") else {
+        throw UploadError.notFound(id: upload.id)
+      }
+      return expires
     }
     return Upload(
       id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,
@@ -501,7 +514,7 @@ public final class UploadStore: Sendable {
       if let sizeLimit, total > sizeLimit { throw LarderError.sizeLimitExceeded(limit: sizeLimit) }
       try authorize(total)
       let now = now()
-      let final = Upload(
+      var final = Upload(
         id: SecureRandom.hexIdentifier(byteCount: 16), bucket: bucket, name: name, owner: owner, length: total,
         offset: 0, metadata: metadata, concat: .final(ids), expiresAt: now + expiry.timeInterval, createdAt: now,
         completedAt: nil, receivedConcat: received)
@@ -511,19 +524,21 @@ public final class UploadStore: Sendable {
       // (``isConcatenating(_:)``) while this one copies it, and see it interrupted once it ran out.
       // Its lease runs from the catalog's clock, as every lease.
       let lease = locker.leaseNewRow(final.id)
-      try larder.catalog.write { db in
-        try db.execute(
+      let expiresAt = try larder.catalog.write { db in
+        try db.row(
           """
           INSERT INTO uploads(
             id, bucket, name, owner, length, "offset", metadata, concat, expires_at, created_at, lease_holder, lease_until)
-          VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, \(lease == nil ? "?" : "\(db.dialect.nowMilliseconds) + ?"))
+          VALUES (?, ?, ?, ?, ?, 0, ?, ?, \(Self.expirySQL(db)), ?, ?, \(lease == nil ? "?" : "\(db.dialect.nowMilliseconds) + ?"))
+          RETURNING expires_at
           """,
           [
             final.id, bucket, name, owner, total, try ObjectStore.json(metadata),
-            received ?? UploadConcat.final(ids).stored, final.expiresAt, now, lease?.token,
+            received ?? UploadConcat.final(ids).stored, expiry.milliseconds, now, lease?.token,
             lease.map { _ in self.lease.milliseconds },
-          ])
+          ])?.date("expires_at")
       }
+      if let expiresAt { final = final.expiring(at: expiresAt) }
       return Concatenation(upload: final, parts: parts, leases: held)
     } catch {
       for id in held { release(id, keeping: nil) }

@@ -11,8 +11,10 @@ struct GCCommand: Command {
     name: "gc", summary: "collect orphaned blobs, expired uploads and stray files",
     discussion: """
       Safe while `larder serve` runs on the same directory. Files no object and no model
-      attachment refers to are released once older than --grace; their bytes go when no
-      other file shares them. --dry-run reports the same without changing anything.
+      attachment refers to are deleted once uploaded longer ago than --grace; their content
+      goes when no other file shares it. --dry-run reports the same without changing anything:
+      it opens the store read-only (no crash recovery, no migration) and leaves every file
+      and the catalog as they are.
       """,
     options: [dryRun, grace, json], groups: [StoreOptions.self])
 
@@ -33,7 +35,7 @@ struct GCCommand: Command {
   }
 
   func run() throws {
-    let larder = try store.open()
+    let larder = try store.open(readOnly: dryRun)
     let terminal = isatty(STDERR_FILENO) == 1 && !json
     var options = GarbageCollector.Options(grace: grace, dryRun: dryRun)
     if terminal {
@@ -47,19 +49,52 @@ struct GCCommand: Command {
       print(try Output.json(report))
       return
     }
+    for line in Self.lines(report) { print(line) }
+  }
+
+  /// The text report, in an operator's words (`--json` has the counters' own names).
+  static func lines(_ report: GCReport) -> [String] {
+    let dryRun = report.dryRun
+    let grace = Self.span(report.graceSeconds)
     let verb = dryRun ? "would free" : "freed"
-    print("uploads expired:   \(report.uploadsExpired) (\(Output.bytes(report.uploadBytesFreed)))")
-    print("files released:    \(report.filesReleased)")
-    if report.variantsReleased > 0 { print("  image variants:  \(report.variantsReleased)") }
-    print("blobs removed:     \(report.blobsRemoved) (\(Output.bytes(report.blobBytesFreed)))")
-    print("stray files:       \(report.strayFilesRemoved) (\(Output.bytes(report.strayBytesFreed)))")
-    print("temp files:        \(report.tempFilesRemoved) (\(Output.bytes(report.tempBytesFreed)))")
-    if report.trashRestored + report.trashRemoved > 0 {
-      print("trash recovered:   \(report.trashRestored) restored, \(report.trashRemoved) removed")
+    let would = dryRun ? "would be " : ""
+    var lines = [
+      "expired uploads:   \(report.uploadsExpired) (\(Output.bytes(report.uploadBytesFreed))) \(would)deleted",
+      "unused files:      \(report.filesReleased) \(would)deleted (nothing refers to them, uploaded more than \(grace) ago)",
+    ]
+    if report.variantsReleased > 0 {
+      lines.append("  image variants:  \(report.variantsReleased) (their source is deleted)")
     }
-    print(
+    lines += [
+      "content removed:   \(report.blobsRemoved) (\(Output.bytes(report.blobBytesFreed))) no file uses any more",
+      "stray files:       \(report.strayFilesRemoved) (\(Output.bytes(report.strayBytesFreed)))",
+      "temp files:        \(report.tempFilesRemoved) (\(Output.bytes(report.tempBytesFreed)))",
+    ]
+    if report.trashRestored + report.trashRemoved > 0 {
+      lines.append(
+        dryRun
+          ? "interrupted gc:    \(report.trashRemoved) entries in trash/ (a real run puts them back or removes them)"
+          : "interrupted gc:    \(report.trashRestored) put back, \(report.trashRemoved) removed from trash/")
+    }
+    if report.filesHeldByGrace > 0 {
+      let files = report.filesHeldByGrace == 1 ? "1 unused file" : "\(report.filesHeldByGrace) unused files"
+      lines.append(
+        "kept for now:      \(files) (\(Output.bytes(report.bytesHeldByGrace))) uploaded less than \(grace) ago "
+          + "(--grace); a gc after that removes them unless something refers to them by then")
+    }
+    lines.append(
       "\(verb) \(Output.bytes(report.bytesFreed)) in \(String(format: "%.2f", report.durationSeconds)) s\(dryRun ? " (dry run: nothing changed)" : "")"
     )
+    return lines
+  }
+
+  /// A grace period as a person says it: `24 h`, `90 min`, `2 d`, `45 s`.
+  static func span(_ seconds: Double) -> String {
+    let s = Int64(seconds.rounded())
+    for (unit, name) in [(Int64(86_400), "d"), (3600, "h"), (60, "min")] where s >= 2 * unit && s % unit == 0 {
+      return "\(s / unit) \(name)"
+    }
+    return "\(s) s"
   }
 }
 
@@ -113,9 +148,25 @@ struct VerifyCommand: Command {
         let subject = f.sha256 ?? f.path ?? ""
         print("\(f.label)  \(f.kind.rawValue)  \(subject)  \(f.detail)")
       }
+      for object in report.damagedObjects {
+        let state = object.quarantined ? "quarantined" : "not quarantined yet: --repair does"
+        print(
+          "damaged  \(object.bucket)/\(object.name)  content \(object.sha256) (\(state)); upload the object's original bytes again to heal it"
+        )
+      }
+      if report.damagedObjectCount > report.damagedObjects.count {
+        print("damaged  … and \(report.damagedObjectCount - report.damagedObjects.count) more objects (--json lists the first)")
+      }
       print(
         "checked \(report.blobsChecked) blobs (\(Output.bytes(report.bytesHashed))): \(report.findingCount) findings, \(report.unrepairedCount) unrepaired, \(report.quarantinedBlobs) quarantined"
       )
+      if report.quarantinedNow > 0 {
+        let blobs = report.quarantinedNow == 1 ? "1 damaged content" : "\(report.quarantinedNow) damaged contents"
+        let objects = report.damagedObjectCount == 1 ? "1 object" : "\(report.damagedObjectCount) objects"
+        print(
+          "this run quarantined \(blobs) (\(objects) affected): their downloads answer 410 with what to do until they are uploaded again"
+        )
+      }
       if let note = report.reclaimableSummary { print(note) }
     }
     if !report.isClean { throw Exit(code: 1) }

@@ -1,13 +1,18 @@
 import Foundation
 import Larder
 
-/// `larder models export TYPE`: a model type's records as a JSON array on standard output.
+/// `larder models export TYPE`: a model type's records as a bundle, with the attached files'
+/// bytes and the type's reference rules (``ModelBundle``).
 struct ModelsExportCommand: Command {
   static let type = Positional("TYPE", help: "the model type (its modelType, e.g. User)")
 
   static let configuration = CommandConfiguration(
-    name: "models export", summary: "print a model type's records as a JSON array",
-    discussion: "One document per line, ordered by id: what `larder models import` reads back.",
+    name: "models export", summary: "print a model type's records, with their files, for `larder models import`",
+    discussion: """
+      A bundle, JSON Lines: the type's reference rules, every attached file's bytes (base64, in
+      chunks), then the records by id; `larder models import` into any store (an empty one too)
+      reads it back.
+      """,
     positionals: [type], groups: [StoreOptions.self])
 
   var store: StoreOptions
@@ -19,21 +24,24 @@ struct ModelsExportCommand: Command {
   }
 
   func run() throws {
-    FileHandle.standardOutput.write(try store.open().models.exportDocuments(type: type))
+    let larder = try store.open()
+    try larder.models.exportBundle(type: type, { FileHandle.standardOutput.write($0) }, files: larder.files)
   }
 }
 
 /// `larder models import TYPE FILE`: saves a JSON array of documents as records of TYPE.
 struct ModelsImportCommand: Command {
   static let type = ModelsExportCommand.type
-  static let source = Positional("FILE", help: "a JSON array of documents; - for standard input")
+  static let source = Positional("FILE", help: "a bundle or a JSON array of documents; - for standard input")
 
   static let configuration = CommandConfiguration(
-    name: "models import", summary: "save a JSON array of documents as a model type's records",
+    name: "models import", summary: "save a bundle or a JSON array of documents as a model type's records",
     discussion: """
-      All or nothing, in one transaction. Each document needs a string id; a File in it must be
-      stored (same id and SHA-256) and is attached; the references recorded for the type are
-      kept and each target must exist. Records with the same id are replaced.
+      All or nothing, in one transaction. Each document needs a string id. From a bundle
+      (`larder models export`), each file's bytes are checked against its SHA-256 and size and
+      stored, and the bundle's reference rules become the type's. From a JSON array, a File
+      must be stored already (same id and SHA-256). Either way each File is attached and every
+      reference's target must exist. Records with the same id are replaced.
       """,
     positionals: [type, source], groups: [StoreOptions.self])
 
@@ -48,16 +56,34 @@ struct ModelsImportCommand: Command {
   }
 
   func run() throws {
-    let data: Data
+    let input: FileHandle
     if source == "-" {
-      data = FileHandle.standardInput.readDataToEndOfFile()
+      input = FileHandle.standardInput
     } else {
-      guard let read = FileManager.default.contents(atPath: source) else {
-        throw CommandFailure("cannot read \(source)")
-      }
-      data = read
+      guard let opened = FileHandle(forReadingAtPath: source) else { throw CommandFailure("cannot read \(source)") }
+      input = opened
     }
-    let count = try store.open().models.importDocuments(type: type, from: data)
+    // A bundle starts with its header object; a JSON array with `[`.
+    var head = Data()
+    while head.count < 4096, let byte = try input.read(upToCount: 1), !byte.isEmpty {
+      head.append(byte)
+      if let c = byte.first, !(c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09) { break }
+    }
+    let larder = try store.open()
+    let count: Int
+    if head.last == UInt8(ascii: "{") {
+      var first: Data? = head
+      let reader = LineReader { n in
+        if let pending = first {
+          first = nil
+          return pending
+        }
+        return try input.read(upToCount: n) ?? Data()
+      }
+      count = try larder.models.importBundle(type: type, from: reader, files: larder.files)
+    } else {
+      count = try larder.models.importDocuments(type: type, from: head + (try input.readToEnd() ?? Data()))
+    }
     print("imported \(count) \(type) records")
   }
 }

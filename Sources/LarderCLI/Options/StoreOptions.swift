@@ -61,8 +61,10 @@ struct StoreOptions: OptionGroup {
   /// The store, without the background MD5 worker: a command that exits right after its work
   /// must not leave a pass hashing (blobs it commits without an MD5 are filled by a running
   /// server's worker, or on demand).
-  func open() throws -> Larder {
-    try Larder(at: data.directory, configuration: configuration(backgroundMD5: false))
+  func open(readOnly: Bool = false) throws -> Larder {
+    var configuration = configuration(backgroundMD5: false)
+    configuration.readOnly = readOnly
+    return try Larder(at: data.directory, configuration: configuration)
   }
 
   /// The store's configuration as the options give it.

@@ -88,8 +88,10 @@ enum APIError {
     case .preconditionFailed: return .error(status: 412, message: e.description)
     case .diskFull: return .error(status: 507, message: e.description)
     case .corruptContent:
+      // 410, not a 5xx: the SDKs retry those for minutes, and no retry brings damaged bytes
+      // back; only an upload does (the message says so). The object's metadata still answers.
       log.error("corrupt content: \(e)")
-      return .error(status: 500, message: e.description)
+      return .error(status: 410, message: e.description)
     case .contentMissing:
       log.error("missing content: \(e)")
       return .error(status: 500, message: e.description)

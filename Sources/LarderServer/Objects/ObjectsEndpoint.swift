@@ -287,6 +287,8 @@ struct ObjectsEndpoint {
         throw LarderError.downloadSizeExceeded(size: length, maxSize: maxSize)
       }
       if request.method == "HEAD" {
+        // A HEAD reads no byte, but answers as the GET would when the content is damaged or lost.
+        try context.larder.files.requireContent(object.file)
         return HTTPResponse(status: status, headers: headers, body: .lengthOnly(length))
       }
       if length <= Self.inlineBodyLimit, let content = try context.larder.objects.smallContent(of: object) {

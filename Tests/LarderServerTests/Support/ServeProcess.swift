@@ -23,14 +23,7 @@ final class ServeProcess {
   /// Spawns `larder serve --port 0 --host 127.0.0.1` plus `arguments`, writing its output in
   /// `work`, and waits for its listening line.
   init(_ arguments: [String], in work: URL) throws {
-    let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-      .appendingPathComponent("larder").path
-    binary =
-      FileManager.default.isExecutableFile(atPath: besideTests)
-      ? besideTests : securityPackageRoot.appendingPathComponent(".build/debug/larder").path
-    try #require(
-      FileManager.default.isExecutableFile(atPath: binary),
-      "\(binary) is missing: build it first (`swift build` or `make test`)")
+    binary = try Self.larderBinary()
     stdoutPath = work.appendingPathComponent("stdout").path
     stderrPath = work.appendingPathComponent("stderr").path
     pid = try Subprocess.spawn(
@@ -55,6 +48,19 @@ final class ServeProcess {
       var status: Int32 = 0
       while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     }
+  }
+
+  /// The `larder` binary built with this test bundle, else the package's `.build/debug` one.
+  static func larderBinary() throws -> String {
+    let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+      .appendingPathComponent("larder").path
+    let binary =
+      FileManager.default.isExecutableFile(atPath: besideTests)
+      ? besideTests : securityPackageRoot.appendingPathComponent(".build/debug/larder").path
+    try #require(
+      FileManager.default.isExecutableFile(atPath: binary),
+      "\(binary) is missing: build it first (`swift build` or `make test`)")
+    return binary
   }
 
   var stdout: String { Self.text(stdoutPath) }

@@ -63,6 +63,46 @@ import Testing
     #expect(try again.objects.get(bucket: "app", name: "a.txt").file.size == 1)
   }
 
+  /// Proves: a new catalog is refused on a blob store that records another store's identity,
+  /// while that store holds no content yet too (issue 31), and records nothing there. In the S3
+  /// pass the second store's catalog is pointed at the first's bucket and prefix; on the
+  /// filesystem the first's `store-id` is carried into a new data directory. The first store
+  /// keeps working, and the second is refused again once the first holds content.
+  @Test func aNewCatalogOnABlobStoreHoldingAnotherStoresIdentityIsRefused() throws {
+    let scratch = try StoreScratch()
+    let a = scratch.url.appendingPathComponent("a")
+    let b = scratch.url.appendingPathComponent("b")
+    let first = try TestStore.open(at: a)
+    let identity = try #require(try catalogIdentity(first))
+    let recorder = try #require(first.blobBackend as? any StoreIdentityRecording)
+    var configuration = Larder.Configuration()
+    if TestBlobs.isS3 {
+      configuration.blobs = first.blobLocation
+    } else {
+      try FileManager.default.createDirectory(at: b, withIntermediateDirectories: true)
+      try FileManager.default.copyItem(at: identityFile(a), to: identityFile(b))
+    }
+    func expectRefused() {
+      do {
+        _ = try TestStore.open(at: b, configuration: configuration)
+        Issue.record("a second store opened on a blob store holding store \(identity)")
+      } catch let error as LarderError {
+        #expect(error.code == "invalid-argument")
+        #expect(
+          error.description.contains("already holds store \(identity)'s identity and this catalog is new"),
+          "\(error)")
+      } catch {
+        Issue.record("unexpected \(error)")
+      }
+    }
+    expectRefused()
+    #expect(try recorder.recordedStoreIdentities() == [identity], "the refused catalog recorded nothing")
+    let put = try first.objects.put(bucket: "app", name: "kept.txt", data: Data("first store".utf8))
+    expectRefused()
+    #expect(try first.files.data(of: put.file) == Data("first store".utf8))
+    #expect(try catalogIdentity(TestStore.open(at: a)) == identity)
+  }
+
   /// A store in `directory` as a Larder before identities left it: an object, no identity in
   /// the catalog and none in the data directory.
   private func makeStoreWithoutIdentity(at directory: URL) throws {
