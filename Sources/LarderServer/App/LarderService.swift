@@ -111,8 +111,11 @@ public final class LarderService: Sendable {
       uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger)
     context.serviceAccounts = accounts
     context.images = options.images.map {
-      ImageVariants(
-        larder: larder, limits: $0.limits, pool: RenderPool(threads: $0.renderThreads, queueLength: $0.renderQueue))
+      let perClient =
+        $0.rendersPerClient ?? ImageOptions.defaultRendersPerClient(requestThreads: options.http.threadPoolSize)
+      return ImageVariants(
+        larder: larder, limits: $0.limits,
+        pool: RenderPool(threads: $0.renderThreads, queueLength: $0.renderQueue, perClient: perClient))
     }
     self.context = context
     let metrics = Metrics()
