@@ -18,7 +18,8 @@ import Synchronization
 /// one client cannot fill the queue, nor hold more than that many request threads waiting.
 /// Queued renders start by turns: the client with the fewest running first, then the one that
 /// started one longest ago, so a client that queued many waits behind one render of each other
-/// client rather than others waiting behind all of its renders.
+/// client rather than others waiting behind all of its renders. A client runs at most all the
+/// threads but one at once, so another client's render starts at once, not after a long render.
 public final class RenderPool: Sendable {
   /// One render, and whoever waits for it.
   private final class Flight: @unchecked Sendable {
@@ -50,11 +51,14 @@ public final class RenderPool: Sendable {
 
     /// The next render to start: the first queued of the client with the fewest renders
     /// running and, among those, the one whose last render started longest ago.
-    mutating func next() -> (key: String, flight: Flight)? {
+    /// A named client running `maxRunning` renders waits for one of them to end, so a render
+    /// thread is always left for others.
+    mutating func next(maxRunning: Int) -> (key: String, flight: Flight)? {
       func rank(_ client: String) -> (Int, Int) { (running[client, default: 0], lastStart[client, default: 0]) }
-      guard let index = turn.indices.min(by: { rank(turn[$0]) < rank(turn[$1]) }) else { return nil }
+      let ready = turn.indices.filter { turn[$0].isEmpty || running[turn[$0], default: 0] < maxRunning }
+      guard let index = ready.min(by: { rank(turn[$0]) < rank(turn[$1]) }) else { return nil }
       let client = turn.remove(at: index)
-      guard var queue = queues[client], !queue.isEmpty else { return next() }
+      guard var queue = queues[client], !queue.isEmpty else { return next(maxRunning: maxRunning) }
       let job = queue.removeFirst()
       queues[client] = queue.isEmpty ? nil : queue
       if !queue.isEmpty { turn.append(client) }
@@ -124,18 +128,21 @@ public final class RenderPool: Sendable {
       wake.wait()
       guard
         let (key, flight) = state.withLock({ state -> (String, Flight)? in
-          state.next()
+          state.next(maxRunning: max(1, threads - 1))
         })
       else { continue }
       flight.result = Result { try flight.work() }
-      state.withLock { state in
+      let waiting = state.withLock { state -> Bool in
         state.inFlight.removeValue(forKey: key)
         for counts in [\State.held, \State.running] {
           let left = state[keyPath: counts][flight.client, default: 1] - 1
           state[keyPath: counts][flight.client] = left > 0 ? left : nil
         }
         if state.held[flight.client] == nil { state.lastStart[flight.client] = nil }
+        return !state.turn.isEmpty
       }
+      // A render held back by its client's running share may start now.
+      if waiting { wake.signal() }
       flight.done.leave()
     }
   }

@@ -291,4 +291,29 @@ import Testing
     #expect(pool.rendersStarted == 4)
     #expect(try pool.run(key: "a4", client: "A") { 4 } == 4)
   }
+
+  /// With two threads, one client runs one render at a time: the other thread is there for the
+  /// next client, whose render starts while the first client's second still waits.
+  @Test func aClientLeavesAThreadForOthers() throws {
+    let pool = RenderPool(threads: 2, queueLength: 8, perClient: 4)
+    let release = DispatchSemaphore(value: 0)
+    let started = DispatchSemaphore(value: 0)
+    let group = DispatchGroup()
+    for (key, client) in [("a1", "A"), ("a2", "A"), ("b1", "B")] {
+      DispatchQueue.global().async(group: group) {
+        _ = try? pool.run(key: key, client: client) {
+          started.signal()
+          release.wait()
+          return 0
+        }
+      }
+      if key == "a1" { started.wait() }
+      while pool.pending < (key == "a1" ? 1 : key == "a2" ? 2 : 3) { usleep(1000) }
+    }
+    started.wait()  // b1 started beside a1, a2 waits
+    #expect(pool.rendersStarted == 2)
+    for _ in 0..<3 { release.signal() }
+    group.wait()
+    #expect(pool.rendersStarted == 3)
+  }
 }
