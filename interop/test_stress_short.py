@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from stress import diskfull, mixed, sigkill, sigterm, slow  # noqa: E402
+from stress import diskfull, images, mixed, sigkill, sigterm, slow  # noqa: E402
 from stress.fuzz_http import KNOWN, run_known  # noqa: E402
 from stress.fuzzing import run_fuzzer  # noqa: E402
 from stress.harness import raise_fd_limit  # noqa: E402
@@ -44,6 +44,11 @@ def test_slow_clients_from_one_address_do_not_starve_others(tmp_path):
     raise_fd_limit()
     # 300 slow connections against a limit of 250: the short form of 1 200 against the default 1 024.
     check(slow.run(tmp_path / "data", slow=300, seconds=4, connection_limit=250))
+
+
+def test_image_render_flood_from_one_address_leaves_others_served_and_the_cache_bounded(tmp_path):
+    # Issue 37.2: 8 connections of one address ask for ever other sizes of a public image.
+    check(images.run(tmp_path / "data", attackers=8, seconds=6, extra=("--threads", "4")))
 
 
 def test_sigterm_under_load_finishes_in_flight_requests_and_exits_0(tmp_path):

@@ -44,7 +44,12 @@ def get(port, target, source, timeout):
     return exchange(port, request, timeout=timeout, linger=0.1, source=source)
 
 
-def run(data_dir, attackers=8, seconds=8.0, budget_mb=32, probe_deadline=2.0, render_deadline=10.0, extra=()):
+def run(data_dir, attackers=8, seconds=8.0, budget_mb=32, probe_deadline=2.0, render_deadline=10.0, extra=(),
+        on_time=0.8, answered_within=30.0):
+    """Passes when every request of the other address is answered 200 within `answered_within`
+    seconds and at least `on_time` of its GETs and of its renders within their deadlines. Not all:
+    a render holds its request thread while it waits (README: Image variants), and a connection
+    that thread had accepted waits with it, for one render at most."""
     server = start_server(data_dir, extra=("--image-cache-size", f"{budget_mb}MiB", *extra))
     port = server.port
     big = noise_png(1200, 1200)
@@ -88,15 +93,15 @@ def run(data_dir, attackers=8, seconds=8.0, budget_mb=32, probe_deadline=2.0, re
     end = time.monotonic() + seconds
     k = 0
     while time.monotonic() < end:
-        got = get(port, f"/v0/b/{BUCKET}/o/probe.txt?alt=media", VICTIM, timeout=probe_deadline)
+        got = get(port, f"/v0/b/{BUCKET}/o/probe.txt?alt=media", VICTIM, timeout=answered_within)
         probes.append(got.seconds)
-        if got.status != 200 or not got.raw.endswith(b"probe") or got.seconds > probe_deadline:
+        if got.status != 200 or not got.raw.endswith(b"probe"):
             misses.append(f"GET: status {got.status}, {got.seconds:.2f} s")
         k += 1
         got = get(port, f"/v0/b/{BUCKET}/o/small.png?alt=media&format=webp&width={16 + k}", VICTIM,
-                  timeout=render_deadline)
+                  timeout=answered_within)
         renders.append(got.seconds)
-        if got.status != 200 or got.seconds > render_deadline:
+        if got.status != 200:
             misses.append(f"render: status {got.status}, {got.seconds:.2f} s")
         time.sleep(0.2)
     stop.set()
@@ -109,8 +114,12 @@ def run(data_dir, attackers=8, seconds=8.0, budget_mb=32, probe_deadline=2.0, re
 
     failures = []
     if misses:
-        failures.append(f"{len(misses)} of {len(probes) + len(renders)} requests from another address missed "
-                        f"their deadline ({probe_deadline} s GET, {render_deadline} s render): {misses[:4]}")
+        failures.append(f"{len(misses)} of {len(probes) + len(renders)} requests from another address not answered "
+                        f"200 within {answered_within} s: {misses[:4]}")
+    for kind, times, deadline in (("GETs", probes, probe_deadline), ("renders", renders, render_deadline)):
+        share = sum(t <= deadline for t in times) / max(1, len(times))
+        if share < on_time:
+            failures.append(f"{share:.0%} of the other address's {kind} within {deadline} s (at least {on_time:.0%} must be)")
     if attack["429"] == 0:
         failures.append("the attacker was never answered 429 (no per-client share)")
     if worst_blobs[0] > allowed:
