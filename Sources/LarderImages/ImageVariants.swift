@@ -102,14 +102,16 @@ public struct ImageVariants: Sendable {
     switch try rendition(of: file, transform: transform, format: format) {
     case .kept(let kept): return kept
     case .transient(let bytes):
-      return try larder.files.put(Data(bytes), filename: file.filename, declaredContentType: format.contentType)
+      return try larder.files.put(
+        Data(bytes), filename: file.filename, declaredContentType: format.contentType)
     }
   }
 
   /// The format a request for `transform` of `file` gets (``ImageTransform/outputFormat(sourceType:accept:sourceHasAlpha:)``),
   /// reading the source's header when the answer depends on its alpha (remembered per content).
   /// - Throws: ``ImageError`` when the source cannot be transformed or its header read.
-  public func outputFormat(_ transform: ImageTransform, of file: File, accept: String?) throws -> ImageFormat {
+  public func outputFormat(_ transform: ImageTransform, of file: File, accept: String?) throws -> ImageFormat
+  {
     try transform.outputFormat(sourceType: file.contentType, accept: accept) {
       if let known = alpha.value(file.sha256) { return known }
       let header = try Self.header(of: try source(file))
@@ -134,9 +136,11 @@ public struct ImageVariants: Sendable {
     return try pool.run(key: "\(file.sha256);\(params)", client: client) { () throws -> Rendition in
       // Another node or an earlier flight may have made it since the look-up.
       if let cached = try larder.derived.find(source: file.sha256, params: params) { return .kept(cached) }
-      let bytes = try Self.render(try source(), transform: transform, format: format, maxPixels: limits.maxPixels)
+      let bytes = try Self.render(
+        try source(), transform: transform, format: format, maxPixels: limits.maxPixels)
       if let budget = limits.cacheBytes, Int64(bytes.count) > budget { return .transient(bytes) }
-      let made = try larder.files.put(Data(bytes), filename: file.filename, declaredContentType: format.contentType)
+      let made = try larder.files.put(
+        Data(bytes), filename: file.filename, declaredContentType: format.contentType)
       // Nil: the source went meanwhile; the new file is left to gc, and served this once.
       let kept = try larder.derived.record(
         made, source: file.sha256, params: params,

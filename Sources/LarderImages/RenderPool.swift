@@ -54,7 +54,9 @@ public final class RenderPool: Sendable {
     /// A named client running `maxRunning` renders waits for one of them to end, so a render
     /// thread is always left for others.
     mutating func next(maxRunning: Int) -> (key: String, flight: Flight)? {
-      func rank(_ client: String) -> (Int, Int) { (running[client, default: 0], lastStart[client, default: 0]) }
+      func rank(_ client: String) -> (Int, Int) {
+        (running[client, default: 0], lastStart[client, default: 0])
+      }
       let ready = turn.indices.filter { turn[$0].isEmpty || running[turn[$0], default: 0] < maxRunning }
       guard let index = ready.min(by: { rank(turn[$0]) < rank(turn[$1]) }) else { return nil }
       let client = turn.remove(at: index)

@@ -39,7 +39,8 @@ public enum Vips {
     }
     guard result == 0 else { throw lastError() }
     let name = loader.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-    return Header(width: Int(width), height: Int(height), pages: Int(pages), hasAlpha: alpha != 0, loader: name)
+    return Header(
+      width: Int(width), height: Int(height), pages: Int(pages), hasAlpha: alpha != 0, loader: name)
   }
 
   /// A thumbnail of the encoded image in `bytes`, shrunk on load, oriented, in sRGB, with no

@@ -16,7 +16,8 @@ public enum WebPContainer {
     var found: [(String, Range<Int>)] = []
     var i = 12
     while i + 8 <= bytes.count {
-      let length = Int(bytes[i + 4]) | Int(bytes[i + 5]) << 8 | Int(bytes[i + 6]) << 16 | Int(bytes[i + 7]) << 24
+      let length =
+        Int(bytes[i + 4]) | Int(bytes[i + 5]) << 8 | Int(bytes[i + 6]) << 16 | Int(bytes[i + 7]) << 24
       let end = min(bytes.count, i + 8 + length + (length & 1))
       found.append((String(decoding: bytes[i..<(i + 4)], as: UTF8.self), i..<end))
       i = end
@@ -36,7 +37,9 @@ public enum WebPContainer {
       out += part
     }
     let size = out.count - 8
-    out.replaceSubrange(4..<8, with: [UInt8(size & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size >> 16 & 0xFF), UInt8(size >> 24 & 0xFF)])
+    out.replaceSubrange(
+      4..<8,
+      with: [UInt8(size & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size >> 16 & 0xFF), UInt8(size >> 24 & 0xFF)])
     return out
   }
 }

@@ -143,7 +143,9 @@ extension TestImages {
   /// latitude reference and latitude (52° 31' 0").
   static func exifWithGPS(orientation: UInt16) -> [UInt8] {
     func u16(_ v: Int) -> [UInt8] { [UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
-    func u32(_ v: Int) -> [UInt8] { [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+    func u32(_ v: Int) -> [UInt8] {
+      [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)]
+    }
     func entry(_ tag: Int, _ type: Int, _ count: Int, _ value: [UInt8]) -> [UInt8] {
       u16(tag) + u16(type) + u32(count) + value + [UInt8](repeating: 0, count: 4 - value.count)
     }
@@ -152,7 +154,8 @@ extension TestImages {
     let rationals = gps + 2 + 3 * 12 + 4
     var t: [UInt8] = Array("MM".utf8) + u16(42) + u32(ifd0)
     t += u16(2) + entry(0x0112, 3, 1, u16(Int(orientation))) + entry(0x8825, 4, 1, u32(gps)) + u32(0)
-    t += u16(3) + entry(0x0000, 1, 4, [2, 2, 0, 0]) + entry(0x0001, 2, 2, Array("N\0".utf8))
+    t +=
+      u16(3) + entry(0x0000, 1, 4, [2, 2, 0, 0]) + entry(0x0001, 2, 2, Array("N\0".utf8))
       + entry(0x0002, 5, 3, u32(rationals)) + u32(0)
     t += u32(52) + u32(1) + u32(31) + u32(1) + u32(0) + u32(1)
     return t
@@ -171,6 +174,7 @@ extension TestImages {
     let padded = record + (record.count % 2 == 1 ? [0] : [])
     let size = record.count
     return Array("Photoshop 3.0\0".utf8) + Array("8BIM".utf8) + [0x04, 0x04, 0x00, 0x00]
-      + [UInt8(size >> 24 & 0xFF), UInt8(size >> 16 & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF)] + padded
+      + [UInt8(size >> 24 & 0xFF), UInt8(size >> 16 & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF)]
+      + padded
   }
 }

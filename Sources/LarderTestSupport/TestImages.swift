@@ -65,9 +65,14 @@ public enum TestImages {
   /// A HEIC (HEVC in HEIF, what iPhones write) of a solid image, by libvips' CLI (libheif with
   /// x265): 3 bands, or 4 with alpha.
   public static func heic(_ width: Int, _ height: Int, _ value: [Double] = [30, 120, 200]) throws -> [UInt8] {
-    let vips = ["/usr/bin/vips", "/usr/local/bin/vips"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    guard let vips else { throw SkipReason("libvips' CLI (libvips-tools) is not installed (scripts/deps.sh)") }
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("larder-heic-\(UUID().uuidString)")
+    let vips = ["/usr/bin/vips", "/usr/local/bin/vips"].first {
+      FileManager.default.isExecutableFile(atPath: $0)
+    }
+    guard let vips else {
+      throw SkipReason("libvips' CLI (libvips-tools) is not installed (scripts/deps.sh)")
+    }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "larder-heic-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
     let png = dir.appendingPathComponent("in.png")
@@ -78,7 +83,9 @@ public enum TestImages {
     p.arguments = ["heifsave", png.path, out.path, "--compression", "hevc"]
     try p.run()
     p.waitUntilExit()
-    guard p.terminationStatus == 0 else { throw SkipReason("vips heifsave --compression hevc failed (no x265?)") }
+    guard p.terminationStatus == 0 else {
+      throw SkipReason("vips heifsave --compression hevc failed (no x265?)")
+    }
     return [UInt8](try Data(contentsOf: out))
   }
 

@@ -158,7 +158,8 @@ import Testing
     let catalog = try larder.statistics().blobBytes
     guard TestStore.blobsBase == nil else { return (catalog, nil) }
     var disk: Int64 = 0
-    let walker = FileManager.default.enumerator(at: larder.blobs.blobsDirectory, includingPropertiesForKeys: [.fileSizeKey, .isRegularFileKey])
+    let walker = FileManager.default.enumerator(
+      at: larder.blobs.blobsDirectory, includingPropertiesForKeys: [.fileSizeKey, .isRegularFileKey])
     while let url = walker?.nextObject() as? URL {
       guard let values = try? url.resourceValues(forKeys: [.fileSizeKey, .isRegularFileKey]),
         values.isRegularFile == true

@@ -30,7 +30,8 @@ import Testing
         (ImageTransform(format: .fixed(format), quality: 95), (20, 40)),
         (ImageTransform(width: 10, format: .fixed(format), quality: 95), (10, 20)),
       ] {
-        let bytes = try ImageVariants.render(source, transform: transform, format: format, maxPixels: 50_000_000)
+        let bytes = try ImageVariants.render(
+          source, transform: transform, format: format, maxPixels: 50_000_000)
         #expect(ImageMetadataScan.markers(in: bytes) == [], "\(format)")
         let image = try Vips.decode(bytes)
         // 40x20 stored with orientation 6 is shown 20x40: the rotation is in the pixels.

@@ -65,7 +65,9 @@ public struct DerivedFiles: Sendable {
   /// past `perSource` the source's least recently used derivations go, past `bytes` the least
   /// recently used of all; never the one just recorded (a caller keeps none larger than
   /// `bytes`). What goes is released as ``evict(toFit:)`` releases it.
-  public func record(_ file: File, source: String, params: String, budget: Budget = .unbounded) throws -> File? {
+  public func record(_ file: File, source: String, params: String, budget: Budget = .unbounded) throws
+    -> File?
+  {
     guard let digest = Hex.decode(source) else { return nil }
     let now = Date()
     let (fileID, released) = try catalog.write { db -> (String?, [[UInt8]]) in
@@ -92,7 +94,8 @@ public struct DerivedFiles: Sendable {
           """
           SELECT file_id FROM (SELECT file_id, row_number() OVER (ORDER BY \(Self.newestFirst)) AS n \
           FROM derived_files WHERE source_sha256 = ?) ranked WHERE n > ?
-          """, [recorded ?? "", digest, perSource], in: db).digests
+          """, [recorded ?? "", digest, perSource], in: db
+        ).digests
       }
       if let bytes = budget.bytes {
         released += try Self.release(Self.beyondBudget, [recorded ?? "", bytes], in: db).digests

@@ -19,7 +19,9 @@ public struct ImageOptions: Sendable {
 
   /// Half the request threads (a render holds one while it waits), at least 1 and at most 4:
   /// one client's renders never hold every request thread, so others' requests are served.
-  public static func defaultRendersPerClient(requestThreads: Int) -> Int { max(1, min(4, requestThreads / 2)) }
+  public static func defaultRendersPerClient(requestThreads: Int) -> Int {
+    max(1, min(4, requestThreads / 2))
+  }
 }
 
 /// A download that asks for an image variant (`width`, `height`, `resize`, `format`, `quality`):
@@ -46,7 +48,8 @@ enum ImageVariantDownload {
   /// order still moves. Only for a caller that serves the variant's row as it is.
   /// - Throws: ``ImageError`` (the status is APIError's), or the store's errors.
   static func variant(
-    of object: StoredObject, _ request: HTTPRequest, identity: Identity?, context: ServiceContext, memo: ObjectMemo?
+    of object: StoredObject, _ request: HTTPRequest, identity: Identity?, context: ServiceContext,
+    memo: ObjectMemo?
   ) throws -> Variant? {
     guard let images = context.images else {
       // Turned off: a request for a variant is refused rather than answered with the original.

@@ -51,7 +51,8 @@ import Testing
       ]
       for (name, bytes) in sources { try s.upload(name, bytes) }
       // libmagic knows HEIC for what it is: not a type every browser shows.
-      #expect(try s.service.larder.objects.find(bucket: "app", name: "a.heic")?.file.contentType == "image/heic")
+      #expect(
+        try s.service.larder.objects.find(bucket: "app", name: "a.heic")?.file.contentType == "image/heic")
       let cases: [(String, String?, String)] = [
         ("a.heic", "*/*", "image/jpeg"), ("a.heic", nil, "image/jpeg"),
         ("a.heic", "image/webp,*/*", "image/webp"), ("a.heic", "image/avif,image/webp,*/*", "image/avif"),
@@ -81,9 +82,14 @@ import Testing
       try s.upload("public/noise.png", try TestImages.noisePNG(300, 300))
       let larder = s.service.larder
       let before = try larder.statistics().blobBytes
-      let disk = { s.blobFiles().reduce(Int64(0)) { sum, path in
-        sum + Int64((try? FileManager.default.attributesOfItem(atPath: s.blobsDirectory.appendingPathComponent(path).path)[.size] as? Int) ?? 0)
-      } }
+      let disk = {
+        s.blobFiles().reduce(Int64(0)) { sum, path in
+          sum
+            + Int64(
+              (try? FileManager.default.attributesOfItem(
+                atPath: s.blobsDirectory.appendingPathComponent(path).path)[.size] as? Int) ?? 0)
+        }
+      }
       let diskBefore = disk()
       for i in 0..<60 {
         let width = 200 + 10 * i
@@ -154,7 +160,8 @@ import Testing
       #expect(refused.status == 429)
       #expect(refused["Retry-After"] == "1")
       #expect((refused.error?["message"] as? String)?.contains("retry") == true)
-      let other = try s.request("GET", "/v0/b/app/o/big.png?alt=media&width=64&format=webp", headers: s.auth("u2"))
+      let other = try s.request(
+        "GET", "/v0/b/app/o/big.png?alt=media&width=64&format=webp", headers: s.auth("u2"))
       #expect(other.status == 200 && other["Content-Type"] == "image/webp")
       group.wait()
       #expect(first.withLock { $0?.status } == 200)
