@@ -69,19 +69,24 @@ enum ImageVariantDownload {
     if let known = remembered?.variant(params: params) { return known }
     // Who the render pool shares itself between: the identity, else the address.
     let client = identity.map { "uid:\($0.uid)" } ?? "ip:\(request.remoteAddress)"
+    var inline: [UInt8]?
+    let file = try { () throws -> File in
+      switch try images.rendition(of: object.file, transform: transform, format: format, client: client) {
+      case .kept(let file): return file
+      case .transient(let bytes):
+        inline = bytes
+        // Stored nowhere: no new file was made (dated accordingly), the bytes are served from memory.
+        return File(
+          id: "", sha256: Hex.encode(Digest.hash(.sha256, bytes)), size: Int64(bytes.count),
+          md5: Hex.encode(Digest.hash(.md5, bytes)), contentType: format.contentType, declaredContentType: nil,
+          filename: object.file.filename, createdAt: .distantPast, crc32c: CRC32C.checksum(bytes))
+      }
+    }()
     var served = object
+    served.file = file
     served.contentType = format.contentType
     served.contentEncoding = nil
-    switch try images.rendition(of: object.file, transform: transform, format: format, client: client) {
-    case .kept(let file):
-      served.file = file
-    case .transient(let bytes):
-      served.file = File(
-        id: "", sha256: Hex.encode(Digest.hash(.sha256, bytes)), size: Int64(bytes.count),
-        md5: Hex.encode(Digest.hash(.md5, bytes)), contentType: format.contentType, declaredContentType: nil,
-        filename: object.file.filename, createdAt: Date(), crc32c: CRC32C.checksum(bytes))
-      return Variant(object: served, negotiated: transform.format == nil, inline: bytes)
-    }
+    if let inline { return Variant(object: served, negotiated: transform.format == nil, inline: inline) }
     var variant = Variant(object: served, negotiated: transform.format == nil)
     if let remembered {
       variant.head = ObjectsEndpoint.DownloadHead(served)
