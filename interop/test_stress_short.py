@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from stress import diskfull, listing, mixed, sigkill, sigterm, slow  # noqa: E402
+from stress import diskfull, images, listing, mixed, sigkill, sigterm, slow  # noqa: E402
 from stress.fuzz_http import KNOWN, run_known  # noqa: E402
 from stress.fuzzing import run_fuzzer  # noqa: E402
 from stress.harness import raise_fd_limit  # noqa: E402
@@ -49,6 +49,11 @@ def test_slow_clients_from_one_address_do_not_starve_others(tmp_path):
 def test_a_hostile_match_glob_pages_fast_and_healthz_stays_fast(tmp_path):
     # The red team's request (issue 37) over 40,000 names; 8 clients walking it beside /healthz.
     check(listing.run(tmp_path / "data", names=40_000, attackers=8, seconds=4, page_deadline=2.0, health_deadline=2.0))
+
+
+def test_image_render_flood_from_one_address_leaves_others_served_and_the_cache_bounded(tmp_path):
+    # Issue 37.2: 8 connections of one address ask for ever other sizes of a public image.
+    check(images.run(tmp_path / "data", attackers=8, seconds=6, extra=("--threads", "4")))
 
 
 def test_sigterm_under_load_finishes_in_flight_requests_and_exits_0(tmp_path):

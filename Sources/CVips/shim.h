@@ -13,7 +13,7 @@ static inline int larder_vips_init(void) {
 
 /// Reads only the header: size, pages and the loader libvips would use. Nothing is decoded.
 static inline int larder_vips_header(const void *buf, size_t len, int *width, int *height, int *pages,
-                                     char *loader, size_t loader_len) {
+                                     int *alpha, char *loader, size_t loader_len) {
   const char *name = vips_foreign_find_load_buffer(buf, len);
   if (!name) return -1;
   strncpy(loader, name, loader_len - 1);
@@ -23,25 +23,64 @@ static inline int larder_vips_header(const void *buf, size_t len, int *width, in
   *width = vips_image_get_width(image);
   *height = vips_image_get_page_height(image);
   *pages = vips_image_get_n_pages(image);
+  *alpha = vips_image_hasalpha(image);
   g_object_unref(image);
   return 0;
 }
 
-/// A thumbnail with shrink-on-load, EXIF orientation applied and the colour converted to sRGB
-/// (CMYK through libvips' fallback profile). `crop`: centre-crop to fill the box; `force`:
-/// stretch to exactly width x height. First page only (animated GIF/WebP: the first frame).
+/// `image` without any metadata: EXIF (GPS position included), XMP, IPTC, the ICC profile, the
+/// orientation tag, comments, which a saver would write. Only the meta table is emptied; the
+/// built-in header fields (size, bands, format) are not in it. (libvips 8.14's webpsave still
+/// writes an EXIF block it builds itself, strip or not: Vips.swift removes that chunk.)
+static inline VipsImage *larder_vips_without_metadata(VipsImage *image) {
+  VipsImage *out = NULL;
+  if (vips_copy(image, &out, NULL)) return NULL;
+  gchar **fields = vips_image_get_fields(out);
+  for (int i = 0; fields[i]; i++) vips_image_remove(out, fields[i]);
+  g_strfreev(fields);
+  return out;
+}
+
+/// Whether the encoded image in `buf` embeds an ICC profile (read from its header only).
+static inline int larder_vips_has_profile(const void *buf, size_t len) {
+  VipsImage *image = vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_SEQUENTIAL, NULL);
+  if (!image) return 0;
+  int has = vips_image_get_typeof(image, VIPS_META_ICC_NAME) != 0;
+  g_object_unref(image);
+  return has;
+}
+
+/// A thumbnail with shrink-on-load, the EXIF orientation applied to the pixels, the colour
+/// converted to sRGB, and no metadata left (the sRGB result carries no profile: sRGB is what a
+/// profile-less image means). An embedded profile is converted from through `export_profile`,
+/// which 8.14 applies only when asked (and only then: on a profile-less image it would shift
+/// sRGB's own values); CMYK without one through libvips' fallback profile. `crop`: centre-crop
+/// to fill the box; `force`: stretch to exactly width x height. First page only (animated
+/// GIF/WebP: the first frame).
 static inline VipsImage *larder_vips_thumbnail(const void *buf, size_t len, int width, int height, int crop,
                                                int force) {
   VipsImage *out = NULL;
+  int profiled = larder_vips_has_profile(buf, len);
   if (vips_thumbnail_buffer((void *)buf, len, &out, width, "height", height, "crop",
                             crop ? VIPS_INTERESTING_CENTRE : VIPS_INTERESTING_NONE, "size",
-                            force ? VIPS_SIZE_FORCE : VIPS_SIZE_BOTH,
+                            force ? VIPS_SIZE_FORCE : VIPS_SIZE_BOTH, "export_profile", profiled ? "srgb" : NULL,
                             "option_string", "fail=true", NULL))
     return NULL;
   // libvips reads `buf` lazily, and the caller's buffer lives only for this call: render now.
   VipsImage *rendered = vips_image_copy_memory(out);
   g_object_unref(out);
-  return rendered;
+  if (!rendered) return NULL;
+  VipsImage *bare = larder_vips_without_metadata(rendered);
+  g_object_unref(rendered);
+  return bare;
+}
+
+/// `image` converted to the colour profile `profile` (a file, or libvips' built-in `srgb`,
+/// `cmyk`, `p3`), which it then carries (written by a save without strip); for test images.
+static inline VipsImage *larder_vips_with_profile(VipsImage *image, const char *profile) {
+  VipsImage *out = NULL;
+  if (vips_icc_transform(image, &out, profile, "input_profile", "srgb", NULL)) return NULL;
+  return out;
 }
 
 /// Encodes: 0 JPEG, 1 PNG, 2 WebP, 3 AVIF. JPEG has no alpha: it is flattened onto white.

@@ -79,7 +79,9 @@ public final class Larder: Sendable {
   public let files: FileStore
   public let objects: ObjectStore
   /// Files derived from other content (image variants), collected with their sources.
-  public var derived: DerivedFiles { DerivedFiles(catalog: catalog, files: files) }
+  public var derived: DerivedFiles {
+    DerivedFiles(catalog: catalog, files: files, content: content, directory: directory)
+  }
   /// Application models and the files attached to them.
   public let models: ModelStore
   /// What recovery found at open.

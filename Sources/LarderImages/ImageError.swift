@@ -12,6 +12,8 @@ public enum ImageError: Error, Sendable, Equatable, CustomStringConvertible {
   case decodeFailed(String)
   /// The render queue is full (503 with Retry-After).
   case busy
+  /// This client has its share of the render pool queued or running (429 with Retry-After).
+  case clientBusy
   /// Image transformations are turned off (`--image-transforms off`) (400).
   case disabled
 
@@ -23,6 +25,7 @@ public enum ImageError: Error, Sendable, Equatable, CustomStringConvertible {
     case .tooManyPixels: "image.too_many_pixels"
     case .decodeFailed: "image.decode_failed"
     case .busy: "image.busy"
+    case .clientBusy: "image.client_busy"
     case .disabled: "image.disabled"
     }
   }
@@ -37,6 +40,7 @@ public enum ImageError: Error, Sendable, Equatable, CustomStringConvertible {
       "the source image is \(w)x\(h) (\(Int64(w) * Int64(h)) pixels); images above \(limit) pixels are not transformed"
     case .decodeFailed(let reason): "the image could not be transformed: \(reason)"
     case .busy: "too many image renders are queued; retry"
+    case .clientBusy: "you have as many image renders in progress as one client may; retry when one is done"
     case .disabled: "image transformations are turned off on this server"
     }
   }

@@ -10,7 +10,7 @@ public struct ImageTransform: Sendable, Equatable {
   /// Supabase's meanings: `cover` fills the box and crops the excess (centre), `contain` fits
   /// inside it keeping the aspect, `fill` stretches to it exactly.
   public enum Resize: String, Sendable, CaseIterable { case cover, contain, fill }
-  /// The requested format; `origin` keeps the source's (GIF and TIFF become PNG).
+  /// The requested format; `origin` keeps the source's (see ``outputFormat(sourceType:accept:sourceHasAlpha:)``).
   public enum Format: Sendable, Equatable {
     case origin
     case fixed(ImageFormat)
@@ -96,17 +96,24 @@ public struct ImageTransform: Sendable, Equatable {
     try self.init(query: { query[$0] }, maxDimension: maxDimension)
   }
 
-  /// The output format: asked, else the best `Accept` allows (AVIF, then WebP), else the source's.
-  public func outputFormat(sourceType: String, accept: String?) -> ImageFormat {
+  /// The output format: the one asked for; else AVIF or WebP when `Accept` names it; else the
+  /// source's when every browser shows it (GIF as PNG); else JPEG, or PNG when the source has
+  /// alpha. `format=origin` keeps the source's (AVIF too; HEIC and TIFF as the last rule says).
+  /// `sourceHasAlpha` is asked only when the answer depends on it.
+  public func outputFormat(sourceType: String, accept: String?, sourceHasAlpha: () throws -> Bool) rethrows
+    -> ImageFormat
+  {
     switch format {
     case .fixed(let f): return f
-    case .origin: return ImageFormat(sourceType: sourceType) ?? .png
+    case .origin:
+      if let f = ImageFormat(origin: sourceType) { return f }
     case nil:
       let accepted = Self.acceptedTypes(accept)
       if accepted.contains("image/avif") { return .avif }
       if accepted.contains("image/webp") { return .webp }
-      return ImageFormat(sourceType: sourceType) ?? .png
+      if let f = ImageFormat(everyBrowserShows: sourceType) { return f }
     }
+    return try sourceHasAlpha() ? .png : .jpeg
   }
 
   /// The cache key's parameter part: every parameter, in one order, with the format decided.

@@ -18,6 +18,8 @@ public enum Vips {
     /// The height of one page (frame).
     public var height: Int
     public var pages: Int
+    /// Whether it has an alpha band (transparency).
+    public var hasAlpha: Bool
     /// libvips' loader class (`VipsForeignLoadJpegBuffer`, …).
     public var loader: String
     public var pixels: Int64 { Int64(width) * Int64(height) }
@@ -30,16 +32,19 @@ public enum Vips {
     var width: Int32 = 0
     var height: Int32 = 0
     var pages: Int32 = 0
+    var alpha: Int32 = 0
     var loader = [CChar](repeating: 0, count: 128)
     let result = bytes.withUnsafeBytes { raw in
-      larder_vips_header(raw.baseAddress, raw.count, &width, &height, &pages, &loader, loader.count)
+      larder_vips_header(raw.baseAddress, raw.count, &width, &height, &pages, &alpha, &loader, loader.count)
     }
     guard result == 0 else { throw lastError() }
     let name = loader.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-    return Header(width: Int(width), height: Int(height), pages: Int(pages), loader: name)
+    return Header(
+      width: Int(width), height: Int(height), pages: Int(pages), hasAlpha: alpha != 0, loader: name)
   }
 
-  /// A thumbnail of the encoded image in `bytes`, shrunk on load, oriented, in sRGB (first page).
+  /// A thumbnail of the encoded image in `bytes`, shrunk on load, oriented, in sRGB, with no
+  /// metadata (no EXIF, XMP, IPTC or profile: a save writes none of the source's); first page.
   /// - Throws: ``VipsError`` carrying libvips' reason when the image cannot be decoded.
   public static func thumbnail(_ bytes: [UInt8], width: Int, height: Int, crop: Bool, force: Bool)
     throws(VipsError)
@@ -109,6 +114,13 @@ public enum Vips {
       return Image(copy)
     }
 
+    /// This image converted to the colour profile `profile` (libvips' built-in `srgb`, `cmyk`,
+    /// `p3`, or an ICC file), which it then carries: kept by an encoding that keeps metadata.
+    public func withProfile(_ profile: String) throws(VipsError) -> Image {
+      guard let converted = larder_vips_with_profile(handle, profile) else { throw Vips.lastError() }
+      return Image(converted)
+    }
+
     /// The image encoded; `quality` 1–100 for the lossy formats. Metadata (EXIF, profiles) is
     /// stripped unless `keepMetadata`.
     public func encoded(as format: ImageFormat, quality: Int, keepMetadata: Bool = false) throws(VipsError)
@@ -129,7 +141,8 @@ public enum Vips {
         throw Vips.lastError()
       }
       defer { larder_vips_free(buffer) }
-      return Array(UnsafeRawBufferPointer(start: buffer, count: length))
+      let bytes = Array(UnsafeRawBufferPointer(start: buffer, count: length))
+      return format == .webp && !keepMetadata ? WebPContainer.removingMetadata(bytes) : bytes
     }
   }
 

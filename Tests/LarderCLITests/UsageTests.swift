@@ -114,6 +114,22 @@ import Testing
       "serve"
     ),
     (["serve", "--allow-all", "--image-cache-size", "-1"], "'-1' is not a size (e.g. 1024, 10MiB, 5GiB)", "serve"),
+    (
+      ["serve", "--allow-all", "--image-variants-per-source", "0"], "--image-variants-per-source must be 1…100000",
+      "serve"
+    ),
+    (
+      ["serve", "--allow-all", "--image-sizes", "64,,128"],
+      "--image-sizes takes widths and heights 1…2500, comma-separated", "serve"
+    ),
+    (
+      ["serve", "--allow-all", "--image-sizes", "64,2501"],
+      "--image-sizes takes widths and heights 1…2500, comma-separated", "serve"
+    ),
+    (
+      ["serve", "--allow-all", "--image-renders-per-client", "0"], "--image-renders-per-client must be 1…1024",
+      "serve"
+    ),
   ]
 
   @Test(arguments: 0..<badUsage.count) func badUsageExitsTwoWithErrorAndUsage(_ index: Int) throws {

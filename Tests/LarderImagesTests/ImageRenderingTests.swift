@@ -126,9 +126,43 @@ import Testing
     let t = try #require(try ImageTransform(query: ["width": "64", "quality": "70"], maxDimension: 2500))
     #expect(t.canonical(format: .webp) == "v1;w=64;h=0;r=cover;f=webp;q=70")
     #expect(t.canonical(format: .png) == "v1;w=64;h=0;r=cover;f=png;q=0")
-    #expect(t.outputFormat(sourceType: "image/jpeg", accept: "image/avif,image/webp,*/*") == .avif)
-    #expect(t.outputFormat(sourceType: "image/jpeg", accept: "image/avif;q=0, image/webp") == .webp)
-    #expect(t.outputFormat(sourceType: "image/jpeg", accept: "*/*") == .jpeg)
-    #expect(t.outputFormat(sourceType: "image/gif", accept: nil) == .png)
+  }
+
+  /// Issue 31.3: AVIF or WebP only when `Accept` names them; else the source's format when
+  /// every browser shows it (GIF as PNG); else JPEG, or PNG when the source has alpha.
+  @Test func theFormatIsOneTheClientCanShow() throws {
+    // The last column: whether the answer depends on the source's alpha (its header is read).
+    let cases: [(String, ImageTransform.Format?, String?, Bool, ImageFormat, Bool)] = [
+      ("image/jpeg", nil, "image/avif,image/webp,*/*", false, .avif, false),
+      ("image/jpeg", nil, "image/avif;q=0, image/webp", false, .webp, false),
+      ("image/jpeg", nil, "*/*", false, .jpeg, false),
+      ("image/jpeg", nil, "image/*", false, .jpeg, false),
+      ("image/png", nil, "*/*", true, .png, false),
+      ("image/gif", nil, nil, false, .png, false),
+      ("image/webp", nil, "*/*", true, .webp, false),
+      ("image/heic", nil, "*/*", false, .jpeg, true),
+      ("image/heic", nil, nil, false, .jpeg, true),
+      ("image/heic", nil, "*/*", true, .png, true),
+      ("image/heic", nil, "image/webp,*/*", false, .webp, false),
+      ("image/heic", nil, "image/avif,*/*", false, .avif, false),
+      ("image/avif", nil, "*/*", false, .jpeg, true),
+      ("image/avif", nil, "image/avif", false, .avif, false),
+      ("image/tiff", nil, "*/*", true, .png, true),
+      ("image/tiff", nil, "*/*", false, .jpeg, true),
+      ("image/heic", .origin, "image/avif", false, .jpeg, true),
+      ("image/avif", .origin, nil, false, .avif, false),
+      ("image/gif", .origin, nil, false, .png, false),
+      ("image/heic", .fixed(.webp), nil, false, .webp, false),
+    ]
+    for (source, format, accept, alpha, expected, reads) in cases {
+      let t = ImageTransform(width: 64, format: format)
+      var asked = false
+      let got = t.outputFormat(sourceType: source, accept: accept) {
+        asked = true
+        return alpha
+      }
+      #expect(got == expected, "\(source) \(String(describing: format)) \(accept ?? "no Accept")")
+      #expect(asked == reads, "\(source) \(String(describing: format)) \(accept ?? "no Accept")")
+    }
   }
 }

@@ -70,8 +70,8 @@ struct ImagesWarmCommand: Command {
         skipped += 1
         continue
       }
-      let format = transform.outputFormat(sourceType: file.contentType, accept: nil)
       do {
+        let format = try images.outputFormat(transform, of: file, accept: nil)
         let known = try larder.derived.find(source: file.sha256, params: transform.canonical(format: format))
         _ = try images.variant(of: file, transform: transform, format: format)
         if known == nil { rendered += 1 } else { cached += 1 }

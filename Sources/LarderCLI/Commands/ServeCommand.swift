@@ -39,8 +39,17 @@ struct ServeCommand: Command {
     "--image-max-source-size", "SIZE", default: "25MiB", environment: "LARDER_IMAGE_MAX_SOURCE_SIZE",
     help: "larger sources are not transformed (413)")
   static let imageCacheSize = Option.value(
-    "--image-cache-size", "SIZE", environment: "LARDER_IMAGE_CACHE_SIZE",
-    help: "an LRU budget for cached variants; default: unbounded (gc removes them with their source)")
+    "--image-cache-size", "SIZE", default: "1GiB", environment: "LARDER_IMAGE_CACHE_SIZE",
+    help: "the LRU budget of cached variants (0: keep none; larger variants are served, not kept)")
+  static let imageVariantsPerSource = Option.value(
+    "--image-variants-per-source", "N", default: "32", environment: "LARDER_IMAGE_VARIANTS_PER_SOURCE",
+    help: "variants kept per source image; one more releases its least recently used")
+  static let imageSizes = Option.value(
+    "--image-sizes", "W,W,…", environment: "LARDER_IMAGE_SIZES",
+    help: "the only widths and heights rendered (others snap to the nearest); default: any")
+  static let imageRendersPerClient = Option.value(
+    "--image-renders-per-client", "N", environment: "LARDER_IMAGE_RENDERS_PER_CLIENT",
+    help: "renders one identity or address may have in progress (429 past it);\ndefault: half of --threads, 1…4")
   static let imageThreads = Option.value(
     "--image-threads", "N", environment: "LARDER_IMAGE_THREADS",
     help: "render threads (never the request threads), 1…64; default: the number of cores")
@@ -82,6 +91,7 @@ struct ServeCommand: Command {
       jwtAudience, connectionMemoryLimit, connectionTimeout, accessLog, connectionLimit, perIPConnectionLimit,
       imageTransforms, imageMaxPixels, imageMaxSourceSize, imageCacheSize, imageThreads,
       writeQuota, writeQuotaPeriod, uploadsInProgress,
+      imageVariantsPerSource, imageSizes, imageRendersPerClient,
     ],
     exclusive: [
       ExclusiveOptions(
@@ -214,7 +224,23 @@ extension ServeCommand {
     images.limits.maxPixels = try integer(
       arguments.value(imageMaxPixels)!, in: 1...Int64.max, else: "--image-max-pixels must be a positive integer")
     images.limits.maxSourceBytes = try parseSize(arguments.value(imageMaxSourceSize)!)
-    if let text = arguments.value(imageCacheSize) { images.limits.cacheBytes = try parseSize(text) }
+    images.limits.cacheBytes = try parseSize(arguments.value(imageCacheSize)!)
+    images.limits.variantsPerSource = try integer(
+      arguments.value(imageVariantsPerSource)!, in: 1...100_000, else: "--image-variants-per-source must be 1…100000")
+    if let text = arguments.value(imageSizes) {
+      let max = images.limits.maxDimension
+      var sizes: [Int] = []
+      for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+        sizes.append(
+          try integer(
+            part.trimmingCharacters(in: .whitespaces), in: 1...max,
+            else: "--image-sizes takes widths and heights 1…\(max), comma-separated"))
+      }
+      images.limits.sizes = sizes
+    }
+    if let text = arguments.value(imageRendersPerClient) {
+      images.rendersPerClient = try integer(text, in: 1...1024, else: "--image-renders-per-client must be 1…1024")
+    }
     if let text = arguments.value(imageThreads) {
       images.renderThreads = try integer(text, in: 1...64, else: "--image-threads must be 1…64")
     }

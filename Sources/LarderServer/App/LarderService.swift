@@ -117,8 +117,11 @@ public final class LarderService: Sendable {
     context.serviceAccounts = accounts
     context.assertionRetryWindow = options.assertionRetryWindow
     context.images = options.images.map {
-      ImageVariants(
-        larder: larder, limits: $0.limits, pool: RenderPool(threads: $0.renderThreads, queueLength: $0.renderQueue))
+      let perClient =
+        $0.rendersPerClient ?? ImageOptions.defaultRendersPerClient(requestThreads: options.http.threadPoolSize)
+      return ImageVariants(
+        larder: larder, limits: $0.limits,
+        pool: RenderPool(threads: $0.renderThreads, queueLength: $0.renderQueue, perClient: perClient))
     }
     self.context = context
     let metrics = Metrics()

@@ -133,6 +133,10 @@ enum APIError {
       return .error(status: 413, message: e.description, extra: ["size": size, "limit": limit])
     case .tooManyPixels, .decodeFailed: return .error(status: 422, message: e.description)
     case .busy: return retryLater(e.description)
+    case .clientBusy:
+      var r = HTTPResponse.error(status: 429, message: e.description)
+      r.headers.add("Retry-After", "1")
+      return r
     }
   }
 

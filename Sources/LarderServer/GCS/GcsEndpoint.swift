@@ -178,7 +178,9 @@ struct GcsEndpoint {
   /// the clients check the body they get against them.
   func download(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
     let object = withChecksums(try readable(request, path: path, identity: identity))
-    let (response, served) = try objects.mediaDownload(request, object: object, prepare: withChecksums) {
+    let (response, served) = try objects.mediaDownload(
+      request, object: object, identity: identity, prepare: withChecksums
+    ) {
       ObjectsEndpoint.DownloadHead(object)
     }
     var r = response

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderCrypto
 import LarderHTTP
 import LarderImages
 import Synchronization
@@ -11,7 +12,16 @@ public struct ImageOptions: Sendable {
   public var renderThreads = max(1, ProcessInfo.processInfo.activeProcessorCount)
   /// Renders waiting beyond those; one more is refused with 503 and `Retry-After`.
   public var renderQueue = 32
+  /// Renders one client (an identity, or an address) may have queued or running; one more is
+  /// refused with 429 and `Retry-After`. Nil: ``defaultRendersPerClient(requestThreads:)``.
+  public var rendersPerClient: Int?
   public init() {}
+
+  /// Half the request threads (a render holds one while it waits), at least 1 and at most 4:
+  /// one client's renders never hold every request thread, so others' requests are served.
+  public static func defaultRendersPerClient(requestThreads: Int) -> Int {
+    max(1, min(4, requestThreads / 2))
+  }
 }
 
 /// A download that asks for an image variant (`width`, `height`, `resize`, `format`, `quality`):
@@ -24,6 +34,8 @@ enum ImageVariantDownload {
     var negotiated: Bool
     /// The head of `object`, when it came from a row's memo.
     var head: ObjectsEndpoint.DownloadHead?
+    /// The bytes of a variant rendered and not kept (larger than the cache's budget).
+    var inline: [UInt8]?
   }
 
   /// The variant the request asks of `object`, nil when it asks for none.
@@ -36,7 +48,8 @@ enum ImageVariantDownload {
   /// order still moves. Only for a caller that serves the variant's row as it is.
   /// - Throws: ``ImageError`` (the status is APIError's), or the store's errors.
   static func variant(
-    of object: StoredObject, _ request: HTTPRequest, context: ServiceContext, memo: ObjectMemo?
+    of object: StoredObject, _ request: HTTPRequest, identity: Identity?, context: ServiceContext,
+    memo: ObjectMemo?
   ) throws -> Variant? {
     guard let images = context.images else {
       // Turned off: a request for a variant is refused rather than answered with the original.
@@ -46,21 +59,34 @@ enum ImageVariantDownload {
       return nil
     }
     guard
-      let transform = try ImageTransform(
+      let asked = try ImageTransform(
         query: { request.queryValue($0) }, maxDimension: images.limits.maxDimension)
     else { return nil }
-    let format = transform.outputFormat(
-      sourceType: object.file.contentType, accept: request.headers["Accept"])
+    let transform = images.limits.snapped(asked)
+    let format = try images.outputFormat(transform, of: object.file, accept: request.headers["Accept"])
     let remembered = memo?.value { Remembered() }
     let params = transform.canonical(format: format)
     if let known = remembered?.variant(params: params) { return known }
-    let file = try context.chargingRender(request, source: object.file, params: params) {
-      try images.variant(of: object.file, transform: transform, format: format)
+    // Who the render pool shares itself between: the identity, else the address.
+    let client = identity.map { "uid:\($0.uid)" } ?? "ip:\(request.remoteAddress)"
+    var inline: [UInt8]?
+    let file = try context.chargingRender(request, source: object.file, params: params) { () throws -> File in
+      switch try images.rendition(of: object.file, transform: transform, format: format, client: client) {
+      case .kept(let file): return file
+      case .transient(let bytes):
+        inline = bytes
+        // Stored nowhere: no new file was made (dated accordingly), the bytes are served from memory.
+        return File(
+          id: "", sha256: Hex.encode(Digest.hash(.sha256, bytes)), size: Int64(bytes.count),
+          md5: Hex.encode(Digest.hash(.md5, bytes)), contentType: format.contentType, declaredContentType: nil,
+          filename: object.file.filename, createdAt: .distantPast, crc32c: CRC32C.checksum(bytes))
+      }
     }
     var served = object
     served.file = file
     served.contentType = format.contentType
     served.contentEncoding = nil
+    if let inline { return Variant(object: served, negotiated: transform.format == nil, inline: inline) }
     var variant = Variant(object: served, negotiated: transform.format == nil)
     if let remembered {
       variant.head = ObjectsEndpoint.DownloadHead(served)

@@ -171,7 +171,7 @@ struct ObjectsEndpoint {
       return r
     }
     let head = { memo?.value { DownloadHead(object) } ?? DownloadHead(object) }
-    return try mediaDownload(request, object: object, memo: memo, head: head).response
+    return try mediaDownload(request, object: object, identity: identity, memo: memo, head: head).response
   }
 
   /// `alt=media` of an object the caller may read: its bytes, or those of the image variant the
@@ -184,15 +184,18 @@ struct ObjectsEndpoint {
   /// for a caller that serves `object` as that row has it and prepares nothing. Returns the
   /// object served.
   func mediaDownload(
-    _ request: HTTPRequest, object: StoredObject, prepare: (StoredObject) -> StoredObject = { $0 },
-    memo: ObjectMemo? = nil, head: () -> DownloadHead
+    _ request: HTTPRequest, object: StoredObject, identity: Identity?,
+    prepare: (StoredObject) -> StoredObject = { $0 }, memo: ObjectMemo? = nil, head: () -> DownloadHead
   ) throws -> (response: HTTPResponse, served: StoredObject) {
-    guard let variant = try ImageVariantDownload.variant(of: object, request, context: context, memo: memo)
+    guard
+      let variant = try ImageVariantDownload.variant(
+        of: object, request, identity: identity, context: context, memo: memo)
     else {
       return (try download(request, object: object, head: head()), object)
     }
-    let served = prepare(variant.object)
-    var r = try download(request, object: served, head: variant.head ?? DownloadHead(served))
+    let served = variant.inline == nil ? prepare(variant.object) : variant.object
+    var r = try download(
+      request, object: served, head: variant.head ?? DownloadHead(served), inline: variant.inline)
     if variant.negotiated { r.headers.set("Vary", "Accept") }
     return (r, served)
   }
@@ -248,7 +251,11 @@ struct ObjectsEndpoint {
   /// Bodies up to this size are read into memory instead of sent with sendfile.
   static let inlineBodyLimit: Int64 = 16 * 1024
 
-  func download(_ request: HTTPRequest, object: StoredObject, head: DownloadHead) throws -> HTTPResponse {
+  /// `inline`: the object's bytes when they are in memory and not in the store (a variant the
+  /// cache did not keep).
+  func download(_ request: HTTPRequest, object: StoredObject, head: DownloadHead, inline: [UInt8]? = nil) throws
+    -> HTTPResponse
+  {
     let maxSize = try Self.count(request, "maxSize")
     let size = object.file.size
     let etag = head.etag
@@ -290,6 +297,10 @@ struct ObjectsEndpoint {
         // A HEAD reads no byte, but answers as the GET would when the content is damaged or lost.
         try context.larder.files.requireContent(object.file)
         return HTTPResponse(status: status, headers: headers, body: .lengthOnly(length))
+      }
+      if let inline {
+        return HTTPResponse(
+          status: status, headers: headers, body: .bytes(Array(inline[Int(first)..<Int(first + length)])))
       }
       if length <= Self.inlineBodyLimit, let content = try context.larder.objects.smallContent(of: object) {
         // A small blob's bytes come from memory once read (no open, fstat, pread, close).
