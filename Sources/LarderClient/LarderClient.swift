@@ -167,10 +167,13 @@ public final class LarderClient: Sendable {
     return request
   }
 
-  /// Sends `request` with the bearer token; a status outside `expecting` becomes a typed error.
-  func send(_ request: URLRequest, expecting: Set<Int>) async throws(LarderClientError) -> (Data, HTTPURLResponse) {
+  /// Sends `request` with the bearer token (unless `authorized` is false: a token endpoint's
+  /// own call); a status outside `expecting` becomes a typed error.
+  func send(_ request: URLRequest, expecting: Set<Int>, authorized: Bool = true) async throws(LarderClientError)
+    -> (Data, HTTPURLResponse)
+  {
     var request = request
-    if let token {
+    if authorized, let token {
       let value: String?
       do { value = try await token() } catch { throw .authentication(String(describing: error)) }
       if let value { request.setValue("Bearer \(value)", forHTTPHeaderField: "Authorization") }

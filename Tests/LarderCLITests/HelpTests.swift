@@ -2,8 +2,8 @@ import Foundation
 import Testing
 
 /// `--help` and the usage lines are generated from each command's option table: exact text for
-/// a few commands, the same options in the usage line as in the table, and README's CLI section
-/// saying what the binary says.
+/// a few commands, the same options in the usage line as in the table, and docs/cli.md saying
+/// what the binary says.
 @Suite struct HelpTests {
   @Test func statHelpIsExactlyItsTable() throws {
     let result = try CLI.larder(["stat", "--help"])
@@ -104,14 +104,14 @@ import Testing
     for line in result.stdout.split(separator: "\n") { #expect(line.count <= 100, "\(line)") }
   }
 
-  /// The README's CLI block is each command's usage line, so the documentation cannot drift from
-  /// the binary: re-generate it with the commands' `--help` when an option changes.
-  @Test func readmeCLISectionMatchesTheUsageLines() throws {
-    let readme = try String(contentsOf: CLI.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-    let section = try #require(readme.range(of: "## CLI\n\n```\n"))
-    let end = try #require(readme[section.upperBound...].range(of: "```"))
+  /// docs/cli.md's first block is each command's usage line, so the documentation cannot drift
+  /// from the binary: re-generate it with the commands' `--help` when an option changes.
+  @Test func documentedCLIUsageMatchesTheUsageLines() throws {
+    let page = try String(contentsOf: CLI.packageRoot.appendingPathComponent("docs/cli.md"), encoding: .utf8)
+    let section = try #require(page.range(of: "# CLI\n\n```\n"))
+    let end = try #require(page[section.upperBound...].range(of: "```"))
     var documented: [String] = []
-    for line in readme[section.upperBound..<end.lowerBound].split(separator: "\n") {
+    for line in page[section.upperBound..<end.lowerBound].split(separator: "\n") {
       if line.hasPrefix("larder ") {
         documented.append(String(line))
       } else {
