@@ -162,21 +162,8 @@ import Testing
 
   @Test func serveScriptRefusesABusyPortBeforeAnyToken() throws {
     let box = try Sandbox()
-    // Hold a port: listen on 127.0.0.1, any free port.
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let (fd, port) = try Self.holdAPort()
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    try withUnsafeMutablePointer(to: &address) { pointer in
-      try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        guard bind(fd, $0, length) == 0, listen(fd, 4) == 0, getsockname(fd, $0, &length) == 0 else {
-          throw HarnessFailure("cannot hold a port: \(errno)")
-        }
-      }
-    }
-    let port = UInt16(bigEndian: address.sin_port)
     let result = try CLI.run(
       CLI.packageRoot.path + "/scripts/serve.sh", [box.dataPath, String(port)],
       environment: ["LARDER_BIN": try CLI.binary()], timeout: 60)
@@ -185,6 +172,36 @@ import Testing
       result.stderr
         == "larder: error: port \(port) is in use (another larder serve?); choose another: make serve PORT=\(Int(port) + 1)\n")
     #expect(result.stdout == "")
+  }
+
+  @Test func serveOnABusyPortIsOneLine() throws {
+    let box = try Sandbox()
+    let (fd, port) = try Self.holdAPort()
+    defer { close(fd) }
+    let result = try box.larder("serve", "--allow-all", "--port", String(port))
+    #expect(result.status == 1, "\(result)")
+    #expect(
+      result.stderrLines.last
+        == "larder: error: cannot bind 127.0.0.1:\(port): the port is in use (another larder serve?)", "\(result)")
+    #expect(result.stdout == "")
+  }
+
+  /// A listening socket on 127.0.0.1, on any free port.
+  static func holdAPort() throws -> (Int32, UInt16) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    try withUnsafeMutablePointer(to: &address) { pointer in
+      try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        guard bind(fd, $0, length) == 0, listen(fd, 4) == 0, getsockname(fd, $0, &length) == 0 else {
+          close(fd)
+          throw HarnessFailure("cannot hold a port: \(errno)")
+        }
+      }
+    }
+    return (fd, UInt16(bigEndian: address.sin_port))
   }
 
   @Test func keyFilesTheDocsCreateAreIgnoredAndCommittedJSONIsNot() throws {

@@ -28,7 +28,7 @@ import Testing
     #expect(warm.status == 0, "\(warm)")
     #expect(
       warm.stdoutLines.last
-        == "3 variants of b/photos/: 2 rendered, 1 already cached, 1 skipped (not images), 0 failed")
+        == "3 variants of bkt/photos/: 2 rendered, 1 already cached, 1 skipped (not images), 0 failed")
     let larder = try TestStore.open(at: box.data)
     #expect(try Sandbox.count(larder, "derived_files") == 2)
     let source = try larder.objects.get(bucket: "bkt", name: "photos/a.jpg").file
@@ -42,21 +42,21 @@ import Testing
     #expect(again.status == 0, "\(again)")
     #expect(
       again.stdoutLines.last
-        == "3 variants of b/photos: 0 rendered, 3 already cached, 1 skipped (not images), 0 failed")
+        == "3 variants of bkt/photos: 0 rendered, 3 already cached, 1 skipped (not images), 0 failed")
     #expect(try Sandbox.count(larder, "derived_files") == 2)
 
     // The download URL with the same parameters is served from the warmed row: no new render.
     let filesBefore = try Sandbox.count(larder, "files")
     var served = try ServedLarder(box)
     defer { served.kill() }
-    let r = try served.exchange("GET", "/v0/b/b/o/photos%2Fa.jpg?alt=media&width=200&height=200&format=webp")
+    let r = try served.exchange("GET", "/v0/b/bkt/o/photos%2Fa.jpg?alt=media&width=200&height=200&format=webp")
     #expect(r.status == 200, "\(r.text)")
     #expect(r.headers["content-type"] == "image/webp")
     #expect(r.headers["etag"] == "\"\(variant.sha256)\"")
     let image = try Vips.decode(r.body)
     #expect((image.width, image.height) == (200, 200))
     let png = try served.exchange(
-      "GET", "/v0/b/b/o/photos%2Fdeep%2Fb.png?alt=media&width=200&height=200&format=webp")
+      "GET", "/v0/b/bkt/o/photos%2Fdeep%2Fb.png?alt=media&width=200&height=200&format=webp")
     #expect(png.status == 200)
     #expect(try Vips.decode(png.body).bands == 4)  // alpha kept
     #expect(try Sandbox.count(larder, "derived_files") == 2)
@@ -71,7 +71,7 @@ import Testing
     #expect(warm.status == 0, "\(warm)")
     #expect(
       warm.stdoutLines.last
-        == "1 variants of b/: 1 rendered, 0 already cached, 0 skipped (not images), 0 failed")
+        == "1 variants of bkt/: 1 rendered, 0 already cached, 0 skipped (not images), 0 failed")
     let larder = try TestStore.open(at: box.data)
     let source = try larder.objects.get(bucket: "bkt", name: "a.jpg").file
     let variant = try #require(
@@ -111,7 +111,7 @@ import Testing
     #expect(warm.stderr.contains("bkt/broken.jpg: the image could not be transformed"), "\(warm.stderr)")
     #expect(
       warm.stdoutLines.last
-        == "1 variants of b/: 1 rendered, 0 already cached, 0 skipped (not images), 1 failed")
+        == "1 variants of bkt/: 1 rendered, 0 already cached, 0 skipped (not images), 1 failed")
   }
 
   @Test(arguments: [

@@ -3,7 +3,7 @@ import Larder
 import LarderAuth
 
 struct PutCommand: Command {
-  static let source = Positional("FILE|DIR", help: "the local file to store (- for standard input), or a folder")
+  static let source = Positional("FILE", help: "the local file to store (- for standard input), or a folder of files")
   static let object = Positional(
     "BUCKET/NAME", help: "where to store it; for a folder BUCKET[/PREFIX], under which its files keep their paths")
   static let contentType = Option.value(
