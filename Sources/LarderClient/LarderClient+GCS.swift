@@ -42,11 +42,7 @@ extension LarderClient {
   public func gcsListPage(
     bucket: String, prefix: String = "", delimiter: String? = nil, maxResults: Int? = nil, pageToken: String? = nil
   ) async throws(LarderClientError) -> GcsObjectPage {
-    var query: [(String, String)] = []
-    if !prefix.isEmpty { query.append(("prefix", prefix)) }
-    if let delimiter { query.append(("delimiter", delimiter)) }
-    if let maxResults { query.append(("maxResults", String(maxResults))) }
-    if let pageToken { query.append(("pageToken", pageToken)) }
+    let query = Self.listQuery(prefix: prefix, delimiter: delimiter, maxResults: maxResults, pageToken: pageToken)
     let request = try makeRequest("GET", "/storage/v1/b/\(Self.encode(bucket))/o", query: query)
     let (body, _) = try await send(request, expecting: [200])
     return try decode(GcsObjectPage.self, body)
@@ -196,12 +192,7 @@ extension LarderClient {
         state = try await gcsPutChunk(session, chunk, offset: offset, total: length)
         failures = 0
       } catch {
-        guard Self.isRetryable(error), !Task.isCancelled else { throw error }
-        failures += 1
-        if failures >= retryPolicy.maxAttempts { throw error }
-        do { try await Task.sleep(for: retryPolicy.delay(beforeAttempt: failures)) } catch {
-          throw .transport("cancelled")
-        }
+        try await backOff(after: error, failures: &failures)
         needsState = true
       }
     }

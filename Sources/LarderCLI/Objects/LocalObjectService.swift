@@ -38,16 +38,9 @@ struct LocalObjectService: ObjectService {
     let fd: Int32 = path == "-" ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw CommandFailure("cannot open \(path): \(String(cString: strerror(errno)))") }
     defer { if fd != STDIN_FILENO { close(fd) } }
-    var buffer = [UInt8](repeating: 0, count: 1 << 20)
     do {
-      while true {
-        let n = readSome(fd, into: &buffer)
-        if n < 0 {
-          if errno == EINTR { continue }
-          throw CommandFailure("cannot read \(path): \(String(cString: strerror(errno)))")
-        }
-        if n == 0 { break }
-        try buffer.withUnsafeBytes { try writer.write(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+      try forEachPiece(of: fd, path: path) { piece in
+        try writer.write(piece)
         progress(writer.byteCount)
       }
     } catch {

@@ -8,9 +8,20 @@ func fileStatus(_ path: String) -> stat? {
   return stat(path, &st) == 0 ? st : nil
 }
 
-/// `read(2)` into `buffer`: the count read, 0 at the end, -1 with `errno` set.
-func readSome(_ fd: Int32, into buffer: inout [UInt8]) -> Int {
-  buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+/// Reads `fd` to its end a megabyte at a time, handing each piece to `body` (an interrupted
+/// read is retried).
+/// - Throws: ``CommandFailure`` naming `path` when a read fails, or what `body` threw.
+func forEachPiece(of fd: Int32, path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+  var buffer = [UInt8](repeating: 0, count: 1 << 20)
+  while true {
+    let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    if n < 0 {
+      if errno == EINTR { continue }
+      throw CommandFailure("cannot read \(path): \(errnoText)")
+    }
+    if n == 0 { return }
+    try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+  }
 }
 
 /// The message of the current `errno`.

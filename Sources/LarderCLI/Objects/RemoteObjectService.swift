@@ -167,20 +167,13 @@ struct RemoteObjectService: ObjectService {
     guard fd >= 0 else { throw CommandFailure("cannot make a temporary file: \(String(cString: strerror(errno)))") }
     defer { close(fd) }
     let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    var buffer = [UInt8](repeating: 0, count: 1 << 20)
     var total: Int64 = 0
     do {
-      while true {
-        let n = readSome(STDIN_FILENO, into: &buffer)
-        if n < 0 {
-          if errno == EINTR { continue }
-          throw CommandFailure("cannot read standard input: \(String(cString: strerror(errno)))")
-        }
-        if n == 0 { break }
-        total += Int64(n)
+      try forEachPiece(of: STDIN_FILENO, path: "standard input") { piece in
+        total += Int64(piece.count)
         if let maxSize, total > maxSize { throw LarderError.sizeLimitExceeded(limit: maxSize) }
-        guard buffer.withUnsafeBytes({ write(fd, $0.baseAddress, n) }) == n else {
-          throw CommandFailure("cannot write \(path): \(String(cString: strerror(errno)))")
+        guard write(fd, piece.baseAddress, piece.count) == piece.count else {
+          throw CommandFailure("cannot write \(path): \(errnoText)")
         }
       }
     } catch {
