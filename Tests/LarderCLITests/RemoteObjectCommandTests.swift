@@ -106,6 +106,26 @@ import Testing
     #expect(try remote.larder("get", "app/piped.txt").stdout == "from a pipe\n")
   }
 
+  /// On a terminal (here `script`'s pseudo-terminal) a large transfer draws the CLI's progress bar.
+  @Test func largeTransfersDrawTheProgressBarOnATerminal() throws {
+    var remote = try Remote()
+    defer { remote.server.kill() }
+    let box = remote.box
+    let file = try box.write("big.bin", pseudoRandomBytes(12 << 20, seed: 21))
+    let binary = try CLI.binary()
+    for command in [
+      "\(binary) --server \(remote.server.url) --key \(remote.key) put \(file) app/big.bin",
+      "\(binary) --server \(remote.server.url) --key \(remote.key) get app/big.bin -o \(box.path("back.bin"))",
+    ] {
+      let run = try CLI.run(
+        "/usr/bin/script", ["-qec", command, "/dev/null"], environment: ["XDG_STATE_HOME": box.path("state")])
+      #expect(run.status == 0, "\(run)")
+      let verb = command.contains(" put ") ? "put" : "get"
+      #expect(run.stdout.contains("\r\(verb) [##############################] 100% 12.0 MiB"), "\(run.stdout.debugDescription)")
+    }
+    #expect(try CLI.opensslSHA256(box.path("back.bin")) == (try CLI.opensslSHA256(file)))
+  }
+
   @Test func folderGoesUpAndComesBackByPath() throws {
     var remote = try Remote()
     defer { remote.server.kill() }
