@@ -248,17 +248,63 @@ import Testing
     #expect(again.stderr.contains("larder: resuming the upload of \(source) at "), "\(again.stderr)")
     let received = try Self.chunkBytesReceived(remote.server) - before
     #expect(received > 0 && received <= Int64(size - held), "the server received \(received) bytes the second time")
+
+    // The download the same way: killed once the partial file holds 16 MiB, then run again.
     let out = box.path("big.out")
-    #expect(try remote.larder("get", "app/big.bin", "-o", out).status == 0)
+    let download = ["--server", remote.server.url, "--key", remote.key, "get", "app/big.bin", "-o", out]
+    let getter = try CLI.spawn(
+      try CLI.binary(), download, environment: environment, stdoutPath: box.path("get.out"),
+      stderrPath: box.path("get.err"))
+    var partial: Int64 = 0
+    while partial < 16 << 20 {
+      guard Date() < deadline.addingTimeInterval(120) else { throw HarnessFailure("the download never got 16 MiB") }
+      var status: Int32 = 0
+      if waitpid(getter, &status, WNOHANG) == getter {
+        throw HarnessFailure("the download ended before it could be interrupted (status \(status))")
+      }
+      partial = (try? FileManager.default.attributesOfItem(atPath: out + ".larder-partial")[.size] as? Int64) ?? 0
+      if partial < 16 << 20 { usleep(10_000) }
+    }
+    kill(getter, SIGKILL)
+    _ = try CLI.wait(getter, timeout: 30)
+    #expect(!FileManager.default.fileExists(atPath: out))
+    partial = (try FileManager.default.attributesOfItem(atPath: out + ".larder-partial")[.size] as? Int64) ?? 0
+    let sentBefore = try Self.downloadBytesSent(remote.server)
+    let resumed = try CLI.larder(download, environment: environment)
+    #expect(resumed.status == 0, "\(resumed)")
+    #expect(resumed.stderr.contains("larder: resuming the download of app/big.bin at "), "\(resumed.stderr)")
+    let sent = try Self.downloadBytesSent(remote.server) - sentBefore
+    #expect(sent > 0 && sent <= Int64(size) - partial, "the server sent \(sent) bytes the second time")
     #expect(try CLI.opensslSHA256(out) == (try CLI.opensslSHA256(source)))
+    #expect(!FileManager.default.fileExists(atPath: out + ".larder-partial"))
+    #expect(((try? FileManager.default.contentsOfDirectory(atPath: box.path("state/larder/downloads"))) ?? []).isEmpty)
+  }
+
+  /// Response body bytes the server counted on downloads (`/metrics`).
+  static func downloadBytesSent(_ server: ServedLarder) throws -> Int64 {
+    try metric(server, "larder_http_response_body_bytes_total{route=\"gcs.objects.download\"}")
   }
 
   /// Request body bytes the server counted on resumable chunks (`/metrics`).
   static func chunkBytesReceived(_ server: ServedLarder) throws -> Int64 {
-    let metrics = try server.exchange("GET", "/metrics")
-    let line = metrics.text.split(separator: "\n").first {
-      $0.hasPrefix("larder_http_request_body_bytes_total{route=\"gcs.upload.chunk\"}")
+    try metric(server, "larder_http_request_body_bytes_total{route=\"gcs.upload.chunk\"}")
+  }
+
+  /// A counter of `/metrics`, once it stopped moving (a killed client's request is counted when
+  /// the server has finished with it, which may be a moment after the kill).
+  static func metric(_ server: ServedLarder, _ series: String) throws -> Int64 {
+    func read() throws -> Int64 {
+      let metrics = try server.exchange("GET", "/metrics")
+      let line = metrics.text.split(separator: "\n").first { $0.hasPrefix(series + " ") }
+      return line.flatMap { Int64($0.split(separator: " ").last ?? "") } ?? 0
     }
-    return line.flatMap { Int64($0.split(separator: " ").last ?? "") } ?? 0
+    var last = try read()
+    for _ in 0..<50 {
+      usleep(300_000)
+      let now = try read()
+      if now == last { return now }
+      last = now
+    }
+    return last
   }
 }

@@ -137,7 +137,9 @@ struct GetCommand: Command {
         throw LarderError.downloadSizeExceeded(size: Int64(bytes.count), maxSize: maxSize)
       }
       let progress = ProgressBar(total: Int64(bytes.count), label: "get")
-      try Download.write(object, range: bytes, from: service, to: output) { progress.update($0) }
+      try Download.write(object, range: bytes, from: service, to: output, server: target.server) {
+        progress.update($0)
+      }
       progress.finish()
       return
     }
@@ -170,7 +172,9 @@ struct GetCommand: Command {
         throw CommandFailure("cannot create the folder for \(path): \(POSIXFailure.reason(error))")
       }
       let base = done
-      try Download.write(object, range: 0..<object.size, from: service, to: path) { progress.update(base + $0) }
+      try Download.write(object, range: 0..<object.size, from: service, to: path, server: target.server) {
+        progress.update(base + $0)
+      }
       done += object.size
       progress.update(done)
     }

@@ -110,8 +110,9 @@ struct RemoteObjectService: ObjectService {
     let absolute = url.standardizedFileURL.path
     let remembered =
       resumable
-      ? UploadSessionFile(
-        server: server, bucket: bucket, name: name, source: absolute, size: size, modified: st.st_mtim) : nil
+      ? TransferStateFile<UploadSession>(
+        kind: "uploads",
+        key: [server, bucket, name, absolute, String(size), "\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"]) : nil
     var session: URL?
     if let saved = remembered?.load(), let url = URL(string: saved.session) {
       // Where the interrupted upload stands; a session the server no longer knows starts over.

@@ -3,28 +3,49 @@ import Foundation
 /// Writing an object's bytes to standard output or a file, the same for either service.
 enum Download {
   /// Streams `range` of `object` to `output` (standard output when nil or `-`). A file is
-  /// written beside its target and renamed at the end, so a failed download never leaves a
-  /// partial file under the target's name.
+  /// written beside its target (`OUTPUT.larder-partial`) and renamed at the end, so a failed
+  /// download never leaves a partial file under the target's name.
+  ///
+  /// From a `server`, a whole object's partial file is kept when the download fails (or the
+  /// process dies), with the generation it holds remembered (``TransferStateFile``): the same
+  /// command continues from its end, if the object is still that generation.
   static func write(
     _ object: ObjectFacts, range: Range<Int64>, from service: any ObjectService, to output: String?,
-    progress: (Int64) -> Void
+    server: String? = nil, progress: (Int64) -> Void
   ) throws {
     var fd = STDOUT_FILENO
     var temp: String?
+    var resumable: TransferStateFile<PartialDownload>?
+    var start = range.lowerBound
     if let output, output != "-" {
       let folder = (output as NSString).deletingLastPathComponent
       if !folder.isEmpty, fileStatus(folder) == nil {
         throw CommandFailure("cannot write \(output): the folder \(folder) does not exist")
       }
-      temp = output + ".larder-partial"
-      fd = open(temp!, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+      let partial = output + ".larder-partial"
+      temp = partial
+      let absolute = URL(fileURLWithPath: output).standardizedFileURL.path
+      let objectPath = "\(object.bucket)/\(object.name)"
+      if let server, range == 0..<object.size {
+        resumable = TransferStateFile(kind: "downloads", key: [server, objectPath, absolute])
+      }
+      let held = fileStatus(partial).map { Int64($0.st_size) } ?? 0
+      if let saved = resumable?.load(), saved.generation == object.generation, held > 0, held <= object.size {
+        fd = open(partial, O_WRONLY | O_APPEND | O_CLOEXEC)
+        start = held
+        Output.note("larder: resuming the download of \(objectPath) at \(held) of \(object.size) bytes")
+      } else {
+        fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        resumable?.save(.init(server: server ?? "", object: objectPath, generation: object.generation, output: absolute))
+      }
       // Named by the target: the temporary file is the CLI's business.
       guard fd >= 0 else { throw CommandFailure("cannot write \(output): \(errnoText)") }
     }
-    var written: Int64 = 0
+    var written = start - range.lowerBound
+    progress(written)
     let out = FileHandle(fileDescriptor: fd, closeOnDealloc: false)
     do {
-      try service.read(object, range: range) { chunk in
+      try service.read(object, range: start..<range.upperBound) { chunk in
         do {
           try out.write(contentsOf: chunk)
         } catch {
@@ -36,7 +57,11 @@ enum Download {
     } catch {
       if let temp {
         close(fd)
-        unlink(temp)
+        if resumable == nil {
+          unlink(temp)
+        } else {
+          Output.note("larder: what arrived is kept; run the same command again to continue")
+        }
       }
       throw error
     }
@@ -46,8 +71,10 @@ enum Download {
       guard rename(temp, output) == 0 else {
         let reason = errnoText
         unlink(temp)
+        resumable?.remove()
         throw CommandFailure("cannot write \(output): \(reason)")
       }
+      resumable?.remove()
     }
   }
 }
