@@ -39,7 +39,8 @@ public struct ServiceAccountKeyFile: Sendable {
   /// The signed JWT-bearer assertion for the key file's `token_uri` (or `audience`).
   /// - Throws: ``CryptoError`` when OpenSSL cannot sign.
   public func assertion(
-    audience: String? = nil, scope: String = fullControlScope, lifetime: TimeInterval = 3600, now: Date = Date()
+    audience: String? = nil, scope: String = fullControlScope, lifetime: TimeInterval = 3600,
+    now: Date = Date()
   ) throws(CryptoError) -> String {
     let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
     let header: [String: JSONValue] = ["alg": "RS256", "typ": "JWT", "kid": .string(privateKeyID)]

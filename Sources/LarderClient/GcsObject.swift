@@ -32,7 +32,8 @@ public struct GcsObject: Decodable, Sendable, Equatable {
     func count(_ key: CodingKeys) throws -> Int64 {
       let text = try c.decodeIfPresent(String.self, forKey: key) ?? "0"
       guard let n = Int64(text), n >= 0 else {
-        throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "\(key.rawValue) is not a count")
+        throw DecodingError.dataCorruptedError(
+          forKey: key, in: c, debugDescription: "\(key.rawValue) is not a count")
       }
       return n
     }
@@ -66,7 +67,9 @@ public struct GcsObjectPage: Decodable, Sendable {
     let c = try decoder.container(keyedBy: CodingKeys.self)
     items = try c.decodeIfPresent([GcsObject].self, forKey: .items) ?? []
     prefixes = try c.decodeIfPresent([String].self, forKey: .prefixes) ?? []
-    nextPageToken = try c.decodeIfPresent(String.self, forKey: .nextPageToken).flatMap { $0.isEmpty ? nil : $0 }
+    nextPageToken = try c.decodeIfPresent(String.self, forKey: .nextPageToken).flatMap {
+      $0.isEmpty ? nil : $0
+    }
   }
 }
 

@@ -40,9 +40,11 @@ extension LarderClient {
 
   /// One page of `objects.list` under `prefix`, folded at `delimiter` when given.
   public func gcsListPage(
-    bucket: String, prefix: String = "", delimiter: String? = nil, maxResults: Int? = nil, pageToken: String? = nil
+    bucket: String, prefix: String = "", delimiter: String? = nil, maxResults: Int? = nil,
+    pageToken: String? = nil
   ) async throws(LarderClientError) -> GcsObjectPage {
-    let query = Self.listQuery(prefix: prefix, delimiter: delimiter, maxResults: maxResults, pageToken: pageToken)
+    let query = Self.listQuery(
+      prefix: prefix, delimiter: delimiter, maxResults: maxResults, pageToken: pageToken)
     let request = try makeRequest("GET", "/storage/v1/b/\(Self.encode(bucket))/o", query: query)
     let (body, _) = try await send(request, expecting: [200])
     return try decode(GcsObjectPage.self, body)
@@ -78,7 +80,9 @@ extension LarderClient {
   }
 
   /// Copies an object on the server (`objects.copy`; no bytes travel).
-  public func gcsCopy(from source: (bucket: String, name: String), to destination: (bucket: String, name: String))
+  public func gcsCopy(
+    from source: (bucket: String, name: String), to destination: (bucket: String, name: String)
+  )
     async throws(LarderClientError) -> GcsObject
   {
     let path =
@@ -99,7 +103,8 @@ extension LarderClient {
     let boundary = "larder-" + UUID().uuidString
     var body = Data("--\(boundary)\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".utf8)
     body += try resourceJSON(name: name, contentType: contentType, metadata: metadata)
-    body += Data("\r\n--\(boundary)\r\nContent-Type: \(contentType ?? "application/octet-stream")\r\n\r\n".utf8)
+    body += Data(
+      "\r\n--\(boundary)\r\nContent-Type: \(contentType ?? "application/octet-stream")\r\n\r\n".utf8)
     body += data
     body += Data("\r\n--\(boundary)--\r\n".utf8)
     var request = try makeRequest(
@@ -131,7 +136,8 @@ extension LarderClient {
   /// Asks a session where it stands (`PUT`, `Content-Range: bytes */SIZE`, no body): 308 with
   /// `Range: bytes=0-X` while incomplete; at SIZE the server finishes the object and answers it.
   /// - Throws: `.server` 404 when the session expired or was cancelled.
-  public func gcsSessionState(_ session: URL, size: Int64) async throws(LarderClientError) -> GcsSessionState {
+  public func gcsSessionState(_ session: URL, size: Int64) async throws(LarderClientError) -> GcsSessionState
+  {
     var request = request("PUT", session)
     request.setValue("bytes */\(size)", forHTTPHeaderField: "Content-Range")
     request.httpBody = Data()
@@ -171,7 +177,9 @@ extension LarderClient {
     guard chunkSize > 0 else { throw .invalidArgument("chunkSize must be positive") }
     let length = try Self.fileSize(url)
     let handle: FileHandle
-    do { handle = try FileHandle(forReadingFrom: url) } catch { throw .file("cannot open \(url.path): \(error)") }
+    do { handle = try FileHandle(forReadingFrom: url) } catch {
+      throw .file("cannot open \(url.path): \(error)")
+    }
     defer { try? handle.close() }
     var state = try await gcsSessionState(session, size: length)
     var failures = 0
@@ -210,7 +218,8 @@ extension LarderClient {
   {
     var request = request("POST", tokenURI)
     request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-    let form = "grant_type=\(Self.encode("urn:ietf:params:oauth:grant-type:jwt-bearer"))&assertion=\(Self.encode(assertion))"
+    let form =
+      "grant_type=\(Self.encode("urn:ietf:params:oauth:grant-type:jwt-bearer"))&assertion=\(Self.encode(assertion))"
     request.httpBody = Data(form.utf8)
     let body: Data
     do throws(LarderClientError) {
@@ -222,7 +231,8 @@ extension LarderClient {
       }
       let oauth = Data(e.message.utf8)
       if let answer = try? JSONDecoder().decode(OAuthError.self, from: oauth) {
-        throw .server(LarderAPIError(code: e.code, status: answer.error, message: answer.error_description ?? ""))
+        throw .server(
+          LarderAPIError(code: e.code, status: answer.error, message: answer.error_description ?? ""))
       }
       throw .server(e)
     }
@@ -231,7 +241,8 @@ extension LarderClient {
       var expires_in: Double?
     }
     let grant = try decode(Grant.self, body)
-    return AccessToken(token: grant.access_token, expiresAt: Date().addingTimeInterval(grant.expires_in ?? 3600))
+    return AccessToken(
+      token: grant.access_token, expiresAt: Date().addingTimeInterval(grant.expires_in ?? 3600))
   }
 
   func object(_ body: Data) throws(LarderClientError) -> GcsObject {
@@ -240,7 +251,9 @@ extension LarderClient {
     return object
   }
 
-  func resourceJSON(name: String, contentType: String?, metadata: [String: String]) throws(LarderClientError) -> Data {
+  func resourceJSON(name: String, contentType: String?, metadata: [String: String]) throws(LarderClientError)
+    -> Data
+  {
     var resource: [String: Any] = ["name": name]
     if let contentType { resource["contentType"] = contentType }
     if !metadata.isEmpty { resource["metadata"] = metadata }

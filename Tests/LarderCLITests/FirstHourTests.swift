@@ -23,11 +23,16 @@ import Testing
     try box.put("app/users/devices.txt", Array("c".utf8))
     let folder = try box.larder("ls", "app/users/dev")
     #expect(folder.status == 0, "\(folder)")
-    #expect(folder.stdoutLines.map { String($0.split(separator: "\t")[0]) } == ["users/dev/sub/", "users/dev/a.txt"])
+    #expect(
+      folder.stdoutLines.map { String($0.split(separator: "\t")[0]) } == [
+        "users/dev/sub/", "users/dev/a.txt",
+      ])
     #expect(try box.larder("ls", "app/users/dev/").stdout == folder.stdout)
     let recursive = try box.larder("ls", "-r", "app/users/dev")
     #expect(
-      recursive.stdoutLines.map { String($0.split(separator: "\t")[0]) } == ["users/dev/a.txt", "users/dev/sub/b.txt"])
+      recursive.stdoutLines.map { String($0.split(separator: "\t")[0]) } == [
+        "users/dev/a.txt", "users/dev/sub/b.txt",
+      ])
     // A prefix that is no folder still lists what starts with it.
     let partial = try box.larder("ls", "app/users/devi")
     #expect(partial.stdoutLines.map { String($0.split(separator: "\t")[0]) } == ["users/devices.txt"])
@@ -35,7 +40,8 @@ import Testing
 
   @Test func statLinesShareOneColumn() throws {
     let box = try Sandbox()
-    try box.put("app/k.txt", Array("k".utf8), extra: ["--metadata", "owner=ada", "--metadata", "a-much-longer-key=v"])
+    try box.put(
+      "app/k.txt", Array("k".utf8), extra: ["--metadata", "owner=ada", "--metadata", "a-much-longer-key=v"])
     let stat = try box.larder("stat", "app/k.txt")
     #expect(stat.status == 0, "\(stat)")
     let column = "metageneration: ".count
@@ -86,7 +92,9 @@ import Testing
     let target = box.path("no/such/folder/out.bin")
     let get = try box.larder("get", "app/k.bin", "-o", target)
     #expect(get.status == 1)
-    #expect(get.stderr == "larder: error: cannot write \(target): the folder \(box.path("no/such/folder")) does not exist\n")
+    #expect(
+      get.stderr
+        == "larder: error: cannot write \(target): the folder \(box.path("no/such/folder")) does not exist\n")
     #expect(!get.stderr.contains("larder-partial"))
   }
 
@@ -98,7 +106,10 @@ import Testing
     try box.write("site/css/main.css", Array("h1{}".utf8))
     let put = try box.larder("put", tree, "web/www")
     #expect(put.status == 0, "\(put)")
-    #expect(put.stdoutLines.map { String($0.split(separator: " ")[0]) } == ["web/www/css/main.css", "web/www/index.html"])
+    #expect(
+      put.stdoutLines.map { String($0.split(separator: " ")[0]) } == [
+        "web/www/css/main.css", "web/www/index.html",
+      ])
     #expect(try box.larder("get", "web/www/index.html").stdout == "<h1>hi</h1>")
     let back = box.path("back")
     #expect(try box.larder("get", "-r", "web/www", "-o", back).status == 0)
@@ -111,14 +122,20 @@ import Testing
     let cwd = box.path("here")
     try FileManager.default.createDirectory(atPath: cwd, withIntermediateDirectories: true)
     let made = try CLI.run(
-      "/bin/sh", ["-c", "cd \"$1\" && exec \"$2\" service-account create ops --data \"$3\"", "sh", cwd, try CLI.binary(), box.dataPath])
+      "/bin/sh",
+      [
+        "-c", "cd \"$1\" && exec \"$2\" service-account create ops --data \"$3\"", "sh", cwd,
+        try CLI.binary(), box.dataPath,
+      ])
     #expect(made.status == 0, "\(made)")
     #expect(made.stdout == "")
     #expect(!made.stderr.contains("PRIVATE"), "\(made.stderr)")
     let file = cwd + "/ops.json"
     let attributes = try FileManager.default.attributesOfItem(atPath: file)
     #expect((attributes[.posixPermissions] as? Int) == 0o600)
-    let key = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: String])
+    let key = try #require(
+      try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file)))
+        as? [String: String])
     #expect(key["client_email"] == "ops@larder.iam.larder")
     #expect(key["private_key"]?.hasPrefix("-----BEGIN PRIVATE KEY-----") == true)
     // Standard output is refused, never a key printed.
@@ -144,11 +161,16 @@ import Testing
     let serve = try CLI.run(root + "/scripts/deps.sh", ["serve", "--print"])
     #expect(serve.status == 0, "\(serve)")
     let full = try CLI.run(root + "/scripts/deps.sh", ["--print"])
-    for dev in ["pkg-config", "libsqlite3-dev", "libmagic-dev", "libssl-dev", "libmicrohttpd-dev", "libre2-dev", "libpq-dev", "libcurl4-openssl-dev", "libvips-dev"] {
+    for dev in [
+      "pkg-config", "libsqlite3-dev", "libmagic-dev", "libssl-dev", "libmicrohttpd-dev", "libre2-dev",
+      "libpq-dev", "libcurl4-openssl-dev", "libvips-dev",
+    ] {
       #expect(serve.stdoutLines.contains(dev), "\(dev)")
       #expect(full.stdoutLines.contains(dev), "\(dev)")
     }
-    for heavy in ["postgresql", "swift-proxy", "chromium", "chromium-driver", "nodejs", "python3-venv", "rclone"] {
+    for heavy in [
+      "postgresql", "swift-proxy", "chromium", "chromium-driver", "nodejs", "python3-venv", "rclone",
+    ] {
       #expect(!serve.stdoutLines.contains(heavy), "\(heavy)")
       #expect(full.stdoutLines.contains(heavy), "\(heavy)")
     }
@@ -170,7 +192,8 @@ import Testing
     #expect(result.status == 1, "\(result)")
     #expect(
       result.stderr
-        == "larder: error: port \(port) is in use (another larder serve?); choose another: make serve PORT=\(Int(port) + 1)\n")
+        == "larder: error: port \(port) is in use (another larder serve?); choose another: make serve PORT=\(Int(port) + 1)\n"
+    )
     #expect(result.stdout == "")
   }
 
@@ -182,7 +205,8 @@ import Testing
     #expect(result.status == 1, "\(result)")
     #expect(
       result.stderrLines.last
-        == "larder: error: cannot bind 127.0.0.1:\(port): the port is in use (another larder serve?)", "\(result)")
+        == "larder: error: cannot bind 127.0.0.1:\(port): the port is in use (another larder serve?)",
+      "\(result)")
     #expect(result.stdout == "")
   }
 

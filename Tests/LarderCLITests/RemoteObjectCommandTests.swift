@@ -28,7 +28,10 @@ import Testing
       server = try ServedLarder(box, policy: ["--rules", rules])
       key = box.path("ops.json")
       let made = try CLI.larder(
-        ["service-account", "create", "ops", "--data", box.dataPath, "--public-url", server.url, "--output", key])
+        [
+          "service-account", "create", "ops", "--data", box.dataPath, "--public-url", server.url, "--output",
+          key,
+        ])
       guard made.status == 0 else { throw HarnessFailure("service-account create: \(made)") }
     }
 
@@ -58,7 +61,9 @@ import Testing
     #expect(putLarge.status == 0, "\(putLarge)")
     #expect(putLarge.stdout.hasPrefix("app/dir/large.bin  \(large.count) bytes  video/mp4"), "\(putLarge)")
     // Nothing left to resume once it is done.
-    #expect(((try? FileManager.default.contentsOfDirectory(atPath: box.path("state/larder/uploads"))) ?? []).isEmpty)
+    #expect(
+      ((try? FileManager.default.contentsOfDirectory(atPath: box.path("state/larder/uploads"))) ?? []).isEmpty
+    )
 
     #expect(try remote.larder("get", "app/dir/small.bin").stdoutBytes == small)
     let out = box.path("large.out")
@@ -67,7 +72,8 @@ import Testing
     #expect(try CLI.opensslSHA256(out) == (try CLI.opensslSHA256(largeFile)))
     let ranged = try remote.larder("get", "app/dir/large.bin", "--range", "8388600-8388615")
     #expect(ranged.stdoutBytes == Array(large[8_388_600...8_388_615]), "\(ranged.stderr)")
-    #expect(try remote.larder("get", "app/dir/small.bin", "--range", "-10").stdoutBytes == Array(small.suffix(10)))
+    #expect(
+      try remote.larder("get", "app/dir/small.bin", "--range", "-10").stdoutBytes == Array(small.suffix(10)))
 
     let stat = try remote.larder("stat", "app/dir/large.bin")
     #expect(stat.status == 0, "\(stat)")
@@ -82,7 +88,8 @@ import Testing
     #expect(try remote.larder("ls").stdoutLines == ["app/"])
     #expect(try remote.larder("ls", "app").stdoutLines == ["dir/"])
     let folder = try remote.larder("ls", "app/dir")
-    #expect(folder.stdoutLines.map { String($0.split(separator: "\t")[0]) } == ["dir/large.bin", "dir/small.bin"])
+    #expect(
+      folder.stdoutLines.map { String($0.split(separator: "\t")[0]) } == ["dir/large.bin", "dir/small.bin"])
     #expect(folder.stdoutLines.first?.split(separator: "\t").dropFirst().first == "\(large.count)")
 
     let copy = try remote.larder("cp", "app/dir/small.bin", "app/copy.bin")
@@ -121,7 +128,9 @@ import Testing
         "/usr/bin/script", ["-qec", command, "/dev/null"], environment: ["XDG_STATE_HOME": box.path("state")])
       #expect(run.status == 0, "\(run)")
       let verb = command.contains(" put ") ? "put" : "get"
-      #expect(run.stdout.contains("\r\(verb) [##############################] 100% 12.0 MiB"), "\(run.stdout.debugDescription)")
+      #expect(
+        run.stdout.contains("\r\(verb) [##############################] 100% 12.0 MiB"),
+        "\(run.stdout.debugDescription)")
     }
     #expect(try CLI.opensslSHA256(box.path("back.bin")) == (try CLI.opensslSHA256(file)))
   }
@@ -161,7 +170,8 @@ import Testing
     let stranger = other.path("stranger.json")
     #expect(
       try CLI.larder([
-        "service-account", "create", "ops", "--data", other.dataPath, "--public-url", remote.server.url, "--output",
+        "service-account", "create", "ops", "--data", other.dataPath, "--public-url", remote.server.url,
+        "--output",
         stranger,
       ]).status == 0)
     let refused = try CLI.larder(["--server", remote.server.url, "--key", stranger, "ls", "app"])
@@ -169,18 +179,22 @@ import Testing
     #expect(refused.stderrLines.count == 1, "\(refused)")
     #expect(
       refused.stderr.hasPrefix(
-        "larder: error: \(remote.server.url)/token refused the key in \(stranger) (ops@larder.iam.larder): invalid_grant: "),
+        "larder: error: \(remote.server.url)/token refused the key in \(stranger) (ops@larder.iam.larder): invalid_grant: "
+      ),
       "\(refused)")
     // Not a key at all.
     let garbage = try remote.box.write("garbage.json", Array("{\"hello\": 1}".utf8))
     let notKey = try CLI.larder(["--server", remote.server.url, "--key", garbage, "ls"])
     #expect(notKey.status == 1)
     #expect(
-      notKey.stderr == "larder: error: \(garbage) is not a service-account key file: its type is not service_account\n")
+      notKey.stderr
+        == "larder: error: \(garbage) is not a service-account key file: its type is not service_account\n")
     // A key without a server is bad usage.
     let noServer = try CLI.larder(["ls", "--key", remote.key])
     #expect(noServer.status == 2)
-    #expect(noServer.stderrLines.first == "larder: error: --key needs --server URL (the server to act on with the key)")
+    #expect(
+      noServer.stderrLines.first
+        == "larder: error: --key needs --server URL (the server to act on with the key)")
   }
 
   /// A 200 MiB upload killed midway, then the same command again: it continues from what the
@@ -208,7 +222,12 @@ import Testing
       try CLI.binary(), arguments, environment: environment, stdoutPath: box.path("first.out"),
       stderrPath: box.path("first.err"))
     var killed = false
-    defer { if !killed { kill(pid, SIGKILL); _ = try? CLI.wait(pid, timeout: 30) } }
+    defer {
+      if !killed {
+        kill(pid, SIGKILL)
+        _ = try? CLI.wait(pid, timeout: 30)
+      }
+    }
     // The session file appears before the first byte goes; wait until the server holds 16 MiB.
     let token = try CLI.larder(["service-account", "token", "ops", "--data", box.dataPath]).stdout
       .trimmingCharacters(in: .whitespacesAndNewlines)
@@ -221,7 +240,8 @@ import Testing
         killed = true
         throw HarnessFailure("the upload ended before it could be interrupted (status \(status))")
       }
-      let sessions = (try? FileManager.default.contentsOfDirectory(atPath: box.path("state/larder/uploads"))) ?? []
+      let sessions =
+        (try? FileManager.default.contentsOfDirectory(atPath: box.path("state/larder/uploads"))) ?? []
       if let file = sessions.first(where: { $0.hasSuffix(".json") }),
         let data = FileManager.default.contents(atPath: box.path("state/larder/uploads/" + file)),
         let saved = try JSONSerialization.jsonObject(with: data) as? [String: Any],
@@ -229,9 +249,12 @@ import Testing
       {
         let target = url.path + "?" + (url.query ?? "")
         let answer = try remote.server.exchange(
-          "PUT", target, headers: [("Authorization", "Bearer \(token)"), ("Content-Range", "bytes */\(size)")],
+          "PUT", target,
+          headers: [("Authorization", "Bearer \(token)"), ("Content-Range", "bytes */\(size)")],
           body: [])
-        if answer.status == 308, let range = answer.headers["range"], let last = Int(range.dropFirst("bytes=0-".count)) {
+        if answer.status == 308, let range = answer.headers["range"],
+          let last = Int(range.dropFirst("bytes=0-".count))
+        {
           held = last + 1
         }
       }
@@ -247,7 +270,8 @@ import Testing
     #expect(again.status == 0, "\(again)")
     #expect(again.stderr.contains("larder: resuming the upload of \(source) at "), "\(again.stderr)")
     let received = try Self.chunkBytesReceived(remote.server) - before
-    #expect(received > 0 && received <= Int64(size - held), "the server received \(received) bytes the second time")
+    #expect(
+      received > 0 && received <= Int64(size - held), "the server received \(received) bytes the second time")
 
     // The download the same way: killed once the partial file holds 16 MiB, then run again.
     let out = box.path("big.out")
@@ -257,18 +281,22 @@ import Testing
       stderrPath: box.path("get.err"))
     var partial: Int64 = 0
     while partial < 16 << 20 {
-      guard Date() < deadline.addingTimeInterval(120) else { throw HarnessFailure("the download never got 16 MiB") }
+      guard Date() < deadline.addingTimeInterval(120) else {
+        throw HarnessFailure("the download never got 16 MiB")
+      }
       var status: Int32 = 0
       if waitpid(getter, &status, WNOHANG) == getter {
         throw HarnessFailure("the download ended before it could be interrupted (status \(status))")
       }
-      partial = (try? FileManager.default.attributesOfItem(atPath: out + ".larder-partial")[.size] as? Int64) ?? 0
+      partial =
+        (try? FileManager.default.attributesOfItem(atPath: out + ".larder-partial")[.size] as? Int64) ?? 0
       if partial < 16 << 20 { usleep(10_000) }
     }
     kill(getter, SIGKILL)
     _ = try CLI.wait(getter, timeout: 30)
     #expect(!FileManager.default.fileExists(atPath: out))
-    partial = (try FileManager.default.attributesOfItem(atPath: out + ".larder-partial")[.size] as? Int64) ?? 0
+    partial =
+      (try FileManager.default.attributesOfItem(atPath: out + ".larder-partial")[.size] as? Int64) ?? 0
     let sentBefore = try Self.downloadBytesSent(remote.server)
     let resumed = try CLI.larder(download, environment: environment)
     #expect(resumed.status == 0, "\(resumed)")
@@ -277,7 +305,9 @@ import Testing
     #expect(sent > 0 && sent <= Int64(size) - partial, "the server sent \(sent) bytes the second time")
     #expect(try CLI.opensslSHA256(out) == (try CLI.opensslSHA256(source)))
     #expect(!FileManager.default.fileExists(atPath: out + ".larder-partial"))
-    #expect(((try? FileManager.default.contentsOfDirectory(atPath: box.path("state/larder/downloads"))) ?? []).isEmpty)
+    #expect(
+      ((try? FileManager.default.contentsOfDirectory(atPath: box.path("state/larder/downloads"))) ?? [])
+        .isEmpty)
   }
 
   /// Response body bytes the server counted on downloads (`/metrics`).

@@ -3,9 +3,11 @@ import Larder
 import LarderAuth
 
 struct PutCommand: Command {
-  static let source = Positional("FILE", help: "the local file to store (- for standard input), or a folder of files")
+  static let source = Positional(
+    "FILE", help: "the local file to store (- for standard input), or a folder of files")
   static let object = Positional(
-    "BUCKET/NAME", help: "where to store it; for a folder BUCKET[/PREFIX], under which its files keep their paths")
+    "BUCKET/NAME",
+    help: "where to store it; for a folder BUCKET[/PREFIX], under which its files keep their paths")
   static let contentType = Option.value(
     "--content-type", "TYPE", help: "the declared type (default: the type libmagic detects in the content)")
   static let metadata = Option.repeated("--metadata", "k=v", help: "custom metadata")
@@ -45,7 +47,9 @@ struct PutCommand: Command {
     isDirectory = source != "-" && fileStatus(source).map { $0.st_mode & S_IFMT == S_IFDIR } == true
     if isDirectory {
       (bucket, name) = parseBucketPrefix(arguments.required(Self.object))
-      guard !bucket.isEmpty else { throw UsageError("'\(arguments.required(Self.object))' is not BUCKET[/PREFIX]") }
+      guard !bucket.isEmpty else {
+        throw UsageError("'\(arguments.required(Self.object))' is not BUCKET[/PREFIX]")
+      }
     } else {
       (bucket, name) = try parseObjectPath(arguments.required(Self.object))
     }
@@ -96,12 +100,15 @@ struct GetCommand: Command {
   static let maxSize = Option.value(
     "--max-size", "SIZE", help: "refuse (exit 1) content larger than this before writing anything")
   static let range = Option.value(
-    "--range", "FIRST-LAST", help: "only these bytes (0-99 the first hundred, 100- from 100 on, -100 the last hundred)")
+    "--range", "FIRST-LAST",
+    help: "only these bytes (0-99 the first hundred, 100- from 100 on, -100 the last hundred)")
   static let recursive = Option.flag(
-    "--recursive", aliases: ["-r"], help: "every object under the folder, written into the --output folder by path")
+    "--recursive", aliases: ["-r"],
+    help: "every object under the folder, written into the --output folder by path")
 
   static let configuration = CommandConfiguration(
-    name: "get", summary: "write BUCKET/NAME to a file or standard output (or a folder's objects to a folder)",
+    name: "get",
+    summary: "write BUCKET/NAME to a file or standard output (or a folder's objects to a folder)",
     positionals: [object], options: [output, maxSize, range, recursive], groups: [ObjectOptions.self])
 
   var target: ObjectOptions
@@ -122,7 +129,9 @@ struct GetCommand: Command {
       guard let output, output != "-" else { throw UsageError("--recursive needs --output DIR") }
       if range != nil { throw UsageError("--range reads one object, not a folder (--recursive)") }
       (bucket, name) = parseBucketPrefix(arguments.required(Self.object))
-      guard !bucket.isEmpty else { throw UsageError("'\(arguments.required(Self.object))' is not BUCKET[/PREFIX]") }
+      guard !bucket.isEmpty else {
+        throw UsageError("'\(arguments.required(Self.object))' is not BUCKET[/PREFIX]")
+      }
     } else {
       (bucket, name) = try parseObjectPath(arguments.required(Self.object))
     }
@@ -148,7 +157,8 @@ struct GetCommand: Command {
     var objects: [ObjectFacts] = []
     var token: String?
     repeat {
-      let page = try service.listPage(bucket: bucket, prefix: prefix, delimiter: nil, maxResults: 1000, pageToken: token)
+      let page = try service.listPage(
+        bucket: bucket, prefix: prefix, delimiter: nil, maxResults: 1000, pageToken: token)
       objects += page.items.filter { !$0.name.hasSuffix("/") }
       token = page.nextPageToken
     } while token != nil
@@ -218,7 +228,9 @@ struct ListCommand: Command {
       if json {
         print(
           try Output.json(
-            buckets.map { b in ["bucket": b.name].merging(b.objects.map { ["objects": String($0)] } ?? [:]) { a, _ in a } }
+            buckets.map { b in
+              ["bucket": b.name].merging(b.objects.map { ["objects": String($0)] } ?? [:]) { a, _ in a }
+            }
           ))
       } else {
         for b in buckets { print("\(b.name)/" + (b.objects.map { "\t\($0) objects" } ?? "")) }
@@ -228,7 +240,8 @@ struct ListCommand: Command {
     var (bucket, prefix) = parseBucketPrefix(target)
     // `app/users/dev` names the folder when there is one.
     if !prefix.isEmpty, !prefix.hasSuffix("/"),
-      !(try service.listPage(bucket: bucket, prefix: prefix + "/", delimiter: nil, maxResults: 1, pageToken: nil))
+      !(try service.listPage(
+        bucket: bucket, prefix: prefix + "/", delimiter: nil, maxResults: 1, pageToken: nil))
         .items.isEmpty
     {
       prefix += "/"
@@ -249,7 +262,11 @@ struct ListCommand: Command {
       token = page.nextPageToken
     } while token != nil
     if json {
-      print(try Output.json(JSONValue.object(["prefixes": .array(prefixes.map { .string($0) }), "items": .array(items.map { $0.json() })])))
+      print(
+        try Output.json(
+          JSONValue.object([
+            "prefixes": .array(prefixes.map { .string($0) }), "items": .array(items.map { $0.json() }),
+          ])))
     }
   }
 }

@@ -12,12 +12,14 @@ struct LocalObjectService: ObjectService {
     try larder.statistics().buckets.map { (name: $0.name, objects: Optional(Int($0.objectCount))) }
   }
 
-  func listPage(bucket: String, prefix: String, delimiter: String?, maxResults: Int, pageToken: String?) throws
+  func listPage(bucket: String, prefix: String, delimiter: String?, maxResults: Int, pageToken: String?)
+    throws
     -> ListingPage
   {
     let page = try larder.objects.list(
       bucket: bucket, prefix: prefix, delimiter: delimiter, maxResults: maxResults, pageToken: pageToken)
-    return ListingPage(items: page.items.map(Self.facts), prefixes: page.prefixes, nextPageToken: page.nextPageToken)
+    return ListingPage(
+      items: page.items.map(Self.facts), prefixes: page.prefixes, nextPageToken: page.nextPageToken)
   }
 
   func object(bucket: String, name: String) throws -> ObjectFacts {
@@ -31,7 +33,10 @@ struct LocalObjectService: ObjectService {
     return Self.facts(object)
   }
 
-  func put(path: String, bucket: String, name: String, options: PutOptions, progress: @escaping @Sendable (Int64) -> Void) throws
+  func put(
+    path: String, bucket: String, name: String, options: PutOptions,
+    progress: @escaping @Sendable (Int64) -> Void
+  ) throws
     -> ObjectFacts
   {
     let writer = try larder.files.makeWriter(options: .init(sizeLimit: options.maxSize))
@@ -54,11 +59,14 @@ struct LocalObjectService: ObjectService {
       bucket: bucket, name: name, staged: staged,
       options: .init(
         declaredContentType: options.contentType ?? staged.contentType,
-        filename: path == "-" ? nil : URL(fileURLWithPath: path).lastPathComponent, metadata: options.metadata))
+        filename: path == "-" ? nil : URL(fileURLWithPath: path).lastPathComponent, metadata: options.metadata
+      ))
     return Self.facts(object)
   }
 
-  func read(_ object: ObjectFacts, range: Range<Int64>, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+  func read(_ object: ObjectFacts, range: Range<Int64>, _ body: (UnsafeRawBufferPointer) throws -> Void)
+    throws
+  {
     let stored = try larder.objects.get(bucket: object.bucket, name: object.name)
     guard stored.generation == object.generation else {
       throw CommandFailure("\(object.bucket)/\(object.name) changed while it was read; run the command again")
@@ -76,7 +84,8 @@ struct LocalObjectService: ObjectService {
     try larder.objects.delete(bucket: bucket, name: name)
   }
 
-  func copy(from source: (bucket: String, name: String), to destination: (bucket: String, name: String)) throws
+  func copy(from source: (bucket: String, name: String), to destination: (bucket: String, name: String))
+    throws
     -> ObjectFacts
   {
     let object = try larder.objects.copy(

@@ -9,7 +9,8 @@ protocol ObjectService {
   /// The buckets, with their object counts where they are known cheaply (locally).
   func buckets() throws -> [(name: String, objects: Int?)]
   /// One page of the listing of `bucket` under `prefix`, folded at `delimiter` when given.
-  func listPage(bucket: String, prefix: String, delimiter: String?, maxResults: Int, pageToken: String?) throws
+  func listPage(bucket: String, prefix: String, delimiter: String?, maxResults: Int, pageToken: String?)
+    throws
     -> ListingPage
   /// The object's metadata, with its MD5 and CRC32C.
   func stat(bucket: String, name: String) throws -> ObjectFacts
@@ -18,13 +19,16 @@ protocol ObjectService {
   /// Stores the local file at `path` (a regular file, or `-`: standard input) as `bucket/name`,
   /// reporting the bytes sent so far.
   func put(
-    path: String, bucket: String, name: String, options: PutOptions, progress: @escaping @Sendable (Int64) -> Void
+    path: String, bucket: String, name: String, options: PutOptions,
+    progress: @escaping @Sendable (Int64) -> Void
   ) throws -> ObjectFacts
   /// Streams `range` of the object's content, of the generation `object` describes, to `body`.
-  func read(_ object: ObjectFacts, range: Range<Int64>, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
+  func read(_ object: ObjectFacts, range: Range<Int64>, _ body: (UnsafeRawBufferPointer) throws -> Void)
+    throws
   func delete(bucket: String, name: String) throws
   /// Copies an object on the store's side: no bytes move.
-  func copy(from source: (bucket: String, name: String), to destination: (bucket: String, name: String)) throws
+  func copy(from source: (bucket: String, name: String), to destination: (bucket: String, name: String))
+    throws
     -> ObjectFacts
 }
 

@@ -34,8 +34,7 @@ struct RemoteObjectService: ObjectService {
   }
 
   /// Runs one client call, turning its error into one readable line.
-  func call<T: Sendable>(_ work: @escaping @Sendable (LarderClient) async throws -> T) throws -> T
-  {
+  func call<T: Sendable>(_ work: @escaping @Sendable (LarderClient) async throws -> T) throws -> T {
     let client = client
     do {
       return try waitFor { try await work(client) }
@@ -57,14 +56,16 @@ struct RemoteObjectService: ObjectService {
     try call { try await $0.gcsBuckets() }.map { (name: $0, objects: nil) }
   }
 
-  func listPage(bucket: String, prefix: String, delimiter: String?, maxResults: Int, pageToken: String?) throws
+  func listPage(bucket: String, prefix: String, delimiter: String?, maxResults: Int, pageToken: String?)
+    throws
     -> ListingPage
   {
     let page = try call {
       try await $0.gcsListPage(
         bucket: bucket, prefix: prefix, delimiter: delimiter, maxResults: maxResults, pageToken: pageToken)
     }
-    return ListingPage(items: page.items.map(Self.facts), prefixes: page.prefixes, nextPageToken: page.nextPageToken)
+    return ListingPage(
+      items: page.items.map(Self.facts), prefixes: page.prefixes, nextPageToken: page.nextPageToken)
   }
 
   func object(bucket: String, name: String) throws -> ObjectFacts { try stat(bucket: bucket, name: name) }
@@ -73,20 +74,26 @@ struct RemoteObjectService: ObjectService {
     Self.facts(try call { try await $0.gcsObject(bucket: bucket, name: name) })
   }
 
-  func put(path: String, bucket: String, name: String, options: PutOptions, progress: @escaping @Sendable (Int64) -> Void) throws
+  func put(
+    path: String, bucket: String, name: String, options: PutOptions,
+    progress: @escaping @Sendable (Int64) -> Void
+  ) throws
     -> ObjectFacts
   {
     // Standard input is spooled to a temporary file first: a resumable session needs to resend.
     if path == "-" {
       let spool = try Self.spoolStandardInput(maxSize: options.maxSize)
       defer { unlink(spool) }
-      return try put(path: spool, bucket: bucket, name: name, options: options, progress: progress, resumable: false)
+      return try put(
+        path: spool, bucket: bucket, name: name, options: options, progress: progress, resumable: false)
     }
-    return try put(path: path, bucket: bucket, name: name, options: options, progress: progress, resumable: true)
+    return try put(
+      path: path, bucket: bucket, name: name, options: options, progress: progress, resumable: true)
   }
 
   private func put(
-    path: String, bucket: String, name: String, options: PutOptions, progress: @escaping @Sendable (Int64) -> Void, resumable: Bool
+    path: String, bucket: String, name: String, options: PutOptions,
+    progress: @escaping @Sendable (Int64) -> Void, resumable: Bool
   ) throws -> ObjectFacts {
     guard let st = fileStatus(path) else { throw CommandFailure("cannot open \(path): \(errnoText)") }
     let size = Int64(st.st_size)
@@ -112,7 +119,8 @@ struct RemoteObjectService: ObjectService {
       resumable
       ? TransferStateFile<UploadSession>(
         kind: "uploads",
-        key: [server, bucket, name, absolute, String(size), "\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"]) : nil
+        key: [server, bucket, name, absolute, String(size), "\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"])
+      : nil
     var session: URL?
     if let saved = remembered?.load(), let url = URL(string: saved.session) {
       // Where the interrupted upload stands; a session the server no longer knows starts over.
@@ -165,7 +173,9 @@ struct RemoteObjectService: ObjectService {
   static func spoolStandardInput(maxSize: Int64?) throws -> String {
     var template = Array((NSTemporaryDirectory() + "/larder-stdin-XXXXXX").utf8CString)
     let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    guard fd >= 0 else { throw CommandFailure("cannot make a temporary file: \(String(cString: strerror(errno)))") }
+    guard fd >= 0 else {
+      throw CommandFailure("cannot make a temporary file: \(String(cString: strerror(errno)))")
+    }
     defer { close(fd) }
     let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     var total: Int64 = 0
@@ -184,7 +194,9 @@ struct RemoteObjectService: ObjectService {
     return path
   }
 
-  func read(_ object: ObjectFacts, range: Range<Int64>, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+  func read(_ object: ObjectFacts, range: Range<Int64>, _ body: (UnsafeRawBufferPointer) throws -> Void)
+    throws
+  {
     // In ranges of one chunk, each pinned to the generation that was asked about.
     var offset = range.lowerBound
     while offset < range.upperBound {
@@ -212,7 +224,8 @@ struct RemoteObjectService: ObjectService {
     try call { try await $0.gcsDelete(bucket: bucket, name: name) }
   }
 
-  func copy(from source: (bucket: String, name: String), to destination: (bucket: String, name: String)) throws
+  func copy(from source: (bucket: String, name: String), to destination: (bucket: String, name: String))
+    throws
     -> ObjectFacts
   {
     let (s, d) = ((source.bucket, source.name), (destination.bucket, destination.name))

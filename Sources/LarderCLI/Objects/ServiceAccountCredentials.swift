@@ -23,7 +23,8 @@ actor ServiceAccountCredentials {
     do { key = try ServiceAccountKeyFile(json: Array(bytes)) } catch {
       throw CommandFailure("\(path) is not a service-account key file: \(error)")
     }
-    guard let uri = URL(string: key.tokenURI), uri.scheme == "http" || uri.scheme == "https", uri.host != nil else {
+    guard let uri = URL(string: key.tokenURI), uri.scheme == "http" || uri.scheme == "https", uri.host != nil
+    else {
       throw CommandFailure("\(path): token_uri '\(key.tokenURI.prefix(100))' is not an http(s) URL")
     }
     self.path = path
@@ -36,16 +37,20 @@ actor ServiceAccountCredentials {
   func token() async throws -> String {
     if let current, current.expiresAt.timeIntervalSinceNow > 300 { return current.token }
     let assertion: String
-    do { assertion = try key.assertion() } catch { throw CommandFailure("cannot sign with the key in \(path): \(error)") }
+    do { assertion = try key.assertion() } catch {
+      throw CommandFailure("cannot sign with the key in \(path): \(error)")
+    }
     do {
       let granted = try await tokenEndpoint.exchangeAssertion(assertion, at: tokenURI)
       current = granted
       return granted.token
     } catch LarderClientError.server(let e) {
       throw CommandFailure(
-        "\(tokenURI.absoluteString) refused the key in \(path) (\(key.clientEmail)): \(e.status): \(e.message)")
+        "\(tokenURI.absoluteString) refused the key in \(path) (\(key.clientEmail)): \(e.status): \(e.message)"
+      )
     } catch {
-      throw CommandFailure("cannot get a token for \(path) from its token_uri \(tokenURI.absoluteString): \(error)")
+      throw CommandFailure(
+        "cannot get a token for \(path) from its token_uri \(tokenURI.absoluteString): \(error)")
     }
   }
 }
@@ -57,7 +62,9 @@ enum POSIXFailure {
     if let posix = ns.userInfo[NSUnderlyingErrorKey] as? NSError, posix.domain == NSPOSIXErrorDomain {
       return String(cString: strerror(Int32(posix.code)))
     }
-    if ns.domain == NSCocoaErrorDomain, ns.code == NSFileReadNoSuchFileError { return String(cString: strerror(ENOENT)) }
+    if ns.domain == NSCocoaErrorDomain, ns.code == NSFileReadNoSuchFileError {
+      return String(cString: strerror(ENOENT))
+    }
     return ns.localizedDescription
   }
 }

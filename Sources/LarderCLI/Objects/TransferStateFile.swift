@@ -48,7 +48,8 @@ struct TransferStateFile<Contents: Codable> {
       else { throw CommandFailure("cannot create \(temp)") }
       guard rename(temp, path) == 0 else { throw CommandFailure(errnoText) }
     } catch {
-      Output.note("larder: note: cannot remember the transfer in \(path) (\(error)); an interruption restarts it")
+      Output.note(
+        "larder: note: cannot remember the transfer in \(path) (\(error)); an interruption restarts it")
     }
   }
 

@@ -36,7 +36,8 @@ enum Download {
         Output.note("larder: resuming the download of \(objectPath) at \(held) of \(object.size) bytes")
       } else {
         fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        resumable?.save(.init(server: server ?? "", object: objectPath, generation: object.generation, output: absolute))
+        resumable?.save(
+          .init(server: server ?? "", object: objectPath, generation: object.generation, output: absolute))
       }
       // Named by the target: the temporary file is the CLI's business.
       guard fd >= 0 else { throw CommandFailure("cannot write \(output): \(errnoText)") }
@@ -132,7 +133,9 @@ enum BucketName {
     guard bytes.allSatisfy({ alnum($0) || $0 == 0x2e || $0 == 0x5f || $0 == 0x2d }) else {
       return "only lower-case letters, digits, '-', '_' and '.' are allowed"
     }
-    guard alnum(bytes.first!), alnum(bytes.last!) else { return "it must start and end with a letter or digit" }
+    guard alnum(bytes.first!), alnum(bytes.last!) else {
+      return "it must start and end with a letter or digit"
+    }
     if hasDots, name.split(separator: ".").contains(where: { $0.utf8.count > 63 }) {
       return "a part between dots is longer than 63 characters"
     }
@@ -143,7 +146,9 @@ enum BucketName {
   static func requireCreatable(_ bucket: String, in service: any ObjectService) throws {
     guard let problem = problem(bucket) else { return }
     // A name the store refuses too, or a server that cannot be asked, is the write's own error.
-    guard let page = try? service.listPage(bucket: bucket, prefix: "", delimiter: nil, maxResults: 1, pageToken: nil),
+    guard
+      let page = try? service.listPage(
+        bucket: bucket, prefix: "", delimiter: nil, maxResults: 1, pageToken: nil),
       page.items.isEmpty
     else { return }
     throw CommandFailure(
@@ -172,7 +177,9 @@ enum FolderWalk {
       guard lstat(root + "/" + relative, &st) == 0 else {
         throw CommandFailure("cannot read \(root)/\(relative): \(errnoText)")
       }
-      if st.st_mode & S_IFMT == S_IFREG { entries.append(Entry(relativePath: relative, size: Int64(st.st_size))) }
+      if st.st_mode & S_IFMT == S_IFREG {
+        entries.append(Entry(relativePath: relative, size: Int64(st.st_size)))
+      }
     }
     return entries.sorted { $0.relativePath < $1.relativePath }
   }
