@@ -5,13 +5,14 @@ DATA ?= data
 PORT ?= 8080
 CONFIG ?= release
 
-.PHONY: deps deps-serve build release serve test test-swift test-swift-postgres test-swift-s3 test-interop test-embedded stress bench bench-observe gc-scale clean
+.PHONY: deps build release serve test test-swift test-swift-postgres test-swift-s3 test-interop test-embedded stress bench bench-observe gc-scale clean
 
 # Everything the tests need (PostgreSQL, OpenStack Swift, Chromium, Node, .venv, …).
 deps:
 	@scripts/deps.sh
 
 # Only what building and running the server needs: the C libraries' -dev packages.
+.PHONY: deps-serve
 deps-serve:
 	@scripts/deps.sh serve
 
