@@ -7,16 +7,23 @@ CONFIG ?= release
 
 .PHONY: deps build release serve test test-swift test-swift-postgres test-swift-s3 test-interop test-embedded stress bench bench-observe bench-commits gc-scale clean
 
+# Everything the tests need (PostgreSQL, OpenStack Swift, Chromium, Node, .venv, …).
 deps:
 	@scripts/deps.sh
 
-build: deps
+# Only what building and running the server needs: the C libraries' -dev packages.
+.PHONY: deps-serve
+deps-serve:
+	@scripts/deps.sh serve
+
+build: deps-serve
 	$(SWIFT) build
 
-release: deps
+release: deps-serve
 	$(SWIFT) build -c release --product larder
 
-# Runs the service on ./data with storage.rules.example.
+# Runs the service on $(DATA) (default ./data) with storage.rules.example, on $(PORT) (default
+# 8080): `make serve PORT=9000 DATA=/srv/larder`. The binary is .build/release/larder.
 serve: release
 	@scripts/serve.sh "$(DATA)" "$(PORT)"
 

@@ -72,7 +72,8 @@ let package = Package(
     .target(
       name: "LarderCLI",
       dependencies: [
-        "Larder", "LarderServer", "LarderRules", "LarderAuth", "LarderPostgres", "LarderS3Store", "LarderImages",
+        "Larder", "LarderServer", "LarderRules", "LarderAuth", "LarderCrypto", "LarderPostgres", "LarderS3Store",
+        "LarderImages", "LarderClient",
       ]),
     .executableTarget(name: "larder", dependencies: ["LarderCLI"]),
     // Test only: `larder` that exits abruptly at the fault point named by `LARDER_CRASH_AT`

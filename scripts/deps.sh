@@ -1,22 +1,48 @@
 #!/usr/bin/env bash
-# Installs what Larder's build and tests need, if missing: Debian packages and a Python
-# virtualenv (.venv) with the interop clients. Safe to run again; does nothing when all is there.
+# Installs what Larder needs, if missing; safe to run again, does nothing when all is there.
+#
+#   scripts/deps.sh          everything `make test` needs: the build's packages, PostgreSQL, OpenStack
+#                            Swift, Chromium, Node, rclone, and the Python virtualenv (.venv) of the
+#                            interop clients
+#   scripts/deps.sh serve    only what building and running the server needs (`make serve`,
+#                            `make release`): the compiler's pkg-config and the C libraries' -dev packages
+#   scripts/deps.sh [serve] --print   lists that mode's Debian packages and installs nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+MODE=full
+PRINT=0
+for arg in "$@"; do
+  case "$arg" in
+    serve) MODE=serve ;;
+    full) MODE=full ;;
+    --print) PRINT=1 ;;
+    *) echo "deps: unknown argument '$arg' (use: scripts/deps.sh [serve|full] [--print])" >&2; exit 2 ;;
+  esac
+done
+
+# The build: one -dev package per C library the Swift targets link (Package.swift's systemLibrary
+# providers), pkg-config to find them, libmagic's database (libmagic-mgc) for content detection.
 PACKAGES=(pkg-config libsqlite3-dev libmagic-dev libmagic-mgc libssl-dev libmicrohttpd-dev libre2-dev
-          postgresql libpq-dev  # the PostgreSQL catalog: client library, and a throw-away server for its tests
-          openssl curl python3-venv
-          nodejs chromium  # the real Firebase JS SDK runs in node and headless Chromium (interop tests)
-          chromium-driver)  # selenium drives that Chromium through it (the console's browser tests)
-# The S3 blob backend: libcurl, and OpenStack Swift with its S3 API for the tests on loopback
-# (scripts/swift-s3.sh). Never python3-swiftclient: its `swift` command shadows the Swift compiler.
-PACKAGES+=(libcurl4-openssl-dev swift-proxy swift-account swift-container swift-object memcached)
-# Image variants (issue 26): libvips and its CLI (vipsthumbnail, the benchmark's limit),
-# ImageMagick (the benchmark's scripted peer).
-PACKAGES+=(libvips-dev libvips-tools imagemagick)
-# Go's Google API client (rclone's GCS backend) drives the GCS JSON API in the interop suite (issue 31).
-PACKAGES+=(rclone)
+          libpq-dev libcurl4-openssl-dev libvips-dev)
+if [ "$MODE" = full ]; then
+  PACKAGES+=(postgresql  # a throw-away PostgreSQL server for the catalog tests
+             openssl curl python3-venv
+             nodejs chromium  # the real Firebase JS SDK runs in node and headless Chromium (interop tests)
+             chromium-driver)  # selenium drives that Chromium through it (the console's browser tests)
+  # OpenStack Swift with its S3 API for the S3 tests on loopback (scripts/swift-s3.sh). Never
+  # python3-swiftclient: its `swift` command shadows the Swift compiler.
+  PACKAGES+=(swift-proxy swift-account swift-container swift-object memcached)
+  # Image variants (issue 26): libvips's CLI (vipsthumbnail, the benchmark's limit), ImageMagick
+  # (the benchmark's scripted peer).
+  PACKAGES+=(libvips-tools imagemagick)
+  # Go's Google API client (rclone's GCS backend) drives the GCS JSON API in the interop suite (issue 31).
+  PACKAGES+=(rclone)
+fi
+if [ "$PRINT" = 1 ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,6 +53,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+[ "$MODE" = full ] || exit 0
 
 # Interop clients from PyPI, in a project-local virtualenv.
 # google-auth, google-cloud-storage and firebase-admin: the Google clients a Firebase backend

@@ -5,7 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${1:-data}"
 PORT="${2:-8080}"
-BIN="$(swift build -c release --show-bin-path)/larder"
+BIN="${LARDER_BIN:-$(swift build -c release --show-bin-path)/larder}"
+# A port already taken is said in one line, before any token is printed.
+if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+  echo "larder: error: port $PORT is in use (another larder serve?); choose another: make serve PORT=$((PORT + 1))" >&2
+  exit 1
+fi
 mkdir -p "$DATA"
 TOKEN="$("$BIN" token --uid dev --ttl 24h --data "$DATA")"
 # The console link signs "dev" in with a token of its own, short-lived, in the URL fragment:
@@ -13,6 +18,7 @@ TOKEN="$("$BIN" token --uid dev --ttl 24h --data "$DATA")"
 CONSOLE_TOKEN="$("$BIN" token --uid dev --ttl 1h --data "$DATA")"
 cat <<MSG
 Larder on http://127.0.0.1:$PORT with data in $DATA/ and rules from storage.rules.example.
+The binary is $BIN (put it on PATH: export PATH="$(dirname "$BIN"):\$PATH").
 A development token for uid "dev" (valid 24 h):
 
   export TOKEN=$TOKEN

@@ -5,7 +5,7 @@ import Larder
 var commands: [any Command.Type] {
   [
     ServeCommand.self, PutCommand.self, GetCommand.self, ListCommand.self, StatCommand.self, RemoveCommand.self,
-    GCCommand.self, VerifyCommand.self, CatalogMigrateCommand.self, CatalogCopyCommand.self, TokenCommand.self,
+    CopyCommand.self, GCCommand.self, VerifyCommand.self, CatalogMigrateCommand.self, CatalogCopyCommand.self, TokenCommand.self,
     RulesCheckCommand.self, RulesEvalCommand.self, ServiceAccountCreateCommand.self, ServiceAccountListCommand.self,
     ServiceAccountRevokeCommand.self, ServiceAccountTokenCommand.self, ModelsExportCommand.self,
     ModelsImportCommand.self, ImagesWarmCommand.self,
@@ -24,6 +24,10 @@ var commands: [any Command.Type] {
   text +=
     "\nCommands that use a data directory take \(data.name) \(data.placeholder) (or \(data.environment!); "
   text += "default \(data.defaultValue!)); every command takes --help.\n"
+  let (server, key) = (ObjectOptions.server, ObjectOptions.key)
+  text += "put, get, ls, stat, rm and cp act on a server instead with \(server.name) \(server.placeholder) "
+  text += "\(key.name) \(key.placeholder)\n(or \(server.environment!), \(key.environment!)), given before or after the command.\n"
+  text += "larder --version prints the version.\n"
   return text
 }
 
@@ -44,6 +48,9 @@ func firstNonUTF8Argument() -> Int? {
   }
   return nil
 }
+
+/// What `larder --version` prints after `larder `.
+public let larderVersion = "0.34.0"
 
 /// The `larder` command line: `larder COMMAND [options]`.
 ///
@@ -66,6 +73,24 @@ public enum LarderCLI {
     return 2
   }
   var args = Array(CommandLine.arguments.dropFirst())
+  if args.first == "--version" || args.first == "-V" {
+    print("larder \(larderVersion)")
+    return 0
+  }
+  // `larder --server URL --key K ls …`: options of the object commands may come first.
+  var leading: [String] = []
+  while let option = args.first, let spelled = ObjectOptions.leading.first(where: {
+    option == $0.name || option.hasPrefix($0.name + "=")
+  }) {
+    leading.append(args.removeFirst())
+    if !option.contains("=") {
+      guard !args.isEmpty else {
+        Output.error("\(spelled.name) needs a value; see 'larder --help'")
+        return 2
+      }
+      leading.append(args.removeFirst())
+    }
+  }
   guard let first = args.first, first != "--help", first != "-h", first != "help" else {
     printHelp()
     return args.isEmpty ? 2 : 0
@@ -84,6 +109,14 @@ public enum LarderCLI {
     return 2
   }
   let configuration = type.configuration
+  if !leading.isEmpty {
+    guard configuration.option(spelled: ObjectOptions.server.name) != nil else {
+      Output.error("\(leading[0].split(separator: "=")[0]) applies to put, get, ls, stat, rm and cp, not \(commandName)")
+      return 2
+    }
+    // After the command's own arguments' options, before a `--`.
+    if let end = args.firstIndex(of: "--") { args.insert(contentsOf: leading, at: end) } else { args += leading }
+  }
   if ParsedArguments.wantsHelp(args) {
     print(HelpFormatter.help(configuration), terminator: "")
     return 0

@@ -1,7 +1,10 @@
 import Foundation
+import Synchronization
 
 /// A one-line progress bar on stderr, drawn only when stderr is a terminal.
-final class ProgressBar {
+///
+/// Sendable: a remote upload reports its chunks from the task that sends them.
+final class ProgressBar: Sendable {
   /// What `total` counts: bytes (drawn from 8 MiB up, a smaller copy is over at once), or items.
   enum Unit { case bytes, items }
 
@@ -9,7 +12,7 @@ final class ProgressBar {
   private let label: String
   private let unit: Unit
   private let enabled: Bool
-  private var lastDraw = Date.distantPast
+  private let lastDraw = Mutex(Date.distantPast)
 
   init(total: Int64, label: String, unit: Unit = .bytes) {
     self.total = total
@@ -19,8 +22,13 @@ final class ProgressBar {
   }
 
   func update(_ done: Int64) {
-    guard enabled, Date().timeIntervalSince(lastDraw) > 0.1 || done == total else { return }
-    lastDraw = Date()
+    guard enabled else { return }
+    let due = lastDraw.withLock { last in
+      guard Date().timeIntervalSince(last) > 0.1 || done == total else { return false }
+      last = Date()
+      return true
+    }
+    guard due else { return }
     let fraction = total > 0 ? Double(done) / Double(total) : 1
     let width = 30
     let filled = Int(fraction * Double(width))

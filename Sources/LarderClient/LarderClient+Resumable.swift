@@ -160,12 +160,7 @@ extension LarderClient {
         failures = 0
         progress?(offset, length)
       } catch {
-        guard Self.isRetryable(error), !Task.isCancelled else { throw error }
-        failures += 1
-        if failures >= retryPolicy.maxAttempts { throw error }
-        do { try await Task.sleep(for: retryPolicy.delay(beforeAttempt: failures)) } catch {
-          throw .transport("cancelled")
-        }
+        try await backOff(after: error, failures: &failures)
         needsOffset = true
       }
     }
@@ -184,6 +179,18 @@ extension LarderClient {
       throw .invalidResponse("PATCH answered no Upload-Offset")
     }
     return next
+  }
+
+  /// After a failed chunk: counts the failure and waits as `retryPolicy` says, or rethrows
+  /// `error` when it is final (not ``isRetryable(_:)``, the task is cancelled, or the attempts
+  /// are spent). The caller then asks the server where the upload stands and goes on.
+  func backOff(after error: LarderClientError, failures: inout Int) async throws(LarderClientError) {
+    guard Self.isRetryable(error), !Task.isCancelled else { throw error }
+    failures += 1
+    if failures >= retryPolicy.maxAttempts { throw error }
+    do { try await Task.sleep(for: retryPolicy.delay(beforeAttempt: failures)) } catch {
+      throw .transport("cancelled")
+    }
   }
 
   /// Failures worth a `HEAD` and another try: no answer at all, an offset conflict, a lock,

@@ -114,14 +114,20 @@ public final class LarderClient: Sendable {
   public func listPage(
     prefix: String = "", delimiter: String? = nil, maxResults: Int? = nil, pageToken: String? = nil
   ) async throws(LarderClientError) -> ObjectListPage {
+    let query = Self.listQuery(prefix: prefix, delimiter: delimiter, maxResults: maxResults, pageToken: pageToken)
+    let request = try makeRequest("GET", objectsPath, query: query)
+    let (body, _) = try await send(request, expecting: [200])
+    return try decode(ObjectListPage.self, body)
+  }
+
+  /// A listing's query, the same for the Firebase and the GCS calls.
+  static func listQuery(prefix: String, delimiter: String?, maxResults: Int?, pageToken: String?) -> [(String, String)] {
     var query: [(String, String)] = []
     if !prefix.isEmpty { query.append(("prefix", prefix)) }
     if let delimiter { query.append(("delimiter", delimiter)) }
     if let maxResults { query.append(("maxResults", String(maxResults))) }
     if let pageToken { query.append(("pageToken", pageToken)) }
-    let request = try makeRequest("GET", objectsPath, query: query)
-    let (body, _) = try await send(request, expecting: [200])
-    return try decode(ObjectListPage.self, body)
+    return query
   }
 
   /// The whole listing under `prefix`, following `nextPageToken` to the last page.
@@ -167,10 +173,13 @@ public final class LarderClient: Sendable {
     return request
   }
 
-  /// Sends `request` with the bearer token; a status outside `expecting` becomes a typed error.
-  func send(_ request: URLRequest, expecting: Set<Int>) async throws(LarderClientError) -> (Data, HTTPURLResponse) {
+  /// Sends `request` with the bearer token (unless `authorized` is false: a token endpoint's
+  /// own call); a status outside `expecting` becomes a typed error.
+  func send(_ request: URLRequest, expecting: Set<Int>, authorized: Bool = true) async throws(LarderClientError)
+    -> (Data, HTTPURLResponse)
+  {
     var request = request
-    if let token {
+    if authorized, let token {
       let value: String?
       do { value = try await token() } catch { throw .authentication(String(describing: error)) }
       if let value { request.setValue("Bearer \(value)", forHTTPHeaderField: "Authorization") }

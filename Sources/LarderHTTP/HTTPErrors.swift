@@ -1,3 +1,5 @@
+import Foundation
+
 /// A request the HTTP layer could not accept before any handler ran.
 ///
 /// Each case has a stable `code` (for logs and JSON bodies) and the HTTP status it maps to,
@@ -79,7 +81,7 @@ public struct HTTPResponseError: Error, Sendable {
 }
 
 /// Failures of the server itself (binding, starting the daemon).
-public enum HTTPServerError: Error, Sendable, Equatable {
+public enum HTTPServerError: Error, Sendable, Equatable, CustomStringConvertible {
   case invalidHost(String)
   case socket(operation: String, errno: Int32)
   /// The access-log file could not be opened.
@@ -94,6 +96,19 @@ public enum HTTPServerError: Error, Sendable, Equatable {
     case .accessLog: "access_log_error"
     case .daemonStartFailed: "daemon_start_failed"
     case .alreadyStarted: "already_started"
+    }
+  }
+
+  /// One line for an operator: `cannot bind 127.0.0.1:8080: the port is in use (another larder serve?)`.
+  public var description: String {
+    switch self {
+    case .invalidHost(let host): "cannot listen on '\(host)': not an IP address and port"
+    case .socket(let operation, let code) where code == EADDRINUSE:
+      "cannot \(operation): the port is in use (another larder serve?)"
+    case .socket(let operation, let code): "cannot \(operation): \(String(cString: strerror(code)))"
+    case .accessLog(let path, let code): "cannot open the access log \(path): \(String(cString: strerror(code)))"
+    case .daemonStartFailed: "the HTTP daemon did not start"
+    case .alreadyStarted: "the server is already started"
     }
   }
 }

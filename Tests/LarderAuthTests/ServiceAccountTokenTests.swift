@@ -34,6 +34,35 @@ struct ServiceAccountTokenTests {
       assertion, key: key ?? (try! Self.key.publicKey()), clientEmail: email, audiences: [audience], now: now)
   }
 
+  /// What the CLI signs with a key file is what `/token` verifies: kid, iss, aud (the key
+  /// file's token_uri), an hour's window and the full-control scope.
+  @Test func keyFileAssertionIsAcceptedByTheGrantCheck() throws {
+    let file: [String: String] = [
+      "type": "service_account", "private_key_id": "kid-1", "private_key": Self.key.pkcs8PEM(),
+      "client_email": Self.email, "token_uri": Self.audience,
+    ]
+    let key = try ServiceAccountKeyFile(json: Array(try JSONSerialization.data(withJSONObject: file)))
+    let assertion = try key.assertion(now: Self.now)
+    #expect(try ServiceAccountGrant.keyID(of: assertion) == "kid-1")
+    let grant = try Self.verify(assertion)
+    #expect(grant.clientEmail == Self.email && grant.keyID == "kid-1")
+    #expect(grant.scope == ServiceAccountKeyFile.fullControlScope)
+    #expect(grant.expiresAt == Self.now.addingTimeInterval(3600))
+    // Another key's signature is refused; so is a file that is not a service-account key.
+    let other = try PrivateKey.generateRSA()
+    #expect(throws: AuthError.invalidSignature) { try Self.verify(assertion, key: try other.publicKey()) }
+    var broken = file
+    broken["type"] = "authorized_user"
+    #expect(throws: KeyFileError.notServiceAccount) {
+      try ServiceAccountKeyFile(json: Array(try JSONSerialization.data(withJSONObject: broken)))
+    }
+    broken = file
+    broken["private_key"] = nil
+    #expect(throws: KeyFileError.missingField("private_key")) {
+      try ServiceAccountKeyFile(json: Array(try JSONSerialization.data(withJSONObject: broken)))
+    }
+  }
+
   @Test func opensslReadsTheKeyAndVerifiesItsSignatures() throws {
     let openssl = OpenSSLTool.shared
     try openssl.run(["pkey", "-check", "-noout"], input: Array(Self.key.pkcs8PEM().utf8))

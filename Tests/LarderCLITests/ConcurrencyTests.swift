@@ -22,7 +22,7 @@ import Testing
       expected[name] = bytes
       let src = try box.write("src-\(i)", bytes)
       let pid = try CLI.spawn(
-        binary, ["put", "--data", box.dataPath, src, "b/\(name)"], stdoutPath: box.path("out-\(i)"),
+        binary, ["put", "--data", box.dataPath, src, "bkt/\(name)"], stdoutPath: box.path("out-\(i)"),
         stderrPath: box.path("err-\(i)"))
       pids.append((pid, name))
     }
@@ -35,7 +35,7 @@ import Testing
     DispatchQueue.concurrentPerform(iterations: 4) { worker in
       for i in stride(from: worker, to: 16, by: 4) {
         do {
-          _ = try larder.objects.put(bucket: "b", name: "lib-\(i)", data: Data(libraryContents[i]))
+          _ = try larder.objects.put(bucket: "bkt", name: "lib-\(i)", data: Data(libraryContents[i]))
         } catch {
           failures.withLock { $0.append("lib-\(i): \(error)") }
         }
@@ -51,11 +51,11 @@ import Testing
     // All 32 readable with the right bytes, through the library and through the CLI.
     #expect(try Sandbox.count(larder, "objects") == 32)
     for (name, bytes) in expected {
-      let object = try larder.objects.get(bucket: "b", name: name)
+      let object = try larder.objects.get(bucket: "bkt", name: name)
       #expect(try larder.files.data(of: object.file) == Data(bytes), "\(name)")
     }
     for name in ["cli-0", "cli-15", "lib-3", "lib-12"] {
-      #expect(try box.larder("get", "b/\(name)").stdoutBytes == expected[name], "\(name)")
+      #expect(try box.larder("get", "bkt/\(name)").stdoutBytes == expected[name], "\(name)")
     }
     // Catalog consistent: foreign keys hold, one blob per distinct content, rows == files on disk.
     #expect(try larder.catalog.read { db in try TestCatalog.foreignKeyViolations(db) } == 0)
@@ -73,17 +73,17 @@ import Testing
   @Test(TestCatalog.sqliteOnly) func aCachingStoreSeesAnotherProcesssWritesAtItsNextLookup() throws {
     let box = try Sandbox()
     let larder = try TestStore.open(at: box.data)
-    let first = try larder.objects.put(bucket: "b", name: "hot.txt", data: Data("first".utf8))
-    for _ in 0..<20 { #expect(try larder.objects.find(bucket: "b", name: "hot.txt") == first) }
+    let first = try larder.objects.put(bucket: "bkt", name: "hot.txt", data: Data("first".utf8))
+    for _ in 0..<20 { #expect(try larder.objects.find(bucket: "bkt", name: "hot.txt") == first) }
 
-    let put = try box.larder("put", try box.write("second", Array("second!".utf8)), "b/hot.txt")
+    let put = try box.larder("put", try box.write("second", Array("second!".utf8)), "bkt/hot.txt")
     #expect(put.status == 0, "\(put)")
-    let replaced = try #require(try larder.objects.find(bucket: "b", name: "hot.txt"))
+    let replaced = try #require(try larder.objects.find(bucket: "bkt", name: "hot.txt"))
     #expect(replaced.generation > first.generation)
     #expect(try larder.files.data(of: replaced.file) == Data("second!".utf8))
 
-    let rm = try box.larder("rm", "b/hot.txt")
+    let rm = try box.larder("rm", "bkt/hot.txt")
     #expect(rm.status == 0, "\(rm)")
-    #expect(try larder.objects.find(bucket: "b", name: "hot.txt") == nil)
+    #expect(try larder.objects.find(bucket: "bkt", name: "hot.txt") == nil)
   }
 }

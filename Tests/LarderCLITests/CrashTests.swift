@@ -12,12 +12,12 @@ import Testing
   @Test(arguments: ["after-stage", "after-link", "before-commit"])
   func crashBeforeCommitLeavesNoObject(_ point: String) throws {
     let box = try Sandbox()
-    try box.put("b/keep", Array("kept content".utf8))
+    try box.put("bkt/keep", Array("kept content".utf8))
     let bytes = pseudoRandomBytes(70_000, seed: 11)
     let src = try box.write("crash.bin", bytes)
     let sha = try CLI.opensslSHA256(src)
 
-    let crashed = try box.larder("put", src, "b/crash", environment: ["LARDER_CRASH_AT": point])
+    let crashed = try box.larder("put", src, "bkt/crash", environment: ["LARDER_CRASH_AT": point])
     #expect(crashed.status == Self.crashStatus, "\(crashed)")
     #expect(crashed.stdout == "")
     // The dead writer's staged temp file is still there until someone reopens.
@@ -27,11 +27,11 @@ import Testing
     #expect(box.blobFileNames == (linked ? [keptSHA, sha].sorted() : [keptSHA]))
 
     // Reopen through the CLI: not visible, and recovery removed the abandoned temp file.
-    let stat = try box.larder("stat", "b/crash")
+    let stat = try box.larder("stat", "bkt/crash")
     #expect(stat.status == 1)
-    #expect(stat.stderr == "larder: error: object 'crash' not found in bucket 'b'\n")
+    #expect(stat.stderr == "larder: error: object 'crash' not found in bucket 'bkt'\n")
     #expect(box.entries("tmp") == [])
-    let listing = try box.larder("ls", "b", "--recursive", "--json").jsonObject()
+    let listing = try box.larder("ls", "bkt", "--recursive", "--json").jsonObject()
     #expect((listing["items"] as? [[String: Any]])?.map { $0["name"] as? String } == ["keep"])
 
     // The catalog: no row for the crashed content; every blobs row has its file (I1).
@@ -82,9 +82,9 @@ import Testing
     #expect(box.blobFileNames == [keptSHA])
 
     // The same content stored again afterwards works and reads back exactly.
-    let retry = try box.larder("put", src, "b/crash")
+    let retry = try box.larder("put", src, "bkt/crash")
     #expect(retry.status == 0, "\(retry)")
-    #expect(try box.larder("get", "b/crash").stdoutBytes == bytes)
+    #expect(try box.larder("get", "bkt/crash").stdoutBytes == bytes)
     #expect(try box.larder("verify").status == 0)
   }
 
@@ -93,15 +93,15 @@ import Testing
     let box = try Sandbox()
     let bytes = pseudoRandomBytes(50_000, seed: 12)
     let src = try box.write("c.bin", bytes)
-    let crashed = try box.larder("put", src, "b/committed", environment: ["LARDER_CRASH_AT": "after-commit"])
+    let crashed = try box.larder("put", src, "bkt/committed", environment: ["LARDER_CRASH_AT": "after-commit"])
     #expect(crashed.status == Self.crashStatus, "\(crashed)")
     #expect(box.entries("tmp").count == 1)
 
-    let get = try box.larder("get", "b/committed")
+    let get = try box.larder("get", "bkt/committed")
     #expect(get.status == 0, "\(get)")
     #expect(get.stdoutBytes == bytes)
     #expect(box.entries("tmp") == [])
-    let stat = try box.larder("stat", "b/committed", "--json").jsonObject()
+    let stat = try box.larder("stat", "bkt/committed", "--json").jsonObject()
     #expect(stat["sha256"] as? String == (try CLI.opensslSHA256(src)))
     do {
       let larder = try TestStore.open(at: box.data)
@@ -124,25 +124,25 @@ import Testing
       box = try Sandbox()
       for i in 0..<3 {
         let bytes = pseudoRandomBytes(10_000 + i, seed: 100 + UInt64(i))
-        try box.put("b/live-\(i)", bytes)
+        try box.put("bkt/live-\(i)", bytes)
         live["live-\(i)"] = bytes
       }
       // Shared: the removed name's content is still referenced by live-0.
-      try box.put("b/dup-of-live-0", live["live-0"]!)
-      #expect(try box.larder("rm", "b/dup-of-live-0").status == 0)
+      try box.put("bkt/dup-of-live-0", live["live-0"]!)
+      #expect(try box.larder("rm", "bkt/dup-of-live-0").status == 0)
       for i in 0..<4 {
         let bytes = pseudoRandomBytes(20_000 + i, seed: 200 + UInt64(i))
-        try box.put("b/orphan-\(i)", bytes)
+        try box.put("bkt/orphan-\(i)", bytes)
         orphanSHAs.append(try CLI.opensslSHA256(box.write("o\(i)", bytes)))
         orphanBytes += bytes.count
-        #expect(try box.larder("rm", "b/orphan-\(i)").status == 0)
+        #expect(try box.larder("rm", "bkt/orphan-\(i)").status == 0)
       }
       orphanSHAs.sort()
     }
 
     func expectLiveIntact() throws {
       for (name, bytes) in live {
-        let get = try box.larder("get", "b/\(name)")
+        let get = try box.larder("get", "bkt/\(name)")
         #expect(get.status == 0, "\(name): \(get)")
         #expect(get.stdoutBytes == bytes, "\(name)")
       }

@@ -11,14 +11,19 @@ import Testing
     #expect(result.stderr == "")
     #expect(
       result.stdout == """
-        usage: larder stat BUCKET/NAME [--json] [--data DIR] [--catalog URL] [--blobs URL]
-                           [--s3-credentials FILE]
+        usage: larder stat BUCKET/NAME [--json] [--server URL] [--key FILE] [--data DIR] [--catalog URL]
+                           [--blobs URL] [--s3-credentials FILE]
 
         arguments:
           BUCKET/NAME            the object
 
         options:
-          --json                 print the metadata as JSON (the Firebase shape)
+          --json                 print the metadata as JSON (the Firebase shape; with --server, the GCS
+                                 object resource)
+          --server URL           a Larder server to act on over the GCS JSON API instead of the data
+                                 directory (env LARDER_SERVER)
+          --key FILE             with --server: a service-account key file (larder service-account create)
+                                 to act as that account (env LARDER_KEY)
           --data DIR             the data directory (env LARDER_DATA; default ./data)
           --catalog URL          the catalog: postgres://user@host:port/db[?schema=name] shared by several
                                  nodes (default: SQLite in the data directory) (env LARDER_CATALOG)

@@ -8,7 +8,7 @@ import Testing
   @Test func dryRunChangesNothingAndPredictsTheRealCollection() throws {
     let fixture = try CrashTests.GCFixture()
     let box = fixture.box
-    let listingBefore = try box.larder("ls", "b", "--recursive", "--json")
+    let listingBefore = try box.larder("ls", "bkt", "--recursive", "--json")
     let filesBefore = box.files(under: "blobs")
     #expect(filesBefore.count == 7)
     let rowsBefore: (Int64, Int64) = try {
@@ -33,7 +33,7 @@ import Testing
       text.stdoutLines.contains("unused files:      5 would be deleted (nothing refers to them, uploaded more than 0 s ago)"),
       "\(text.stdout)")
     #expect(text.stdoutLines.last?.hasSuffix("(dry run: nothing changed)") == true)
-    #expect(try box.larder("ls", "b", "--recursive", "--json").stdout == listingBefore.stdout)
+    #expect(try box.larder("ls", "bkt", "--recursive", "--json").stdout == listingBefore.stdout)
     #expect(box.files(under: "blobs") == filesBefore)
     do {
       let larder = try TestStore.open(at: box.data)
@@ -52,7 +52,7 @@ import Testing
     #expect(done["bytesFreed"] as? Int == fixture.orphanBytes)
     #expect(box.blobFileNames.count == 3)
     #expect(Set(box.blobFileNames).isDisjoint(with: fixture.orphanSHAs))
-    #expect(try box.larder("ls", "b", "--recursive", "--json").stdout == listingBefore.stdout)
+    #expect(try box.larder("ls", "bkt", "--recursive", "--json").stdout == listingBefore.stdout)
     try fixture.expectLiveIntact()
 
     // A second collection finds nothing.
@@ -182,8 +182,8 @@ import Testing
   @Test func verifyFindsAFlippedByteAndRepairQuarantinesIt() throws {
     let box = try Sandbox()
     let bytes = pseudoRandomBytes(4096, seed: 31)
-    try box.put("b/victim", bytes)
-    try box.put("b/bystander", Array("fine".utf8))
+    try box.put("bkt/victim", bytes)
+    try box.put("bkt/bystander", Array("fine".utf8))
     let sha = try CLI.opensslSHA256(box.write("v", bytes))
 
     let clean = try box.larder("verify")
@@ -229,14 +229,14 @@ import Testing
     #expect(repair.stdoutLines.first?.hasPrefix("repaired  hash-mismatch  \(sha)") == true, "\(repair)")
     #expect(repair.stdoutLines.contains("checked 2 blobs (4.0 KiB): 1 findings, 0 unrepaired, 1 quarantined"), "\(repair)")
 
-    let get = try box.larder("get", "b/victim", "-o", box.path("out"))
+    let get = try box.larder("get", "bkt/victim", "-o", box.path("out"))
     #expect(get.status == 1, "\(get)")
     #expect(
       get.stderr
         == "larder: error: the stored content of this object (\(sha)) is damaged: it failed verification and was quarantined; upload the object's original bytes again to heal it\n"
     )
     #expect(!FileManager.default.fileExists(atPath: box.path("out")))
-    #expect(try box.larder("get", "b/bystander").stdoutBytes == Array("fine".utf8))
+    #expect(try box.larder("get", "bkt/bystander").stdoutBytes == Array("fine".utf8))
     // Afterwards the store verifies clean, with the quarantine reported.
     let after = try box.larder("verify")
     #expect(after.status == 0, "\(after)")
@@ -246,8 +246,8 @@ import Testing
 
   @Test func verifyReportsAStrayFileAndAMissingBlob() throws {
     let box = try Sandbox()
-    try box.put("b/one", Array("one".utf8))
-    try box.put("b/two", Array("two".utf8))
+    try box.put("bkt/one", Array("one".utf8))
+    try box.put("bkt/two", Array("two".utf8))
     let two = try CLI.opensslSHA256(box.write("t", Array("two".utf8)))
     let twoPath = box.data.appendingPathComponent(
       "blobs/sha256/\(two.prefix(2))/\(two.dropFirst(2).prefix(2))/\(two)"

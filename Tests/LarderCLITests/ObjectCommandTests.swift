@@ -13,25 +13,25 @@ import Testing
     ]
     for (name, bytes) in contents {
       let src = try box.write(name, bytes)
-      let put = try box.larder("put", src, "b/dir/\(name)")
+      let put = try box.larder("put", src, "bkt/dir/\(name)")
       #expect(put.status == 0, "\(put)")
       let sha = try CLI.opensslSHA256(src)
-      #expect(put.stdout.hasPrefix("b/dir/\(name)  \(bytes.count) bytes  "), "\(put)")
+      #expect(put.stdout.hasPrefix("bkt/dir/\(name)  \(bytes.count) bytes  "), "\(put)")
       #expect(put.stdout.hasSuffix("  sha256:\(sha)\n"), "\(put)")
       // To standard output.
-      let get = try box.larder("get", "b/dir/\(name)")
+      let get = try box.larder("get", "bkt/dir/\(name)")
       #expect(get.status == 0, "\(get)")
       #expect(get.stdoutBytes == bytes)
       #expect(get.stderr == "")
       // To a file, via -o and via --output.
       let out = box.path("out-\(name)")
-      let getFile = try box.larder("get", "b/dir/\(name)", "-o", out)
+      let getFile = try box.larder("get", "bkt/dir/\(name)", "-o", out)
       #expect(getFile.status == 0, "\(getFile)")
       #expect(getFile.stdoutBytes == [])
       #expect(box.read("out-\(name)") == bytes)
       #expect(!FileManager.default.fileExists(atPath: out + ".larder-partial"))
       #expect(try CLI.opensslSHA256(out) == sha)
-      let long = try box.larder("get", "b/dir/\(name)", "--output=\(out)2")
+      let long = try box.larder("get", "bkt/dir/\(name)", "--output=\(out)2")
       #expect(long.status == 0 && box.read("out-\(name)2") == bytes)
     }
   }
@@ -39,31 +39,31 @@ import Testing
   @Test func putWithoutContentTypeDeclaresTheDetectedType() throws {
     let box = try Sandbox()
     let src = try box.write("photo", onePixelPNG)
-    let put = try box.larder("put", src, "b/media/photo.png", "--json")
+    let put = try box.larder("put", src, "bkt/media/photo.png", "--json")
     #expect(put.status == 0, "\(put)")
     let json = try put.jsonObject()
     #expect(json["contentType"] as? String == "image/png")
     #expect(json["detectedContentType"] as? String == "image/png")
     // An explicit --content-type still wins.
-    let declared = try box.larder("put", src, "b/media/photo.bin", "--content-type", "application/x-mine", "--json")
+    let declared = try box.larder("put", src, "bkt/media/photo.bin", "--content-type", "application/x-mine", "--json")
     #expect(try declared.jsonObject()["contentType"] as? String == "application/x-mine")
   }
 
   @Test func putFromStandardInput() throws {
     let box = try Sandbox()
     let bytes = pseudoRandomBytes(300_001, seed: 2)
-    let put = try box.larder("put", "-", "b/from-stdin.bin", "--json", stdin: bytes)
+    let put = try box.larder("put", "-", "bkt/from-stdin.bin", "--json", stdin: bytes)
     #expect(put.status == 0, "\(put)")
     let json = try put.jsonObject()
     #expect(json["size"] as? String == "300001")
     #expect(json["sha256"] as? String == (try CLI.opensslSHA256(box.write("expected", bytes))))
-    let get = try box.larder("get", "b/from-stdin.bin", "-o", "-")
+    let get = try box.larder("get", "bkt/from-stdin.bin", "-o", "-")
     #expect(get.status == 0)
     #expect(get.stdoutBytes == bytes)
     // Standard input that is empty stores an empty object.
-    let empty = try box.larder("put", "-", "b/empty", stdin: [])
+    let empty = try box.larder("put", "-", "bkt/empty", stdin: [])
     #expect(empty.status == 0, "\(empty)")
-    #expect(try box.larder("get", "b/empty").stdoutBytes == [])
+    #expect(try box.larder("get", "bkt/empty").stdoutBytes == [])
   }
 
   @Test func jsonMetadataHasFirebaseFieldsSniffedAndDeclaredTypes() throws {
@@ -100,12 +100,12 @@ import Testing
     // The text form names the same values.
     let text = try box.larder("stat", "app/users/u1/pixel.png")
     #expect(text.status == 0)
-    #expect(text.stdoutLines.contains("name:          app/users/u1/pixel.png"))
-    #expect(text.stdoutLines.contains("size:          \(onePixelPNG.count)"))
-    #expect(text.stdoutLines.contains("contentType:   text/plain"))
-    #expect(text.stdoutLines.contains("detectedType:  image/png"))
+    #expect(text.stdoutLines.contains("name:           app/users/u1/pixel.png"))
+    #expect(text.stdoutLines.contains("size:           \(onePixelPNG.count)"))
+    #expect(text.stdoutLines.contains("contentType:    text/plain"))
+    #expect(text.stdoutLines.contains("detectedType:   image/png"))
     #expect(text.stdoutLines.contains("metadata.owner: alice"))
-    #expect(text.stdoutLines.contains("metadata.expr: a=b"))
+    #expect(text.stdoutLines.contains("metadata.expr:  a=b"))
 
     // New content under the same name bumps the generation.
     let again = try box.larder(
@@ -128,19 +128,19 @@ import Testing
   @Test func listFoldsAtSlashUnlessRecursive() throws {
     let box = try Sandbox()
     for name in ["top.txt", "a/x.txt", "a/c.txt", "a/b/y.txt"] {
-      try box.put("b/\(name)", Array("12345".utf8))
+      try box.put("bkt/\(name)", Array("12345".utf8))
     }
     try box.put("other/z", [1])
 
-    let root = try box.larder("ls", "b", "--json").jsonObject()
+    let root = try box.larder("ls", "bkt", "--json").jsonObject()
     #expect(root["prefixes"] as? [String] == ["a/"])
     #expect((root["items"] as? [[String: Any]])?.map { $0["name"] as? String } == ["top.txt"])
 
-    let inA = try box.larder("ls", "b/a/", "--json").jsonObject()
+    let inA = try box.larder("ls", "bkt/a/", "--json").jsonObject()
     #expect(inA["prefixes"] as? [String] == ["a/b/"])
     #expect((inA["items"] as? [[String: Any]])?.map { $0["name"] as? String } == ["a/c.txt", "a/x.txt"])
 
-    let all = try box.larder("ls", "b", "--recursive", "--json").jsonObject()
+    let all = try box.larder("ls", "bkt", "--recursive", "--json").jsonObject()
     #expect(all["prefixes"] as? [String] == [])
     #expect(
       (all["items"] as? [[String: Any]])?.map { $0["name"] as? String } == [
@@ -149,14 +149,14 @@ import Testing
     #expect((all["items"] as? [[String: Any]])?.map { $0["size"] as? String } == ["5", "5", "5", "5"])
 
     // Text: prefixes first, then name TAB size TAB type TAB updated.
-    let text = try box.larder("ls", "b")
+    let text = try box.larder("ls", "bkt")
     #expect(text.status == 0)
     #expect(text.stdoutLines.count == 2)
     #expect(text.stdoutLines.first == "a/")
     // The type column is the object's contentType: the declared type, here the detected one.
     #expect(text.stdoutLines.last?.hasPrefix("top.txt\t5\t") == true)
     #expect(
-      try box.larder("ls", "b", "-r").stdoutLines.map { String($0.split(separator: "\t")[0]) } == [
+      try box.larder("ls", "bkt", "-r").stdoutLines.map { String($0.split(separator: "\t")[0]) } == [
         "a/b/y.txt", "a/c.txt", "a/x.txt", "top.txt",
       ])
 
@@ -165,20 +165,20 @@ import Testing
     #expect(buckets.status == 0)
     #expect(
       (try buckets.json() as? [[String: String]]) == [
-        ["bucket": "b", "objects": "4"], ["bucket": "other", "objects": "1"],
+        ["bucket": "bkt", "objects": "4"], ["bucket": "other", "objects": "1"],
       ])
-    #expect(try box.larder("ls").stdoutLines == ["b/\t4 objects", "other/\t1 objects"])
+    #expect(try box.larder("ls").stdoutLines == ["bkt/\t4 objects", "other/\t1 objects"])
     // An empty prefix lists nothing, successfully.
-    let none = try box.larder("ls", "b/nothing-here/", "--json").jsonObject()
+    let none = try box.larder("ls", "bkt/nothing-here/", "--json").jsonObject()
     #expect(none["items"] as? [[String: Any]] != nil && (none["items"] as? [[String: Any]])!.isEmpty)
   }
 
   @Test func getOverMaxSizeFailsBeforeWritingAnything() throws {
     let box = try Sandbox()
     let bytes = pseudoRandomBytes(1000, seed: 3)
-    try box.put("b/k", bytes)
+    try box.put("bkt/k", bytes)
     let out = box.path("out.bin")
-    let refused = try box.larder("get", "b/k", "-o", out, "--max-size", "999")
+    let refused = try box.larder("get", "bkt/k", "-o", out, "--max-size", "999")
     #expect(refused.status == 1)
     #expect(
       refused.stderr
@@ -187,21 +187,21 @@ import Testing
     #expect(!FileManager.default.fileExists(atPath: out))
     #expect(!FileManager.default.fileExists(atPath: out + ".larder-partial"))
     // To stdout: nothing written either.
-    let toStdout = try box.larder("get", "b/k", "--max-size=999")
+    let toStdout = try box.larder("get", "bkt/k", "--max-size=999")
     #expect(toStdout.status == 1 && toStdout.stdoutBytes.isEmpty)
     // Exactly the size is allowed; units are understood.
-    let exact = try box.larder("get", "b/k", "-o", out, "--max-size", "1000")
+    let exact = try box.larder("get", "bkt/k", "-o", out, "--max-size", "1000")
     #expect(exact.status == 0 && box.read("out.bin") == bytes)
-    #expect(try box.larder("get", "b/k", "--max-size", "1KiB").stdoutBytes == bytes)
-    #expect(try box.larder("get", "b/k", "--max-size", "1KB").stdoutBytes == bytes)
+    #expect(try box.larder("get", "bkt/k", "--max-size", "1KiB").stdoutBytes == bytes)
+    #expect(try box.larder("get", "bkt/k", "--max-size", "1KB").stdoutBytes == bytes)
   }
 
   @Test func getToAFullDeviceFailsWithOneClearLine() throws {
     let box = try Sandbox()
-    try box.put("b/k", pseudoRandomBytes(3000, seed: 4))
+    try box.put("bkt/k", pseudoRandomBytes(3000, seed: 4))
     // /dev/full answers every write with ENOSPC.
     let pid = try CLI.spawn(
-      try CLI.binary(), ["get", "b/k", "--data", box.dataPath],
+      try CLI.binary(), ["get", "bkt/k", "--data", box.dataPath],
       stdoutPath: "/dev/full", stderrPath: box.path("err"))
     #expect(try CLI.wait(pid) == 1)
     let stderr = (try? String(contentsOfFile: box.path("err"), encoding: .utf8)) ?? ""
@@ -210,43 +210,43 @@ import Testing
 
   @Test func removeThenStatAndGetReportNotFound() throws {
     let box = try Sandbox()
-    try box.put("b/gone.txt", Array("bye".utf8))
-    let rm = try box.larder("rm", "b/gone.txt")
+    try box.put("bkt/gone.txt", Array("bye".utf8))
+    let rm = try box.larder("rm", "bkt/gone.txt")
     #expect(rm.status == 0 && rm.stdout == "" && rm.stderr == "")
-    let stat = try box.larder("stat", "b/gone.txt")
+    let stat = try box.larder("stat", "bkt/gone.txt")
     #expect(stat.status == 1)
-    #expect(stat.stderr == "larder: error: object 'gone.txt' not found in bucket 'b'\n")
+    #expect(stat.stderr == "larder: error: object 'gone.txt' not found in bucket 'bkt'\n")
     #expect(stat.stdout == "")
-    let get = try box.larder("get", "b/gone.txt", "-o", box.path("x"))
+    let get = try box.larder("get", "bkt/gone.txt", "-o", box.path("x"))
     #expect(get.status == 1)
-    #expect(get.stderr == "larder: error: object 'gone.txt' not found in bucket 'b'\n")
+    #expect(get.stderr == "larder: error: object 'gone.txt' not found in bucket 'bkt'\n")
     #expect(!FileManager.default.fileExists(atPath: box.path("x")))
-    let again = try box.larder("rm", "b/gone.txt")
+    let again = try box.larder("rm", "bkt/gone.txt")
     #expect(again.status == 1)
-    #expect(again.stderr == "larder: error: object 'gone.txt' not found in bucket 'b'\n")
-    #expect(try box.larder("ls", "b", "-r", "--json").jsonObject()["items"] as? [Any] != nil)
-    #expect((try box.larder("ls", "b", "-r", "--json").jsonObject()["items"] as? [Any])?.count == 0)
+    #expect(again.stderr == "larder: error: object 'gone.txt' not found in bucket 'bkt'\n")
+    #expect(try box.larder("ls", "bkt", "-r", "--json").jsonObject()["items"] as? [Any] != nil)
+    #expect((try box.larder("ls", "bkt", "-r", "--json").jsonObject()["items"] as? [Any])?.count == 0)
   }
 
   @Test func dataDirectoryFromEnvironment() throws {
     let box = try Sandbox()
     let src = try box.write("f", Array("env".utf8))
-    let put = try CLI.larder(["put", src, "b/env.txt"], environment: ["LARDER_DATA": box.dataPath])
+    let put = try CLI.larder(["put", src, "bkt/env.txt"], environment: ["LARDER_DATA": box.dataPath])
     #expect(put.status == 0, "\(put)")
-    #expect(try box.larder("get", "b/env.txt").stdoutBytes == Array("env".utf8))
+    #expect(try box.larder("get", "bkt/env.txt").stdoutBytes == Array("env".utf8))
     // The library sees what the CLI wrote.
     let larder = try TestStore.open(at: box.data)
     #expect(
-      try larder.files.data(of: try larder.objects.get(bucket: "b", name: "env.txt").file) == Data("env".utf8)
+      try larder.files.data(of: try larder.objects.get(bucket: "bkt", name: "env.txt").file) == Data("env".utf8)
     )
   }
 
   @Test func missingSourceFileIsAFailureNotUsage() throws {
     let box = try Sandbox()
     let missing = box.path("does-not-exist")
-    let put = try box.larder("put", missing, "b/x")
+    let put = try box.larder("put", missing, "bkt/x")
     #expect(put.status == 1)
     #expect(put.stderr == "larder: error: cannot open \(missing): No such file or directory\n")
-    #expect(try box.larder("stat", "b/x").status == 1)
+    #expect(try box.larder("stat", "bkt/x").status == 1)
   }
 }

@@ -74,7 +74,7 @@ import Testing
   @Test func equalsFormPassesAValueStartingWithDashDash() throws {
     let box = try Sandbox()
     let src = try box.write("f", Array("hello".utf8))
-    let put = try box.larder("put", src, "b/n", "--content-type=--json", "--metadata=--k=-v", "--json")
+    let put = try box.larder("put", src, "bkt/n", "--content-type=--json", "--metadata=--k=-v", "--json")
     #expect(put.status == 0, "\(put)")
     let json = try put.jsonObject()
     #expect(json["contentType"] as? String == "--json")
@@ -85,20 +85,20 @@ import Testing
   @Test func equalsFormWorksForEveryKindOfOption() throws {
     let box = try Sandbox()
     let src = try box.write("f", Array("twelve bytes".utf8))
-    let put = try CLI.larder(["put", "--data=\(box.dataPath)", src, "b/n", "--max-size=12", "--metadata=a=1"])
+    let put = try CLI.larder(["put", "--data=\(box.dataPath)", src, "bkt/n", "--max-size=12", "--metadata=a=1"])
     #expect(put.status == 0, "\(put)")
-    #expect(put.stdout.hasPrefix("b/n  12 bytes  text/plain  sha256:"), "\(put)")
-    let tooBig = try box.larder("put", src, "b/m", "--max-size=11")
+    #expect(put.stdout.hasPrefix("bkt/n  12 bytes  text/plain  sha256:"), "\(put)")
+    let tooBig = try box.larder("put", src, "bkt/m", "--max-size=11")
     #expect(tooBig.status == 1, "\(tooBig)")
-    let get = try box.larder("get", "b/n", "-o=\(box.path("short"))")
+    let get = try box.larder("get", "bkt/n", "-o=\(box.path("short"))")
     #expect(get.status == 0, "\(get)")
     #expect(box.read("short") == Array("twelve bytes".utf8))
     let gc = try box.larder("gc", "--grace=0s", "--dry-run", "--json")
     #expect(gc.status == 0, "\(gc)")
     #expect(try gc.jsonObject()["filesReleased"] as? Int == 0)
-    let empty = try box.larder("put", src, "b/e", "--content-type=")
+    let empty = try box.larder("put", src, "bkt/e", "--content-type=")
     #expect(empty.status == 0, "\(empty)")
-    let stat = try box.larder("stat", "b/e", "--json")
+    let stat = try box.larder("stat", "bkt/e", "--json")
     #expect(try stat.jsonObject()["declaredContentType"] == nil)
   }
 
@@ -107,18 +107,18 @@ import Testing
     let other = try Sandbox()
     let src = try box.write("f", Array("env".utf8))
     // LARDER_DATA when --data is absent.
-    let put = try CLI.larder(["put", src, "b/from-env"], environment: ["LARDER_DATA": box.dataPath])
+    let put = try CLI.larder(["put", src, "bkt/from-env"], environment: ["LARDER_DATA": box.dataPath])
     #expect(put.status == 0, "\(put)")
-    #expect(try box.larder("get", "b/from-env").stdout == "env")
+    #expect(try box.larder("get", "bkt/from-env").stdout == "env")
     // --data wins over LARDER_DATA.
     let explicit = try CLI.larder(
-      ["put", "--data", other.dataPath, src, "b/explicit"], environment: ["LARDER_DATA": box.dataPath])
+      ["put", "--data", other.dataPath, src, "bkt/explicit"], environment: ["LARDER_DATA": box.dataPath])
     #expect(explicit.status == 0, "\(explicit)")
     #expect(
-      try other.larder("ls", "b", "--recursive").stdoutLines.map { $0.split(separator: "\t")[0] } == [
+      try other.larder("ls", "bkt", "--recursive").stdoutLines.map { $0.split(separator: "\t")[0] } == [
         "explicit"
       ])
-    #expect(try box.larder("stat", "b/explicit").status == 1)
+    #expect(try box.larder("stat", "bkt/explicit").status == 1)
     // serve reads LARDER_PORT, LARDER_ALLOW_ALL (only "1" turns it on) and LARDER_RULES.
     let port = try CLI.larder(["serve", "--allow-all"], environment: ["LARDER_PORT": "70000"])
     #expect(port.stderrLines.first == "larder: error: --port must be 0…65535")
@@ -172,7 +172,7 @@ import Testing
     let box = try Sandbox()
     let src = try box.write("f", [1])
     let put = try box.larder(
-      "put", src, "b/n", "--metadata", "a=1", "--metadata=b=2", "--metadata", "a=3", "--json")
+      "put", src, "bkt/n", "--metadata", "a=1", "--metadata=b=2", "--metadata", "a=3", "--json")
     #expect(put.status == 0, "\(put)")
     #expect(try put.jsonObject()["metadata"] as? [String: String] == ["a": "3", "b": "2"])
   }

@@ -31,8 +31,8 @@ struct PostgresCatalogTests {
     for k in 0..<3 {
       let script = """
         for i in $(seq 0 \(rounds - 1)); do
-          "$BIN" put --data "$DATA" "$SRC/c$(( (i + \(k)) % 3 ))" "b/w\(k)-$i" >/dev/null || exit 10
-          if [ $i -gt 0 ]; then "$BIN" rm --data "$DATA" "b/w\(k)-$((i - 1))" >/dev/null || exit 11; fi
+          "$BIN" put --data "$DATA" "$SRC/c$(( (i + \(k)) % 3 ))" "bkt/w\(k)-$i" >/dev/null || exit 10
+          if [ $i -gt 0 ]; then "$BIN" rm --data "$DATA" "bkt/w\(k)-$((i - 1))" >/dev/null || exit 11; fi
         done
         """
       writers.append(
@@ -56,7 +56,7 @@ struct PostgresCatalogTests {
     // Each writer's last object is there with its bytes; nothing else is.
     #expect(try Sandbox.count(larder, "objects") == 3)
     for k in 0..<3 {
-      let object = try larder.objects.get(bucket: "b", name: "w\(k)-\(rounds - 1)")
+      let object = try larder.objects.get(bucket: "bkt", name: "w\(k)-\(rounds - 1)")
       #expect(try larder.files.data(of: object.file) == Data(contents[(rounds - 1 + k) % 3]))
     }
     // One more collection leaves exactly the referenced blobs, rows and files alike.
@@ -72,13 +72,13 @@ struct PostgresCatalogTests {
   @Test func catalogCopyMovesEveryRowAndRefusesAStoreThatIsNotEmpty() throws {
     let box = try Sandbox()
     let source = try TestStore.open(at: box.data, configuration: .init(catalog: .dataDirectory))
-    for i in 0..<5 { _ = try source.objects.put(bucket: "b", name: "n\(i)", data: Data("same".utf8)) }
-    _ = try source.objects.put(bucket: "b", name: "other", data: Data("other".utf8))
+    for i in 0..<5 { _ = try source.objects.put(bucket: "bkt", name: "n\(i)", data: Data("same".utf8)) }
+    _ = try source.objects.put(bucket: "bkt", name: "other", data: Data("other".utf8))
     try source.write { tx in
       try tx.save(CopiedOwner(id: "o1"))
       try tx.save(CopiedItem(id: "i1", ownerID: "o1"))
     }
-    let page = try source.objects.list(bucket: "b", maxResults: 2)
+    let page = try source.objects.list(bucket: "bkt", maxResults: 2)
     let destination = Self.freshCatalog()
 
     let copy = try CLI.larder(["catalog", "copy", "--from", box.dataPath, "--to", destination])
@@ -95,22 +95,22 @@ struct PostgresCatalogTests {
     #expect(copy.stdout.hasSuffix("counts match\n"))
 
     let moved = try TestStore.open(at: box.data, configuration: .init(catalog: CatalogLocation(parsing: destination)))
-    #expect(try moved.objects.list(bucket: "b").items.map(\.name) == ["n0", "n1", "n2", "n3", "n4", "other"])
-    #expect(try moved.files.data(of: moved.objects.get(bucket: "b", name: "n3").file) == Data("same".utf8))
+    #expect(try moved.objects.list(bucket: "bkt").items.map(\.name) == ["n0", "n1", "n2", "n3", "n4", "other"])
+    #expect(try moved.files.data(of: moved.objects.get(bucket: "bkt", name: "n3").file) == Data("same".utf8))
     // The key moved with the rows: a page token from before the move still works.
-    let next = try moved.objects.list(bucket: "b", maxResults: 2, pageToken: page.nextPageToken)
+    let next = try moved.objects.list(bucket: "bkt", maxResults: 2, pageToken: page.nextPageToken)
     #expect(next.items.map(\.name) == ["n2", "n3"])
     // References moved with their rules: the owner's delete cascades on the new catalog.
     #expect(try moved.models.delete(CopiedOwner.self, id: "o1"))
     #expect(try moved.models.find(CopiedItem.self, id: "i1") == nil)
-    let listed = try box.larder("ls", "b", "--catalog", destination)
+    let listed = try box.larder("ls", "bkt", "--catalog", destination)
     #expect(listed.status == 0)
     #expect(listed.stdout.split(separator: "\n").count == 6)
 
     let again = try CLI.larder(["catalog", "copy", "--from", box.dataPath, "--to", destination])
     #expect(again.status == 1)
     #expect(again.stderr.contains("the destination catalog is not empty (blobs has rows)"), "\(again)")
-    #expect(try moved.objects.list(bucket: "b").items.count == 6)
+    #expect(try moved.objects.list(bucket: "bkt").items.count == 6)
 
     let migrate = try CLI.larder(["catalog", "migrate", "--data", box.dataPath, "--catalog", destination])
     #expect(migrate.status == 0)

@@ -71,9 +71,9 @@ import Testing
     #expect(health.hasPrefix("HTTP/1.1 200"), "\(health)")
 
     // The server and the CLI share the directory: a put from the CLI is served at once.
-    try box.put("b/hello.txt", Array("hello from the CLI\n".utf8))
+    try box.put("bkt/hello.txt", Array("hello from the CLI\n".utf8))
     let media = try Self.request(
-      port: port, "GET /v0/b/b/o/hello.txt?alt=media HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+      port: port, "GET /v0/b/bkt/o/hello.txt?alt=media HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     )
     #expect(media.hasPrefix("HTTP/1.1 200"), "\(media)")
     #expect(media.hasSuffix("\r\n\r\nhello from the CLI\n"), "\(media)")

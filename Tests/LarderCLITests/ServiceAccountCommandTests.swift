@@ -38,12 +38,16 @@ import Testing
     // Never over an existing file.
     let again = try larder(box, "create", "backend", "--output", file.path)
     #expect(again.status == 1)
-    // Standard output, and the default URL (LARDER_PUBLIC_URL unset).
-    let printed = try larder(box, "create", "worker", environment: ["LARDER_PUBLIC_URL": ""])
-    #expect(printed.stdout.contains("\"token_uri\" : \"http://127.0.0.1:8080/token\""), "\(printed.stdout)")
+    // The default URL (LARDER_PUBLIC_URL unset), and the environment's.
+    let worker = box.path("worker.json")
+    let printed = try larder(box, "create", "worker", "--output", worker, environment: ["LARDER_PUBLIC_URL": ""])
+    #expect(printed.stdout == "", "\(printed.stdout)")
+    #expect(try String(contentsOfFile: worker, encoding: .utf8).contains("\"token_uri\" : \"http://127.0.0.1:8080/token\""))
+    let job = box.path("job.json")
     let fromEnvironment = try larder(
-      box, "create", "job", environment: ["LARDER_PUBLIC_URL": "http://node:9000"])
-    #expect(fromEnvironment.stdout.contains("http://node:9000/token"))
+      box, "create", "job", "--output", job, environment: ["LARDER_PUBLIC_URL": "http://node:9000"])
+    #expect(fromEnvironment.status == 0)
+    #expect(try String(contentsOfFile: job, encoding: .utf8).contains("http://node:9000/token"))
     #expect(try larder(box, "create", "Bad_Name").status == 2)
 
     let list = try larder(box, "list")

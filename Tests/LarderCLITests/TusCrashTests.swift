@@ -79,17 +79,20 @@ import Testing
   }
 }
 
-/// `larder serve --allow-all` on port 0 over a sandbox's data directory.
+/// `larder serve --allow-all` (or another `policy`) on port 0 over a sandbox's data directory.
 struct ServedLarder {
   let pid: pid_t
   let port: UInt16
   private var reaped = false
+  var url: String { "http://127.0.0.1:\(port)" }
 
-  init(_ box: Sandbox, environment: [String: String] = [:], arguments: [String] = []) throws {
+  init(
+    _ box: Sandbox, environment: [String: String] = [:], policy: [String] = ["--allow-all"], arguments: [String] = []
+  ) throws {
     let out = box.path("serve-\(UUID().uuidString).out")
     pid = try CLI.spawn(
       try CLI.binary(for: environment),
-      ["serve", "--data", box.dataPath, "--allow-all", "--port", "0"]
+      ["serve", "--data", box.dataPath] + policy + ["--port", "0"]
         + (arguments.contains("--threads") ? [] : ["--threads", "2"]) + arguments,
       environment: environment, stdoutPath: out, stderrPath: box.path("serve.err"))
     let deadline = Date().addingTimeInterval(60)

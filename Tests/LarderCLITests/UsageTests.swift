@@ -4,7 +4,7 @@ import Testing
 /// Exit status 2 with an error line and the usage for every kind of bad usage; `--help` everywhere.
 @Suite struct UsageTests {
   static let commands = [
-    "serve", "put", "get", "ls", "stat", "rm", "gc", "verify", "catalog migrate", "catalog copy", "token",
+    "serve", "put", "get", "ls", "stat", "rm", "cp", "gc", "verify", "catalog migrate", "catalog copy", "token",
     "rules check", "rules eval", "service-account create", "service-account list", "service-account revoke",
     "service-account token", "models export", "models import", "images warm",
   ]
@@ -155,11 +155,11 @@ import Testing
 @Suite struct InvalidNameTests {
   /// (object path, the error line after `larder: error: `)
   static let cases: [(String, String)] = [
-    ("b/a\u{01}b", "invalid object name 'a\\u{01}b': it contains a control character (U+1)"),
-    ("b/line\nbreak", "invalid object name 'line\\nbreak': it contains a control character (U+A)"),
-    ("b/x/../y", "invalid object name 'x/../y': '.' and '..' segments are not allowed"),
-    ("b/../etc/passwd", "invalid object name '../etc/passwd': '.' and '..' segments are not allowed"),
-    ("b/./y", "invalid object name './y': '.' and '..' segments are not allowed"),
+    ("bkt/a\u{01}b", "invalid object name 'a\\u{01}b': it contains a control character (U+1)"),
+    ("bkt/line\nbreak", "invalid object name 'line\\nbreak': it contains a control character (U+A)"),
+    ("bkt/x/../y", "invalid object name 'x/../y': '.' and '..' segments are not allowed"),
+    ("bkt/../etc/passwd", "invalid object name '../etc/passwd': '.' and '..' segments are not allowed"),
+    ("bkt/./y", "invalid object name './y': '.' and '..' segments are not allowed"),
     (
       "Bad_Bucket/y",
       "invalid bucket name 'Bad_Bucket': only lower-case letters, digits, '.', '_' and '-' are allowed"
@@ -187,7 +187,7 @@ import Testing
   @Test func nonUTF8ArgumentIsRefused() throws {
     let box = try Sandbox()
     let src = try box.write("f", Array("content".utf8))
-    let name: [UInt8] = Array("b/bad".utf8) + [0xFF] + Array("name".utf8)
+    let name: [UInt8] = Array("bkt/bad".utf8) + [0xFF] + Array("name".utf8)
     let put = try CLI.run(
       try CLI.binary(),
       rawArguments: [
@@ -206,13 +206,13 @@ import Testing
     let box = try Sandbox()
     let src = try box.write("f", [1, 2, 3])
     let name = String(repeating: "n", count: 1025)
-    let put = try box.larder("put", src, "b/\(name)")
+    let put = try box.larder("put", src, "bkt/\(name)")
     #expect(put.status == 1)
     #expect(
       put.stderr
         == "larder: error: invalid object name '\(String(repeating: "n", count: 100))': it is longer than 1024 bytes\n"
     )
-    let ok = try box.larder("put", src, "b/\(String(repeating: "n", count: 1024))")
+    let ok = try box.larder("put", src, "bkt/\(String(repeating: "n", count: 1024))")
     #expect(ok.status == 0, "\(ok)")
   }
 }

@@ -13,7 +13,7 @@ struct ServiceAccountCreateCommand: Command {
   )
   static let output = Option.value(
     "--output", "FILE",
-    help: "write the key file here (mode 600, never over an existing file); default: standard output")
+    help: "write the key file here (mode 600, never over an existing file); default: NAME.json")
 
   static let configuration = CommandConfiguration(
     name: "service-account create",
@@ -24,13 +24,14 @@ struct ServiceAccountCreateCommand: Command {
       catalog keeps only the public key, so every node sharing the catalog accepts the account;
       the private key is only in the file. A service account is an admin identity: storage
       rules do not apply to it. Running create again for a NAME adds another key (rotation).
+      The private key is never printed: keep the file out of version control.
       """,
     positionals: [name], options: [publicURL, output], groups: [StoreOptions.self])
 
   var store: StoreOptions
   var account: String
   var url: String
-  var outputPath: String?
+  var outputPath: String
 
   init(_ arguments: ParsedArguments) throws(UsageError) {
     store = try StoreOptions(arguments)
@@ -38,30 +39,28 @@ struct ServiceAccountCreateCommand: Command {
     do { try ServiceAccounts.validate(name: account) } catch { throw UsageError("\(error)") }
     url =
       arguments.value(Self.publicURL).flatMap { $0.isEmpty ? nil : $0 } ?? ServiceAccounts.defaultPublicURL
-    outputPath = arguments.value(Self.output)
+    outputPath = arguments.value(Self.output).flatMap { $0.isEmpty ? nil : $0 } ?? "\(account).json"
+    if outputPath == "-" {
+      throw UsageError("the key file holds a private key: it is written to a file (mode 600), not to standard output")
+    }
   }
 
   func run() throws {
     let larder = try store.open()
-    if let outputPath {
-      // Claimed before the key is made, so an existing file is refused with nothing recorded.
-      let fd = open(outputPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-      guard fd >= 0 else {
-        throw CommandFailure("cannot create \(outputPath): \(String(cString: strerror(errno)))")
-      }
-      let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-      let created: ServiceAccounts.Created
-      do { created = try ServiceAccounts.create(name: account, publicURL: url, in: larder) } catch {
-        unlink(outputPath)
-        throw error
-      }
-      try handle.write(contentsOf: created.keyFileJSON())
-      try handle.synchronize()
-      Output.note("wrote \(outputPath): \(created.record.clientEmail), key \(created.record.keyID)")
-    } else {
-      let created = try ServiceAccounts.create(name: account, publicURL: url, in: larder)
-      FileHandle.standardOutput.write(Data(created.keyFileJSON()))
+    // Claimed before the key is made, so an existing file is refused with nothing recorded.
+    let fd = open(outputPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else {
+      throw CommandFailure("cannot create \(outputPath): \(String(cString: strerror(errno)))")
     }
+    let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+    let created: ServiceAccounts.Created
+    do { created = try ServiceAccounts.create(name: account, publicURL: url, in: larder) } catch {
+      unlink(outputPath)
+      throw error
+    }
+    try handle.write(contentsOf: created.keyFileJSON())
+    try handle.synchronize()
+    Output.note("wrote \(outputPath): \(created.record.clientEmail), key \(created.record.keyID)")
   }
 }
 
