@@ -208,6 +208,16 @@ enum PostgresMigrations {
           PRIMARY KEY(record_type, property));
         """)
     },
+    // snapshot pins (issue 35): a backup's lease; see ``Migrations/all``.
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE snapshot_pins(
+          id TEXT COLLATE "C" PRIMARY KEY,
+          created_at BIGINT NOT NULL,
+          expires_at BIGINT NOT NULL);
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

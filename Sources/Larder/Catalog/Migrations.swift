@@ -216,6 +216,17 @@ package enum Migrations {
       PRIMARY KEY(record_type, property)
     ) WITHOUT ROWID;
     """,
+    // snapshot pins (issue 35): a backup's lease on the catalog snapshot it copies. While a pin
+    // has not expired the collector deletes no blob row (``UnreferencedBlobs``), so every blob
+    // the snapshot references stays until it is copied. The backup renews its pin while it
+    // copies and deletes it when done; a killed backup's pin lapses at `expires_at`.
+    """
+    CREATE TABLE snapshot_pins(
+      id TEXT PRIMARY KEY,
+      created_at INTEGER NOT NULL,
+      expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    """,
   ]
 
   static func run(on db: Database) throws {
