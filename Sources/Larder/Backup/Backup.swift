@@ -180,6 +180,8 @@ enum BlobCopy {
       throw LarderError.invalidArgument(
         "blob \(hex) read back as \(written) bytes hashing to \(actual) (expected \(size) bytes): not copied")
     }
+    // Read-only, as the store keeps its blobs (the verifier checks it).
+    try POSIX.fchmod(fd, 0o444, path: temp)
     try POSIX.fsync(fd, path: temp)
     POSIX.close(fd)
     open = false
