@@ -37,7 +37,9 @@ package struct Backup {
 
   /// Refuses what this version cannot snapshot (before anything is written anywhere).
   static func checkSupported(_ larder: Larder) throws {
-    guard !larder.catalog.isShared else { throw BackupError.notSupportedYet("a backup of a PostgreSQL catalog") }
+    guard !larder.catalog.isShared else {
+      throw BackupError.notSupportedYet("a backup of a PostgreSQL catalog")
+    }
     guard larder.content is LocalContentStore else {
       throw BackupError.notSupportedYet("a backup of blobs in S3")
     }
@@ -109,12 +111,14 @@ package struct Backup {
     return manifest
   }
 
-  /// `20261206T031500Z-1a2b3c4d`: sorts by time; the suffix keeps two in one second apart.
+  /// `20261206T031500.123Z-1a2b3c4d`: sorts by time to the millisecond, which is what orders a
+  /// destination's snapshots (backups on one destination run one at a time, each longer than a
+  /// millisecond); the suffix keeps two stores' snapshots apart.
   static func newSnapshotID() -> String {
     let formatter = DateFormatter()
     formatter.locale = Locale(identifier: "en_US_POSIX")
     formatter.timeZone = TimeZone(identifier: "UTC")
-    formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+    formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
     return "\(formatter.string(from: Date()))-\(SecureRandom.hexIdentifier(byteCount: 4))"
   }
 

@@ -15,7 +15,9 @@ package struct BackupDestination: Sendable {
   package let root: String
 
   package init(_ path: String) throws {
-    guard !path.hasPrefix("s3://") else { throw BackupError.notSupportedYet("a backup destination in S3 (\(path))") }
+    guard !path.hasPrefix("s3://") else {
+      throw BackupError.notSupportedYet("a backup destination in S3 (\(path))")
+    }
     root = URL(fileURLWithPath: path).standardizedFileURL.path
   }
 
@@ -132,7 +134,9 @@ package struct BackupDestination: Sendable {
     let path = "\(snapshotDirectory(manifest.id))/\(manifest.catalogFile)"
     let (hex, _) = try Self.sha256(ofFile: path)
     guard hex == manifest.catalogSHA256 else {
-      throw BackupError.damaged(snapshot: manifest.id, what: "the catalog's SHA-256 is \(hex), the manifest says \(manifest.catalogSHA256)")
+      throw BackupError.damaged(
+        snapshot: manifest.id,
+        what: "the catalog's SHA-256 is \(hex), the manifest says \(manifest.catalogSHA256)")
     }
     return try SQLiteDatabase(path: path, readOnly: true)
   }

@@ -25,7 +25,8 @@ public enum BackupError: Error, Equatable, CustomStringConvertible {
     case .otherStore(let destination, let holds, let store):
       "\(destination) holds the backups of store \(holds), not of this store (\(store)); "
         + "pass --force to add this store's snapshots beside them"
-    case .unknownSnapshot(let id?, let destination): "no complete snapshot \(id) in \(destination) (see larder backup list)"
+    case .unknownSnapshot(let id?, let destination):
+      "no complete snapshot \(id) in \(destination) (see larder backup list)"
     case .unknownSnapshot(nil, let destination): "no complete snapshot in \(destination)"
     case .notEmpty(let directory, let entry):
       "\(directory) is not empty (it holds \(entry)): restore only into an empty data directory"

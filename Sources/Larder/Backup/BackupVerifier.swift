@@ -21,7 +21,9 @@ package struct BackupVerifier {
   let deep: Bool
   var progress: (@Sendable (BackupProgress) -> Void)?
 
-  package init(destination: BackupDestination, deep: Bool, progress: (@Sendable (BackupProgress) -> Void)? = nil) {
+  package init(
+    destination: BackupDestination, deep: Bool, progress: (@Sendable (BackupProgress) -> Void)? = nil
+  ) {
     self.destination = destination
     self.deep = deep
     self.progress = progress
@@ -30,7 +32,9 @@ package struct BackupVerifier {
   /// Verifies `id`, or every complete snapshot when nil; returns the snapshots checked and the damage.
   package func verify(snapshot id: String?) throws -> (checked: [BackupManifest], damage: [BackupDamage]) {
     let manifests = try id.map { [try destination.snapshot($0)] } ?? destination.snapshots()
-    guard !manifests.isEmpty else { throw BackupError.unknownSnapshot(id: nil, destination: destination.root) }
+    guard !manifests.isEmpty else {
+      throw BackupError.unknownSnapshot(id: nil, destination: destination.root)
+    }
     var damage: [BackupDamage] = []
     var verified: Set<String> = []
     for manifest in manifests {
@@ -48,7 +52,9 @@ package struct BackupVerifier {
         if !verified.contains(hex) {
           if let problem = check(hex: hex, size: size) {
             damage.append(
-              .init(snapshot: manifest.id, sha256: hex, detail: problem, references: try Self.references(to: sha256, in: db)))
+              .init(
+                snapshot: manifest.id, sha256: hex, detail: problem,
+                references: try Self.references(to: sha256, in: db)))
           } else {
             verified.insert(hex)
           }

@@ -44,7 +44,8 @@ package struct Restore {
       if let problem = checker.check(hex: hex, size: size) {
         let names = try BackupVerifier.references(to: sha256, in: source)
         throw BackupError.damaged(
-          snapshot: manifest.id, what: "blob \(hex) is \(problem)\(names.isEmpty ? "" : " (\(names.joined(separator: ", ")))")")
+          snapshot: manifest.id,
+          what: "blob \(hex) is \(problem)\(names.isEmpty ? "" : " (\(names.joined(separator: ", ")))")")
       }
     }
 

@@ -3,7 +3,8 @@ import Larder
 
 /// The destination positional every backup command takes.
 private let destinationArgument = Positional("DEST", help: "the backup destination directory")
-private let snapshotOption = Option.value("--snapshot", "ID", help: "one snapshot (default: the newest; verify: all)")
+private let snapshotOption = Option.value(
+  "--snapshot", "ID", help: "one snapshot (default: the newest; verify: all)")
 
 /// A progress line on stderr when it is a terminal, redrawn at most ten times a second.
 private func progressLine(_ label: String) -> (@Sendable (BackupProgress) -> Void)? {
@@ -34,7 +35,8 @@ private final class LockedClock: @unchecked Sendable {
 }
 
 struct BackupCommand: Command {
-  static let force = Option.flag("--force", help: "back up into a destination that holds another store's backups")
+  static let force = Option.flag(
+    "--force", help: "back up into a destination that holds another store's backups")
 
   static let configuration = CommandConfiguration(
     name: "backup", summary: "take a consistent, incremental snapshot of the store into a directory",
@@ -58,8 +60,10 @@ struct BackupCommand: Command {
   func run() throws {
     let larder = try store.open()
     let started = ContinuousClock.now
-    let manifest = try Backup(larder: larder, destination: destination, force: force, progress: progressLine("backup"))
-      .run()
+    let manifest = try Backup(
+      larder: larder, destination: destination, force: force, progress: progressLine("backup")
+    )
+    .run()
     endProgressLine()
     let elapsed = (ContinuousClock.now - started).components
     let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
@@ -102,7 +106,9 @@ struct BackupListCommand: Command {
       return
     }
     for m in snapshots {
-      print("\(m.id)  \(m.createdAt.ISO8601Format())  \(m.objects) objects  \(m.blobs) blobs  \(Output.bytes(m.bytes))")
+      print(
+        "\(m.id)  \(m.createdAt.ISO8601Format())  \(m.objects) objects  \(m.blobs) blobs  \(Output.bytes(m.bytes))"
+      )
     }
   }
 }
@@ -132,8 +138,10 @@ struct BackupVerifyCommand: Command {
   }
 
   func run() throws {
-    let (checked, damage) = try BackupVerifier(destination: destination, deep: deep, progress: progressLine("verify"))
-      .verify(snapshot: snapshot)
+    let (checked, damage) = try BackupVerifier(
+      destination: destination, deep: deep, progress: progressLine("verify")
+    )
+    .verify(snapshot: snapshot)
     endProgressLine()
     if json {
       print(try Output.json(damage))
@@ -149,7 +157,8 @@ struct BackupVerifyCommand: Command {
 }
 
 struct BackupPruneCommand: Command {
-  static let keep = Option.value("--keep", "N", required: true, help: "how many of the newest snapshots to keep")
+  static let keep = Option.value(
+    "--keep", "N", required: true, help: "how many of the newest snapshots to keep")
 
   static let configuration = CommandConfiguration(
     name: "backup prune", summary: "remove old snapshots and the blobs no kept snapshot references",
@@ -197,7 +206,8 @@ struct RestoreCommand: Command {
 
   func run() throws {
     let manifest = try Restore(
-      destination: destination, snapshot: snapshot, directory: store.data.directory, progress: progressLine("restore")
+      destination: destination, snapshot: snapshot, directory: store.data.directory,
+      progress: progressLine("restore")
     ).run()
     endProgressLine()
     // Opening checks the identity and brings the schema up to date.
