@@ -182,6 +182,10 @@ private struct BackedUpPet: Model, Equatable {
     #expect(pinned["blobsRemoved"] as? Int == 0)
     #expect(try Sandbox.blobRows(larder).count == 3)
     #expect(box.blobFileNames.count == 3)
+    let said = try box.larder("gc", "--grace", "0s")
+    #expect(
+      said.stdout.contains(
+        "blobs kept:        a backup is copying (snapshot test-pin): no blob is removed until it ends\n"), "\(said)")
     try pins.release("test-pin")
     let free = try box.larder("gc", "--grace", "0s", "--json").jsonObject()
     #expect(free["blobsRemoved"] as? Int == 1)

@@ -57,6 +57,11 @@ struct GCCommand: Command {
     if report.trashRestored + report.trashRemoved > 0 {
       print("trash recovered:   \(report.trashRestored) restored, \(report.trashRemoved) removed")
     }
+    // Why no blob was removed, when that is why (issue 35: a backup pins what its snapshot references).
+    let pins = try SnapshotPins(catalog: larder.catalog).live()
+    if !pins.isEmpty {
+      print("blobs kept:        a backup is copying (snapshot \(pins.joined(separator: ", "))): no blob is removed until it ends")
+    }
     print(
       "\(verb) \(Output.bytes(report.bytesFreed)) in \(String(format: "%.2f", report.durationSeconds)) s\(dryRun ? " (dry run: nothing changed)" : "")"
     )
