@@ -75,6 +75,14 @@ struct BackupCommand: Command {
 }
 
 enum BackupCommandsSupport {
+  /// What `gc` says when a backup's pin keeps it from removing blobs (nil when none is live).
+  static func pinNote(_ larder: Larder) throws -> String? {
+    let pins = try SnapshotPins(catalog: larder.catalog).live()
+    guard !pins.isEmpty else { return nil }
+    return "blobs kept:        a backup is copying (snapshot \(pins.joined(separator: ", "))): "
+      + "no blob is removed until it ends"
+  }
+
   static func destination(_ path: String) throws(UsageError) -> BackupDestination {
     do {
       return try BackupDestination(path)

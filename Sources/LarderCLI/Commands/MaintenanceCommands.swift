@@ -43,6 +43,7 @@ struct GCCommand: Command {
     }
     let report = try GarbageCollector(larder: larder).collect(options: options)
     if terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+    if !json, let note = try BackupCommandsSupport.pinNote(larder) { print(note) }
     if json {
       print(try Output.json(report))
       return
@@ -56,11 +57,6 @@ struct GCCommand: Command {
     print("temp files:        \(report.tempFilesRemoved) (\(Output.bytes(report.tempBytesFreed)))")
     if report.trashRestored + report.trashRemoved > 0 {
       print("trash recovered:   \(report.trashRestored) restored, \(report.trashRemoved) removed")
-    }
-    // Why no blob was removed, when that is why (issue 35: a backup pins what its snapshot references).
-    let pins = try SnapshotPins(catalog: larder.catalog).live()
-    if !pins.isEmpty {
-      print("blobs kept:        a backup is copying (snapshot \(pins.joined(separator: ", "))): no blob is removed until it ends")
     }
     print(
       "\(verb) \(Output.bytes(report.bytesFreed)) in \(String(format: "%.2f", report.durationSeconds)) s\(dryRun ? " (dry run: nothing changed)" : "")"
