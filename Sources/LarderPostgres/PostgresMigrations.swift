@@ -216,6 +216,16 @@ enum PostgresMigrations {
           id TEXT COLLATE "C" PRIMARY KEY, expires_at BIGINT NOT NULL, issued_at BIGINT NOT NULL);
         CREATE INDEX service_account_assertions_by_expiry ON service_account_assertions(expires_at);
         """)
+      },
+    // snapshot pins (issue 35): a backup's lease; see ``Migrations/all``.
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE snapshot_pins(
+          id TEXT COLLATE "C" PRIMARY KEY,
+          created_at BIGINT NOT NULL,
+          expires_at BIGINT NOT NULL);
+        """)
     },
   ]
 

@@ -7,6 +7,7 @@ import Testing
     "serve", "put", "get", "ls", "stat", "rm", "cp", "gc", "verify", "catalog migrate", "catalog copy", "token",
     "rules check", "rules eval", "service-account create", "service-account list", "service-account revoke",
     "service-account token", "models export", "models import", "images warm",
+    "backup", "backup list", "backup verify", "backup prune", "restore",
   ]
 
   @Test func noArgumentsIsBadUsageWithTheCommandList() throws {

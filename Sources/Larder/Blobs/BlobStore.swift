@@ -47,10 +47,11 @@ public struct BlobStore: Sendable {
     return path(forHex: hex)
   }
 
-  public func path(forHex hex: String) -> String {
-    let a = hex.prefix(2)
-    let b = hex.dropFirst(2).prefix(2)
-    return "\(blobsPath)/\(a)/\(b)/\(hex)"
+  public func path(forHex hex: String) -> String { "\(blobsPath)/\(Self.fanOut(hex))" }
+
+  /// `ab/cd/<hex>`: where a blob lives under `blobs/sha256/` (a backup uses the same layout).
+  static func fanOut(_ hex: String) -> String {
+    "\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))/\(hex)"
   }
 
   /// Starts a streaming write into `tmp/`.

@@ -149,7 +149,7 @@ enum StoreIdentity {
 
   private static func read(_ catalog: Catalog) throws -> String? { try catalog.read { db in try read(db) } }
 
-  private static func read(_ db: Database) throws -> String? {
+  static func read(_ db: Database) throws -> String? {
     try db.row("SELECT value FROM settings WHERE key = ?", [settingsKey])?.bytes("value").map {
       String(decoding: $0, as: UTF8.self)
     }

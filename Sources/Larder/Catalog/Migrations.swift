@@ -226,6 +226,17 @@ package enum Migrations {
     ) WITHOUT ROWID;
     CREATE INDEX service_account_assertions_by_expiry ON service_account_assertions(expires_at);
     """,
+    // snapshot pins (issue 35): a backup's lease on the catalog snapshot it copies. While a pin
+    // has not expired the collector deletes no blob row (``UnreferencedBlobs``), so every blob
+    // the snapshot references stays until it is copied. The backup renews its pin while it
+    // copies and deletes it when done; a killed backup's pin lapses at `expires_at`.
+    """
+    CREATE TABLE snapshot_pins(
+      id TEXT PRIMARY KEY,
+      created_at INTEGER NOT NULL,
+      expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    """,
   ]
 
   /// The schema version of the SQLite catalog on `db` (`PRAGMA user_version`).

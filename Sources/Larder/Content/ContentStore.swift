@@ -171,18 +171,25 @@ enum UnreferencedBlobs {
   /// Deletes, inside the caller's transaction (keyed by ``keys(_:)``), the rows of `candidates`
   /// that no file uses, returning `columns` of each. Only candidates: a row this transaction
   /// holds no key for may be one a writer is deduping against right now.
+  ///
+  /// Nothing is deleted while a backup's snapshot pin is live (``SnapshotPins``): the check is
+  /// in the deleting statement, under the write lock, so a pin committed before this
+  /// transaction is seen, and a deletion committed before the pin is already absent from the
+  /// snapshot the backup takes after pinning.
   static func delete(_ candidates: [[UInt8]], returning columns: String, in db: Database) throws -> [Row] {
     let sql = """
       DELETE FROM blobs WHERE sha256 IN (\(Array(repeating: "?", count: chunk).joined(separator: ", ")))
       AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)
+      AND NOT EXISTS (SELECT 1 FROM snapshot_pins WHERE expires_at > ?)
       RETURNING \(columns)
       """
+    let now = Date()
     var rows: [Row] = []
     var start = 0
     while start < candidates.count {
       var slice = Array(candidates[start..<min(start + chunk, candidates.count)])
       while slice.count < chunk, let last = slice.last { slice.append(last) }
-      rows += try db.rows(sql, slice)
+      rows += try db.rows(sql, slice as [any SQLBindable] + [now])
       start += chunk
     }
     return rows

@@ -13,6 +13,8 @@ public enum FaultPoint: String, Sendable, CaseIterable {
   case gcAfterTrash = "gc-after-trash"
   case gcAfterCommit = "gc-after-commit"
   case gcMidBatch = "gc-mid-batch"
+  /// Half of a backup's blobs copied, no manifest yet.
+  case backupMidCopy = "backup-mid-copy"
 }
 
 /// Calls a test's closure at each ``FaultPoint``; the default, ``none``, does nothing.

@@ -45,6 +45,7 @@ struct GCCommand: Command {
     }
     let report = try GarbageCollector(larder: larder).collect(options: options)
     if terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+    if !json, let note = try BackupCommandsSupport.pinNote(larder) { print(note) }
     if json {
       print(try Output.json(report))
       return

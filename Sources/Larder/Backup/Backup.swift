@@ -1,0 +1,194 @@
+import Foundation
+import LarderCrypto
+
+/// How far a backup, verify or restore is: blobs and bytes visited of the snapshot's.
+public struct BackupProgress: Sendable {
+  public var blobsDone: Int64 = 0
+  public var blobsTotal: Int64 = 0
+  public var bytesDone: Int64 = 0
+  public var bytesTotal: Int64 = 0
+}
+
+/// Takes a consistent snapshot of a live store into a backup destination (issue 35, ARCHITECTURE §7f).
+///
+/// 1. pin (``SnapshotPins``), so the collector removes no blob from here on;
+/// 2. the catalog as of one instant: SQLite's `VACUUM INTO` on a reader, into the snapshot's directory;
+/// 3. every blob row of that snapshot not already in the destination, re-hashed while copied;
+/// 4. the manifest, last; then the pin goes.
+/// A run killed anywhere leaves no manifest, so nothing listed; the next run reuses the blobs.
+/// ```swift
+/// let manifest = try Backup(larder: larder, destination: BackupDestination("/backups/larder")).run()
+/// ```
+package struct Backup {
+  let larder: Larder
+  let destination: BackupDestination
+  var force = false
+  var progress: (@Sendable (BackupProgress) -> Void)?
+
+  package init(
+    larder: Larder, destination: BackupDestination, force: Bool = false,
+    progress: (@Sendable (BackupProgress) -> Void)? = nil
+  ) {
+    self.larder = larder
+    self.destination = destination
+    self.force = force
+    self.progress = progress
+  }
+
+  /// Refuses what this version cannot snapshot (before anything is written anywhere).
+  static func checkSupported(_ larder: Larder) throws {
+    guard !larder.catalog.isShared else {
+      throw BackupError.notSupportedYet("a backup of a PostgreSQL catalog")
+    }
+    guard larder.content is LocalContentStore else {
+      throw BackupError.notSupportedYet("a backup of blobs in S3")
+    }
+  }
+
+  package func run() throws -> BackupManifest {
+    try Self.checkSupported(larder)
+    guard let storeID = try larder.catalog.read({ db in try StoreIdentity.read(db) }) else {
+      throw LarderError.invalidArgument("the store has no identity yet (open it once with this Larder)")
+    }
+    try destination.prepare()
+    let lock = try destination.lock()
+    defer { withExtendedLifetime(lock) {} }
+    try destination.claim(for: storeID, force: force)
+    destination.removeLeftovers()
+
+    let id = Self.newSnapshotID()
+    let directory = destination.snapshotDirectory(id)
+    try POSIX.makeDirectory(directory)
+    let pins = SnapshotPins(catalog: larder.catalog)
+    try pins.pin(id)
+    defer { try? pins.release(id) }
+    let createdAt = Date()
+    let catalogPath = "\(directory)/catalog.sqlite"
+    try larder.catalog.read(snapshot: false) { db in try db.execute("VACUUM INTO ?", [catalogPath]) }
+    let contents = try Self.contents(ofCatalogAt: catalogPath)
+    var total = BackupProgress(blobsTotal: Int64(contents.blobs.count), bytesTotal: contents.bytes)
+    progress?(total)
+
+    var copiedBlobs: Int64 = 0
+    var copiedBytes: Int64 = 0
+    var renewed = ContinuousClock.now
+    var touched: Set<String> = []
+    let half = Int64(contents.blobs.count / 2)
+    for (sha256, size) in contents.blobs {
+      if total.blobsDone == half && half > 0 { try larder.files.faults.hit(.backupMidCopy) }
+      let hex = Hex.encode(sha256)
+      let target = destination.blobPath(hex)
+      if POSIX.lstat(target).map({ Int64($0.st_size) }) != size {
+        let parent = (target as NSString).deletingLastPathComponent
+        try POSIX.makeDirectory(parent)
+        touched.insert(parent)
+        touched.insert((parent as NSString).deletingLastPathComponent)
+        try BlobCopy.copy(hex: hex, size: size, to: target, through: destination.tmp) { body in
+          try larder.content.read(sha256, range: nil, body)
+        }
+        copiedBlobs += 1
+        copiedBytes += size
+      }
+      total.blobsDone += 1
+      total.bytesDone += size
+      progress?(total)
+      if ContinuousClock.now - renewed > .seconds(SnapshotPins.lease / 10) {
+        try pins.renew(id)
+        renewed = .now
+      }
+    }
+    // Every new name durable before the manifest says the snapshot is whole.
+    for dir in touched.sorted(by: >) { try POSIX.fsyncDirectory(dir) }
+    try POSIX.fsyncDirectory(destination.blobsRoot)
+    let (checksum, catalogBytes) = try BackupDestination.sha256(ofFile: catalogPath)
+    let manifest = BackupManifest(
+      id: id, createdAt: createdAt, storeID: storeID, catalogFormat: "sqlite", catalogFile: "catalog.sqlite",
+      catalogSHA256: checksum, catalogBytes: catalogBytes, schemaVersion: contents.schemaVersion,
+      objects: contents.objects, blobs: Int64(contents.blobs.count), bytes: contents.bytes,
+      copiedBlobs: copiedBlobs, copiedBytes: copiedBytes)
+    try destination.writeAtomically(try manifest.encoded(), to: destination.manifestPath(id))
+    try POSIX.fsyncDirectory(destination.snapshotsRoot)
+    return manifest
+  }
+
+  /// `20261206T031500.123Z-1a2b3c4d`: sorts by time to the millisecond, which is what orders a
+  /// destination's snapshots (backups on one destination run one at a time, each longer than a
+  /// millisecond); the suffix keeps two stores' snapshots apart.
+  static func newSnapshotID() -> String {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "UTC")
+    formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
+    return "\(formatter.string(from: Date()))-\(SecureRandom.hexIdentifier(byteCount: 4))"
+  }
+
+  struct Contents {
+    var blobs: [([UInt8], Int64)]
+    var bytes: Int64
+    var objects: Int64
+    var schemaVersion: Int
+  }
+
+  /// Makes a fresh `VACUUM INTO` file self-contained (rollback journal, so it opens read-only
+  /// with no side files) and durable, and reads what it references.
+  static func contents(ofCatalogAt path: String) throws -> Contents {
+    let result = try withExtendedLifetime(try SQLiteDatabase(path: path)) { db in
+      try db.execute("PRAGMA journal_mode=DELETE")
+      return try contents(of: db)
+    }
+    let fd = try POSIX.open(path, O_RDONLY | O_CLOEXEC)
+    defer { POSIX.close(fd) }
+    try POSIX.fsync(fd, path: path)
+    return result
+  }
+
+  static func contents(of db: Database) throws -> Contents {
+    var blobs: [([UInt8], Int64)] = []
+    var bytes: Int64 = 0
+    try db.forEachRow("SELECT sha256, size FROM blobs ORDER BY sha256") { row in
+      guard let sha256 = row.bytes("sha256") else { return }
+      let size = row.int("size") ?? 0
+      blobs.append((sha256, size))
+      bytes += size
+    }
+    let objects = try db.row("SELECT count(*) AS n FROM objects")?.int("n") ?? 0
+    let version = try db.row("PRAGMA user_version")?.int("user_version") ?? 0
+    return Contents(blobs: blobs, bytes: bytes, objects: objects, schemaVersion: Int(version))
+  }
+}
+
+/// One blob copied whole or not at all: into a temp file, hashed on the way (bytes that do not
+/// hash to their name are refused, not copied), fsynced, renamed to `target`. The caller fsyncs
+/// the target's directory.
+enum BlobCopy {
+  static func copy(
+    hex: String, size: Int64, to target: String, through tmp: String,
+    _ read: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+  ) throws {
+    let temp = "\(tmp)/\(hex).\(SecureRandom.hexIdentifier(byteCount: 4)).part"
+    let fd = try POSIX.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode: 0o644)
+    var open = true
+    defer {
+      if open { POSIX.close(fd) }
+      _ = POSIX.unlink(temp)
+    }
+    let digest = Digest(.sha256)
+    var written: Int64 = 0
+    try read { chunk in
+      digest.update(chunk)
+      try POSIX.writeAll(fd, chunk, path: temp)
+      written += Int64(chunk.count)
+    }
+    let actual = Hex.encode(digest.finalize())
+    guard actual == hex, written == size else {
+      throw LarderError.invalidArgument(
+        "blob \(hex) read back as \(written) bytes hashing to \(actual) (expected \(size) bytes): not copied")
+    }
+    // Read-only, as the store keeps its blobs (the verifier checks it).
+    try POSIX.fchmod(fd, 0o444, path: temp)
+    try POSIX.fsync(fd, path: temp)
+    POSIX.close(fd)
+    open = false
+    guard POSIX.rename(temp, target) else { throw LarderError.posix("rename", target) }
+  }
+}
