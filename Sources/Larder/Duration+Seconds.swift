@@ -2,7 +2,7 @@ import Foundation
 
 extension Duration {
   /// The duration in seconds, as `Date` arithmetic wants it.
-  var timeInterval: TimeInterval {
+  package var timeInterval: TimeInterval {
     let (seconds, attoseconds) = components
     return Double(seconds) + Double(attoseconds) / 1e18
   }

@@ -8,7 +8,8 @@ var commands: [any Command.Type] {
     GCCommand.self, VerifyCommand.self, CatalogMigrateCommand.self, CatalogCopyCommand.self, TokenCommand.self,
     RulesCheckCommand.self, RulesEvalCommand.self, ServiceAccountCreateCommand.self, ServiceAccountListCommand.self,
     ServiceAccountRevokeCommand.self, ServiceAccountTokenCommand.self, ModelsExportCommand.self,
-    ModelsImportCommand.self, ImagesWarmCommand.self,
+    ModelsImportCommand.self, ImagesWarmCommand.self, EventsSubscribeCommand.self, EventsListCommand.self,
+    EventsUnsubscribeCommand.self, EventsPendingCommand.self, EventsDeadCommand.self, EventsReplayCommand.self,
   ]
 }
 

@@ -67,6 +67,16 @@ public final class Metrics: Sendable {
     var routes: [String: RouteFigures] = [:]
     var gauges: [GaugeGroup] = []
     var histograms: [HistogramGroup] = []
+    var families: [Family] = []
+  }
+
+  /// Values with one label, read at every render.
+  struct Family {
+    let name: String
+    let help: String
+    let type: String
+    let label: String
+    let series: @Sendable () -> [(value: String, number: Double)]
   }
 
   public let namespace: String
@@ -124,6 +134,19 @@ public final class Metrics: Sendable {
     state.withLock { s in
       s.histograms.removeAll { $0.name == name }
       s.histograms.append(HistogramGroup(name: name, help: help, bounds: bounds, series: series))
+    }
+  }
+
+  /// Registers a family of series with one label (e.g. per event subscription; keep the label's
+  /// values bounded), read at every render; `type` is `gauge` or `counter`. A second
+  /// registration of the same name replaces the first.
+  public func registerFamily(
+    _ name: String, help: String, type: String = "gauge", label: String,
+    _ series: @escaping @Sendable () -> [(value: String, number: Double)]
+  ) {
+    state.withLock { s in
+      s.families.removeAll { $0.name == name }
+      s.families.append(Family(name: name, help: help, type: type, label: label, series: series))
     }
   }
 
@@ -193,6 +216,12 @@ public final class Metrics: Sendable {
     }
     for g in gauges.sorted(by: { $0.name < $1.name }) {
       out += "# HELP \(g.name) \(g.help)\n# TYPE \(g.name) gauge\n\(g.name) \(Self.number(g.value))\n"
+    }
+    for family in s.families.sorted(by: { $0.name < $1.name }) {
+      out += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) \(family.type)\n"
+      for series in family.series() {
+        out += "\(family.name){\(family.label)=\(Self.label(series.value))} \(Self.number(series.number))\n"
+      }
     }
     return out
   }

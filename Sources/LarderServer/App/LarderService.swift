@@ -6,6 +6,7 @@ import LarderHTTP
 import LarderLogging
 import LarderPostgres
 import LarderS3Store
+import Synchronization
 
 /// A running Larder HTTP service: the store, the policy, the endpoints and the server.
 ///
@@ -54,6 +55,8 @@ public final class LarderService: Sendable {
     public var logger = Logger(label: "larder.server")
     /// Image variants on downloads (`width`, `height`, …); nil turns them off (`--image-transforms off`).
     public var images: ImageOptions? = ImageOptions()
+    /// Webhook deliveries of object-change events (``EventDeliverer``).
+    public var events = EventDeliveryOptions()
 
     public init(dataDirectory: URL, policy: Policy) {
       self.dataDirectory = dataDirectory
@@ -69,6 +72,8 @@ public final class LarderService: Sendable {
   public let context: ServiceContext
   /// The rules policy when serving a rules file (for reload on SIGHUP).
   public let rules: RulesPolicy?
+  /// Delivers object-change events to webhooks; nil when `options.events.enabled` is false.
+  public let deliverer: EventDeliverer?
   /// The HS256 key of this store's tokens (the catalog's `token_secret`, see ``tokenSecret(of:)``).
   public let secret: [UInt8]
   /// Verifies bearer tokens; its keys reload with ``reload()``.
@@ -125,11 +130,25 @@ public final class LarderService: Sendable {
       return [Double(statistics.objectCount), Double(statistics.blobBytes)]
     }
     Self.registerCatalogLockTimes(of: larder, in: metrics)
+    // The deliverer builds resources' links as objects.get does: the public URL, else this server.
+    let bound = Mutex<HTTPServer?>(nil)
+    let publicURL = options.publicURL
+    deliverer =
+      options.events.enabled
+      ? EventDeliverer(larder: larder, options: options.events, logger: options.logger) {
+        if var base = publicURL, !base.isEmpty {
+          while base.hasSuffix("/") { base.removeLast() }
+          return base
+        }
+        return "http://127.0.0.1:\(bound.withLock { $0?.boundPort ?? 0 })"
+      } : nil
+    EventMetrics.register(larder: larder, deliverer: deliverer, in: metrics)
     var http = options.http
     // The limit is on content: a Firebase multipart body wraps it in up to this much more.
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }
     app = LarderApp(context: context, metrics: metrics)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
+    bound.withLock { [server] in $0 = server }
   }
 
   /// `larder_catalog_lock_held_seconds` (keyed and exclusive writes) and
@@ -153,7 +172,10 @@ public final class LarderService: Sendable {
     ) { [series(larder.catalogLockTimes().waited, nil)] }
   }
 
-  public func start() throws { try server.start() }
+  public func start() throws {
+    try server.start()
+    deliverer?.start()
+  }
 
   /// Re-reads the rules file and the public key files (what `larder serve` does on SIGHUP). A
   /// file that fails to load keeps what was loaded before. One line per thing, for the log.
@@ -185,6 +207,7 @@ public final class LarderService: Sendable {
   @discardableResult
   public func stop(timeout: Duration = .seconds(10)) -> Bool {
     let clean = server.shutdown(timeout: timeout)
+    deliverer?.stop()
     // Shared-mode removals queued by finished uploads (pieces, multipart aborts) go out first.
     context.uploads.waitForCleanup()
     // The background MD5 pass must not outlive the process's OpenSSL (it resumes at next start).
