@@ -210,21 +210,37 @@ public struct ObjectEvents: Sendable {
 
   /// Up to `limit` events after `cursor`, in commit order, and the cursor to ask with next
   /// (the same one when there is nothing new).
+  ///
+  /// Where writers commit concurrently (PostgreSQL) an event is answered only once every
+  /// transaction that began before its own has finished, so a later answer never holds an
+  /// event that sorts before the cursor; one committed but not settled yet is waited for, up
+  /// to a second, so a reader sees its own writes.
   public func feed(after cursor: ObjectEventCursor, limit: Int = 100) throws -> (
     events: [ObjectEvent], next: ObjectEventCursor
   ) {
-    try catalog.read { db in
-      var sql = "SELECT * FROM object_events WHERE (tx_order > ? OR (tx_order = ? AND seq > ?))"
-      var arguments: [any SQLBindable] = [cursor.transactionOrder, cursor.transactionOrder, cursor.sequence]
-      if let settled = db.dialect.settledTransactionOrder {
-        // Concurrent writers: only transactions that all earlier ones have finished before.
-        sql += " AND tx_order < ?"
-        arguments.append(try db.row(settled)?.int("settled") ?? 0)
+    let deadline = ContinuousClock.now + .seconds(1)
+    while true {
+      let (events, unsettled) = try catalog.read { db -> ([ObjectEvent], Bool) in
+        let after = "(tx_order > ? OR (tx_order = ? AND seq > ?))"
+        let position: [any SQLBindable] = [cursor.transactionOrder, cursor.transactionOrder, cursor.sequence]
+        var sql = "SELECT * FROM object_events WHERE \(after)"
+        var arguments = position
+        var settled: Int64?
+        if let query = db.dialect.settledTransactionOrder {
+          settled = try db.row(query)?.int("settled") ?? 0
+          sql += " AND tx_order < ?"
+          arguments.append(settled ?? 0)
+        }
+        sql += " ORDER BY tx_order, seq LIMIT ?"
+        arguments.append(max(1, min(limit, 1000)))
+        let events = try db.rows(sql, arguments).map(Self.event(row:))
+        guard let settled, events.count < limit else { return (events, false) }
+        let waiting = try db.row(
+          "SELECT 1 AS one FROM object_events WHERE \(after) AND tx_order >= ? LIMIT 1", position + [settled])
+        return (events, waiting != nil)
       }
-      sql += " ORDER BY tx_order, seq LIMIT ?"
-      arguments.append(max(1, min(limit, 1000)))
-      let events = try db.rows(sql, arguments).map(Self.event(row:))
-      return (events, events.last?.cursor ?? cursor)
+      if !unsettled || ContinuousClock.now >= deadline { return (events, events.last?.cursor ?? cursor) }
+      Thread.sleep(forTimeInterval: 0.02)
     }
   }
 
