@@ -211,6 +211,9 @@ import Testing
       let db = try SQLiteDatabase(path: dir.url.appendingPathComponent("larder.sqlite").path)
       try db.executeScript(
         """
+        DROP TABLE event_deliveries;
+        DROP TABLE object_events;
+        DROP TABLE event_subscriptions;
         DROP TABLE model_reference_rules;
         DROP TABLE model_links;
         DROP TABLE model_references;

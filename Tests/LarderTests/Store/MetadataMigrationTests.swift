@@ -30,6 +30,9 @@ import Testing
           WHERE name IN ('declared', 'undeclared');
         ALTER TABLE objects DROP COLUMN content_encoding;
         ALTER TABLE objects DROP COLUMN content_language;
+        DROP TABLE event_deliveries;
+        DROP TABLE object_events;
+        DROP TABLE event_subscriptions;
         DROP TABLE model_reference_rules;
         DROP TABLE model_links;
         DROP TABLE model_references;
