@@ -9,7 +9,8 @@ var commands: [any Command.Type] {
     RulesCheckCommand.self, RulesEvalCommand.self, ServiceAccountCreateCommand.self, ServiceAccountListCommand.self,
     ServiceAccountRevokeCommand.self, ServiceAccountTokenCommand.self, ModelsExportCommand.self,
     ModelsImportCommand.self, ImagesWarmCommand.self, EventsSubscribeCommand.self, EventsListCommand.self,
-    EventsUnsubscribeCommand.self, EventsPendingCommand.self, EventsDeadCommand.self, EventsReplayCommand.self,
+    EventsUnsubscribeCommand.self, EventsDeliveriesCommand<PendingDeliveries>.self,
+    EventsDeliveriesCommand<DeadDeliveries>.self, EventsReplayCommand.self,
   ]
 }
 

@@ -94,49 +94,52 @@ struct EventsUnsubscribeCommand: Command {
   }
 }
 
-/// `larder events pending` and `larder events dead`: deliveries not acknowledged, and given up.
-struct EventsDeliveriesCommand {
-  static let subscription = Option.value("--subscription", "ID", help: "only this subscription's")
+/// Which deliveries a listing command shows: `events pending` or `events dead`.
+protocol EventDeliveryListing: Sendable {
+  static var state: EventDelivery.State { get }
+  static var name: String { get }
+  static var summary: String { get }
+}
 
-  static func print(_ state: EventDelivery.State, store: StoreOptions, subscription: String?) throws {
-    for d in try store.open().events.deliveries(state, subscription: subscription) {
-      Swift.print(
+enum PendingDeliveries: EventDeliveryListing {
+  static let state = EventDelivery.State.pending
+  static let name = "events pending"
+  static let summary = "list deliveries not acknowledged yet (event id, subscription, object, attempts)"
+}
+
+enum DeadDeliveries: EventDeliveryListing {
+  static let state = EventDelivery.State.dead
+  static let name = "events dead"
+  static let summary = "list dead-lettered deliveries (retried until given up); replay sends them again"
+}
+
+/// `larder events pending` and `larder events dead`: one line per delivery, with its last error.
+struct EventsDeliveriesCommand<Listing: EventDeliveryListing>: Command {
+  static var configuration: CommandConfiguration {
+    CommandConfiguration(
+      name: Listing.name, summary: Listing.summary, options: [EventsSubscriptionOption.subscription],
+      groups: [StoreOptions.self])
+  }
+
+  var store: StoreOptions
+  var subscription: String?
+
+  init(_ arguments: ParsedArguments) throws(UsageError) {
+    store = try StoreOptions(arguments)
+    subscription = arguments.value(EventsSubscriptionOption.subscription)
+  }
+
+  func run() throws {
+    for d in try store.open().events.deliveries(Listing.state, subscription: subscription) {
+      print(
         "\(d.event.id)\t\(d.subscriptionID)\t\(d.event.kind.rawValue)\t\(d.event.object.bucket)/\(d.event.object.name)"
           + "\tgeneration=\(d.event.object.generation)\tattempts=\(d.attempts)\t\(d.lastError ?? "")")
     }
   }
 }
 
-struct EventsPendingCommand: Command {
-  static let configuration = CommandConfiguration(
-    name: "events pending", summary: "list deliveries not acknowledged yet (event id, subscription, object, attempts)",
-    options: [EventsDeliveriesCommand.subscription], groups: [StoreOptions.self])
-
-  var store: StoreOptions
-  var subscription: String?
-
-  init(_ arguments: ParsedArguments) throws(UsageError) {
-    store = try StoreOptions(arguments)
-    subscription = arguments.value(EventsDeliveriesCommand.subscription)
-  }
-
-  func run() throws { try EventsDeliveriesCommand.print(.pending, store: store, subscription: subscription) }
-}
-
-struct EventsDeadCommand: Command {
-  static let configuration = CommandConfiguration(
-    name: "events dead", summary: "list dead-lettered deliveries (retried until given up); replay sends them again",
-    options: [EventsDeliveriesCommand.subscription], groups: [StoreOptions.self])
-
-  var store: StoreOptions
-  var subscription: String?
-
-  init(_ arguments: ParsedArguments) throws(UsageError) {
-    store = try StoreOptions(arguments)
-    subscription = arguments.value(EventsDeliveriesCommand.subscription)
-  }
-
-  func run() throws { try EventsDeliveriesCommand.print(.dead, store: store, subscription: subscription) }
+enum EventsSubscriptionOption {
+  static let subscription = Option.value("--subscription", "ID", help: "only this subscription's")
 }
 
 /// `larder events replay ID` or `--since TIME`: send events again from the outbox, same ids.
@@ -150,7 +153,7 @@ struct EventsReplayCommand: Command {
       for the subscriptions that had them (or only --subscription, which then gets them even if
       they did not match it). Delivered events stay in the outbox for the retention (7 days).
       """,
-    positionals: [id], options: [since, EventsDeliveriesCommand.subscription], groups: [StoreOptions.self])
+    positionals: [id], options: [since, EventsSubscriptionOption.subscription], groups: [StoreOptions.self])
 
   var store: StoreOptions
   var eventID: String?
@@ -160,7 +163,7 @@ struct EventsReplayCommand: Command {
   init(_ arguments: ParsedArguments) throws(UsageError) {
     store = try StoreOptions(arguments)
     eventID = arguments.value(Self.id)
-    subscription = arguments.value(EventsDeliveriesCommand.subscription)
+    subscription = arguments.value(EventsSubscriptionOption.subscription)
     if let text = arguments.value(Self.since) {
       guard let date = try? Date(text, strategy: .iso8601) else {
         throw UsageError("--since must be an RFC 3339 time (2026-12-06T02:00:00Z), got '\(text)'")
