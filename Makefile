@@ -84,6 +84,7 @@ bench: deps
 	$(SWIFT) build -c release --product larder
 	Benchmarks/run.sh
 	Benchmarks/model-observe/run.sh
+	Benchmarks/events/run.sh
 
 # Alone: cross-process observation latency on SQLite, p50/p99 over 1,000 commits.
 bench-observe: deps

@@ -38,15 +38,32 @@ package struct EventDeliveryQueue: Sendable {
     }
   }
 
-  /// Records the 2xx that acknowledged `delivery`.
-  package func delivered(_ delivery: EventDelivery) throws {
-    try catalog.write(keys: [.subscription(id: delivery.subscriptionID)]) { db in
-      try db.execute(
-        """
-        UPDATE event_deliveries SET state = 'delivered', attempts = attempts + 1, delivered_at = \(db.dialect.nowMilliseconds),
-          lease_owner = NULL, lease_until = NULL, last_error = NULL
-        WHERE subscription_id = ? AND event_seq = ? AND state = 'pending'
-        """, [delivery.subscriptionID, delivery.event.sequence])
+  /// Records the 2xx answers that acknowledged `deliveries` (of one subscription), in one write.
+  package func delivered(_ deliveries: [EventDelivery]) throws {
+    guard let subscription = deliveries.first?.subscriptionID else { return }
+    try catalog.write(keys: [.subscription(id: subscription)]) { db in
+      for delivery in deliveries {
+        try db.execute(
+          """
+          UPDATE event_deliveries SET state = 'delivered', attempts = attempts + 1,
+            delivered_at = \(db.dialect.nowMilliseconds), lease_owner = NULL, lease_until = NULL, last_error = NULL
+          WHERE subscription_id = ? AND event_seq = ? AND state = 'pending'
+          """, [subscription, delivery.event.sequence])
+      }
+    }
+  }
+
+  /// Gives back the leases of `deliveries` (claimed, not sent), so they go out at once.
+  package func release(_ deliveries: [EventDelivery], owner: String) throws {
+    guard let subscription = deliveries.first?.subscriptionID else { return }
+    try catalog.write(keys: [.subscription(id: subscription)]) { db in
+      for delivery in deliveries {
+        try db.execute(
+          """
+          UPDATE event_deliveries SET lease_owner = NULL, lease_until = NULL
+          WHERE subscription_id = ? AND event_seq = ? AND lease_owner = ?
+          """, [subscription, delivery.event.sequence, owner])
+      }
     }
   }
 

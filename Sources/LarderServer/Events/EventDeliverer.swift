@@ -156,43 +156,60 @@ public final class EventDeliverer: Sendable {
         worker.sleep(for: min(due ?? options.pollInterval, options.pollInterval))
         continue
       }
-      for delivery in batch where worker.isActive {
-        deliver(delivery, subscription: worker.subscription.withLock { $0 }, http: http, queue: queue)
+      // Acknowledgements are recorded together, one write per batch (a crash before it sends
+      // them again: at least once). The batch stops while its leases still have `leaseGrace` to run.
+      let claimed = ContinuousClock.now
+      let subscription = worker.subscription.withLock { $0 }
+      var acknowledged: [EventDelivery] = []
+      var sent = 0
+      for delivery in batch {
+        guard worker.isActive, ContinuousClock.now - claimed < options.timeout else { break }
+        if deliver(delivery, subscription: subscription, http: http, queue: queue) { acknowledged.append(delivery) }
+        sent += 1
       }
+      do {
+        try queue.delivered(acknowledged)
+        try queue.release(Array(batch[sent...]), owner: owner)
+      } catch {
+        // The leases run out and the deliveries are sent again: at least once, never lost.
+        logger.warning("events: recording deliveries to \(id) failed: \(error)")
+        continue
+      }
+      counters.withLock { $0[id, default: Counts()].delivered += acknowledged.count }
     }
   }
 
+  /// Sends one delivery; true when it was acknowledged (a 2xx). A failure is recorded here
+  /// (retry later, or dead).
   private func deliver(
     _ delivery: EventDelivery, subscription: EventSubscription, http: OutboundHTTP, queue: EventDeliveryQueue
-  ) {
-    var failure: String?
+  ) -> Bool {
+    let failure: String
     do {
       let message = try CloudEventMessage(
         event: delivery.event, resource: CloudEventMessage.resource(delivery.event, larder: larder, base: base()),
-        mode: subscription.mode,
-        key: subscription.signingKey, timestamp: Int64(Date().timeIntervalSince1970))
+        mode: subscription.mode, key: subscription.signingKey, timestamp: Int64(Date().timeIntervalSince1970))
       let response = try http.post(
         url: subscription.url, headers: message.headers.map { "\($0.name): \($0.value)" }, body: message.body,
         timeout: options.timeout)
-      if !(200..<300).contains(response.status) { failure = "HTTP \(response.status)" }
+      if (200..<300).contains(response.status) { return true }
+      failure = "HTTP \(response.status)"
     } catch {
       failure = "\(error)"
     }
     do {
-      if let failure {
-        let dead = try queue.failed(delivery, error: failure, policy: options.retry)
-        counters.withLock { if dead { $0[subscription.id, default: Counts()].dead += 1 } else { $0[subscription.id, default: Counts()].retried += 1 } }
-        if dead {
-          logger.warning("events: \(delivery.event.id) to \(subscription.id) dead-lettered after \(delivery.attempts + 1) attempts: \(failure)")
-        }
-      } else {
-        try queue.delivered(delivery)
-        counters.withLock { $0[subscription.id, default: Counts()].delivered += 1 }
+      let dead = try queue.failed(delivery, error: failure, policy: options.retry)
+      counters.withLock {
+        if dead { $0[subscription.id, default: Counts()].dead += 1 } else { $0[subscription.id, default: Counts()].retried += 1 }
+      }
+      if dead {
+        logger.warning(
+          "events: \(delivery.event.id) to \(subscription.id) dead-lettered after \(delivery.attempts + 1) attempts: \(failure)")
       }
     } catch {
-      // The lease runs out and the delivery is sent again: at least once, never lost.
-      logger.warning("events: recording the delivery of \(delivery.event.id) failed: \(error)")
+      logger.warning("events: recording a failed delivery of \(delivery.event.id) failed: \(error)")
     }
+    return false
   }
 }
 

@@ -114,7 +114,7 @@ import Testing
     _ = try larder.objects.put(bucket: "app", name: "x", data: Data("one".utf8))
     let queue = EventDeliveryQueue(events: larder.events)
     let claimed = try queue.claim(subscription: sub.id, owner: "t", lease: .seconds(30), limit: 10)
-    try queue.delivered(try #require(claimed.first))
+    try queue.delivered([try #require(claimed.first)])
     #expect(try larder.events.deliveries(.pending).isEmpty)
     let id = claimed[0].event.id
     #expect(try larder.events.replay(eventID: id) == 1)
@@ -140,7 +140,7 @@ import Testing
     let retried = try queue.claim(subscription: sub.id, owner: "b", lease: .seconds(30), limit: 10)
     #expect(retried.map(\.event.id) == [first[0].event.id])
     #expect(retried.first?.attempts == 1)
-    try queue.delivered(retried[0])
+    try queue.delivered([retried[0]])
     let next = try queue.claim(subscription: sub.id, owner: "b", lease: .seconds(30), limit: 10)
     #expect(next.map { "\($0.event.kind.rawValue) \($0.event.object.name)" } == ["deleted x"])
   }
@@ -175,7 +175,7 @@ import Testing
     _ = try larder.objects.put(bucket: "app", name: "y", data: Data("2".utf8))
     let queue = EventDeliveryQueue(events: larder.events)
     let claimed = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 1)
-    try queue.delivered(claimed[0])
+    try queue.delivered([claimed[0]])
     #expect(try larder.events.prune() == 0)
     Thread.sleep(forTimeInterval: 0.01)
     #expect(try larder.events.prune(retention: .zero) == 1)
