@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from . import diskfull, mixed, sigkill, sigterm, slow
+from . import diskfull, events, mixed, sigkill, sigterm, slow
 from .fuzz_http import KNOWN, run_known
 from .fuzzing import run_fuzzer
 from .harness import ROOT, machine, raise_fd_limit
@@ -27,6 +27,7 @@ FULL = {
     "fuzz-jwt": lambda d: run_fuzzer("fuzz_jwt", 30, name="JWT fuzzer"),
     "fuzz-multipart": lambda d: run_fuzzer("fuzz_multipart", 60, name="Multipart fuzzer"),
     "diskfull": lambda d: diskfull.run(d, clients=8, mb=64, reproduce=True),
+    "events": lambda d: events.run(d, uploads=1000),
 }
 
 

@@ -249,6 +249,7 @@ enum PostgresMigrations {
         CREATE INDEX event_deliveries_pending ON event_deliveries(subscription_id, bucket, name, event_seq)
           WHERE state = 'pending';
         CREATE INDEX event_deliveries_by_event ON event_deliveries(event_seq);
+        CREATE INDEX event_deliveries_undelivered ON event_deliveries(subscription_id, state) WHERE state <> 'delivered';
         """)
     },
   ]
