@@ -15,12 +15,11 @@ package struct EventDeliveryQueue: Sendable {
   /// Pending deliveries of `subscription` that are due, not leased and first of their object,
   /// leased to `owner` for `lease`; oldest first, at most `limit`.
   package func claim(subscription: String, owner: String, lease: Duration, limit: Int) throws -> [EventDelivery] {
-    try catalog.write(keys: [.subscription(id: subscription)]) { db in
+    func due(_ db: Database, columns: String, limit: Int) throws -> [Row] {
       let now = db.dialect.nowMilliseconds
-      let rows = try db.rows(
+      return try db.rows(
         """
-        SELECT d.subscription_id, d.state, d.attempts, d.next_attempt_at, d.last_error, d.delivered_at, e.*
-        FROM event_deliveries d JOIN object_events e ON e.seq = d.event_seq
+        SELECT \(columns) FROM event_deliveries d JOIN object_events e ON e.seq = d.event_seq
         WHERE d.subscription_id = ? AND d.state = 'pending' AND d.next_attempt_at <= \(now)
           AND (d.lease_until IS NULL OR d.lease_until < \(now))
           AND NOT EXISTS (
@@ -28,6 +27,16 @@ package struct EventDeliveryQueue: Sendable {
               AND p.name = d.name AND p.state = 'pending' AND p.event_seq < d.event_seq)
         ORDER BY d.event_seq LIMIT ?
         """, [subscription, limit])
+    }
+    // Most wake-ups find nothing due: look without the write lock first (uploads need it).
+    guard try catalog.read(snapshot: false, { db in try !due(db, columns: "d.event_seq", limit: 1).isEmpty }) else {
+      return []
+    }
+    return try catalog.write(keys: [.subscription(id: subscription)]) { db in
+      let now = db.dialect.nowMilliseconds
+      let rows = try due(
+        db, columns: "d.subscription_id, d.state, d.attempts, d.next_attempt_at, d.last_error, d.delivered_at, e.*",
+        limit: limit)
       let deliveries = try rows.map(ObjectEvents.delivery(row:))
       for delivery in deliveries {
         try db.execute(
