@@ -74,6 +74,12 @@ public final class LarderService: Sendable {
   public let rules: RulesPolicy?
   /// Delivers object-change events to webhooks; nil when `options.events.enabled` is false.
   public let deliverer: EventDeliverer?
+  /// The port the server bound, once started (for the deliverer's links).
+  private let boundPort = BoundPort()
+
+  private final class BoundPort: Sendable {
+    let value = Atomic<Int>(0)
+  }
   /// The HS256 key of this store's tokens (the catalog's `token_secret`, see ``tokenSecret(of:)``).
   public let secret: [UInt8]
   /// Verifies bearer tokens; its keys reload with ``reload()``.
@@ -131,7 +137,8 @@ public final class LarderService: Sendable {
     }
     Self.registerCatalogLockTimes(of: larder, in: metrics)
     // The deliverer builds resources' links as objects.get does: the public URL, else this server.
-    let bound = Mutex<HTTPServer?>(nil)
+    // It is told the port, never handed the server: the metrics the server holds hold the deliverer.
+    let bound = boundPort
     let publicURL = options.publicURL
     deliverer =
       options.events.enabled
@@ -140,7 +147,7 @@ public final class LarderService: Sendable {
           while base.hasSuffix("/") { base.removeLast() }
           return base
         }
-        return "http://127.0.0.1:\(bound.withLock { $0?.boundPort ?? 0 })"
+        return "http://127.0.0.1:\(bound.value.load(ordering: .relaxed))"
       } : nil
     EventMetrics.register(larder: larder, deliverer: deliverer, in: metrics)
     var http = options.http
@@ -148,7 +155,6 @@ public final class LarderService: Sendable {
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }
     app = LarderApp(context: context, metrics: metrics)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
-    bound.withLock { [server] in $0 = server }
   }
 
   /// `larder_catalog_lock_held_seconds` (keyed and exclusive writes) and
@@ -174,6 +180,7 @@ public final class LarderService: Sendable {
 
   public func start() throws {
     try server.start()
+    boundPort.value.store(server.boundPort, ordering: .relaxed)
     deliverer?.start()
   }
 

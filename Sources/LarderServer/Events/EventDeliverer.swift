@@ -45,6 +45,8 @@ public final class EventDeliverer: Sendable {
   let owner = "node-" + UUID().uuidString.lowercased()
   private let state = Mutex(State())
   private let counters = Mutex([String: Counts]())
+  /// Signalled by ``stop()``: an idle coordinator ends at once.
+  private let idle = DispatchSemaphore(value: 0)
 
   struct State {
     var workers: [String: SubscriptionWorker] = [:]
@@ -81,6 +83,7 @@ public final class EventDeliverer: Sendable {
       s.stopped = true
       return Array(s.workers.values)
     }
+    idle.signal()
     for worker in workers { worker.retire() }
     for worker in workers { worker.finished.wait() }
     try? EventDeliveryQueue(events: larder.events).release(owner: owner)
@@ -89,11 +92,15 @@ public final class EventDeliverer: Sendable {
   private var stopped: Bool { state.withLock { $0.stopped } }
 
   private func coordinate() {
-    let watch = EventCommitWatch(events: larder.events)
+    // Commits are watched only while there is something to deliver: on PostgreSQL the watch
+    // holds a connection of its own. Without subscriptions the coordinator just looks again
+    // every `pollInterval` (or as soon as it is stopped).
+    var watch: EventCommitWatch?
     var pruned = ContinuousClock.now
     while !stopped {
+      var delivering = false
       do {
-        try refreshWorkers()
+        delivering = try refreshWorkers()
       } catch {
         logger.warning("events: reading the subscriptions failed: \(error)")
       }
@@ -103,12 +110,19 @@ public final class EventDeliverer: Sendable {
           logger.warning("events: pruning the outbox failed: \(error)")
         }
       }
-      watch.wait(timeout: options.pollInterval)
+      if delivering {
+        if watch == nil { watch = EventCommitWatch(events: larder.events) }
+        watch?.wait(timeout: options.pollInterval)
+      } else {
+        watch = nil
+        _ = idle.wait(timeout: .now() + options.pollInterval.timeInterval)
+      }
     }
   }
 
   /// One worker per subscription: new ones started, removed ones retired; every one woken.
-  private func refreshWorkers() throws {
+  /// Returns whether there is any.
+  private func refreshWorkers() throws -> Bool {
     let subscriptions = try larder.events.subscriptions()
     let ids = Set(subscriptions.map(\.id))
     let (woken, retired) = state.withLock { s -> ([SubscriptionWorker], [SubscriptionWorker]) in
@@ -136,6 +150,7 @@ public final class EventDeliverer: Sendable {
     }
     for worker in retired { worker.retire() }
     for worker in woken { worker.wake() }
+    return !woken.isEmpty
   }
 
   private func work(_ worker: SubscriptionWorker) {
