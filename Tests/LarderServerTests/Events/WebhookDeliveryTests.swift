@@ -185,3 +185,20 @@ import Testing
     }
   }
 }
+
+/// A stopped service lets go of its store (and with it its catalog connections): nothing the
+/// deliverer or its metrics hold keeps it alive.
+@Suite struct DelivererLifetimeTests {
+  @Test func aStoppedServiceReleasesItsStore() throws {
+    weak var released: Larder?
+    do {
+      let s = try LiveService(configure: WebhookDeliveryTests.fast)
+      released = s.service.larder
+      #expect(try s.send(.init("POST", "/v0/b/app/o?name=x", body: [1])).status == 200)
+      s.close()
+    }
+    let deadline = ContinuousClock.now + .seconds(5)
+    while released != nil && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+    #expect(released == nil)
+  }
+}
