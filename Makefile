@@ -92,6 +92,7 @@ bench: deps
 	Benchmarks/run.sh
 	Benchmarks/model-observe/run.sh
 	Benchmarks/catalog-commit/run.sh
+	Benchmarks/events/run.sh
 
 # Alone: cross-process observation latency on SQLite, p50/p99 over 1,000 commits.
 bench-observe: deps

@@ -64,7 +64,7 @@ let package = Package(
       name: "LarderServer",
       dependencies: [
         "LarderHTTP", "LarderLogging", "Larder", "LarderRules", "LarderAuth", "LarderCrypto", "LarderPostgres",
-        "LarderS3Store", "LarderImages",
+        "LarderS3Store", "LarderImages", "LarderS3",
       ],
       // The web console's HTML, CSS and JS, compiled into the binary (ConsoleAssets).
       resources: [.embedInCode("Console/assets")]),

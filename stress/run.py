@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from . import diskfull, images, listing, mixed, sigkill, sigterm, slow
+from . import diskfull, events, images, listing, mixed, sigkill, sigterm, slow
 from .fuzz_http import KNOWN, run_known
 from .fuzzing import run_fuzzer
 from .harness import ROOT, machine, raise_fd_limit
@@ -29,6 +29,7 @@ FULL = {
     "diskfull": lambda d: diskfull.run(d, clients=8, mb=64, reproduce=True),
     "listing": lambda d: listing.run(d, names=40_000, attackers=8, seconds=20, page_deadline=0.5),
     "images": lambda d: images.run(d, attackers=32, seconds=30, extra=("--threads", "4")),
+    "events": lambda d: events.run(d, uploads=1000),
 }
 
 

@@ -78,6 +78,8 @@ public final class Larder: Sendable {
   let content: any ContentStore
   public let files: FileStore
   public let objects: ObjectStore
+  /// Object-change events: subscriptions, deliveries, the feed (``ObjectEvents``).
+  public var events: ObjectEvents { ObjectEvents(catalog: catalog) }
   /// Files derived from other content (image variants), collected with their sources.
   public var derived: DerivedFiles {
     DerivedFiles(catalog: catalog, files: files, content: content, directory: directory)

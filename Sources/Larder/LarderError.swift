@@ -9,6 +9,8 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
   case invalidBucket(String, reason: String)
   case invalidName(String, reason: String)
   case invalidArgument(String)
+  /// An event subscription or outbox event the store does not have (the message names it).
+  case eventNotFound(String)
   /// An upload is larger than the limit it was given.
   case sizeLimitExceeded(limit: Int64)
   /// A download is larger than the caller's `maxSize`; nothing was read.
@@ -35,7 +37,7 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
   /// A stable machine-readable code, e.g. `"not-found"`.
   public var code: String {
     switch self {
-    case .notFound, .fileNotFound: "not-found"
+    case .notFound, .fileNotFound, .eventNotFound: "not-found"
     case .invalidBucket: "invalid-bucket"
     case .invalidName: "invalid-name"
     case .invalidArgument: "invalid-argument"
@@ -60,6 +62,7 @@ public enum LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     case .invalidBucket(let bucket, let reason): "invalid bucket name '\(bucket.prefix(100))': \(reason)"
     case .invalidName(let name, let reason): "invalid object name '\(name.prefix(100))': \(reason)"
     case .invalidArgument(let message): message
+    case .eventNotFound(let message): message
     case .sizeLimitExceeded(let limit): "content is larger than the limit of \(limit) bytes"
     case .downloadSizeExceeded(let size, let maxSize):
       "content is \(size) bytes, larger than the maximum of \(maxSize) bytes allowed for this download"

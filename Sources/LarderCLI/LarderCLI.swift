@@ -9,7 +9,9 @@ var commands: [any Command.Type] {
     RulesCheckCommand.self, RulesEvalCommand.self, ServiceAccountCreateCommand.self, ServiceAccountListCommand.self,
     ServiceAccountRevokeCommand.self, ServiceAccountTokenCommand.self, ModelsExportCommand.self,
     ModelsImportCommand.self, ImagesWarmCommand.self, BackupCommand.self, BackupListCommand.self,
-    BackupVerifyCommand.self, BackupPruneCommand.self, RestoreCommand.self,
+    BackupVerifyCommand.self, BackupPruneCommand.self, RestoreCommand.self, EventsSubscribeCommand.self, EventsListCommand.self,
+    EventsUnsubscribeCommand.self, EventsDeliveriesCommand<PendingDeliveries>.self,
+    EventsDeliveriesCommand<DeadDeliveries>.self, EventsReplayCommand.self,
   ]
 }
 

@@ -63,19 +63,21 @@ public final class Metrics: Sendable {
     let series: @Sendable () -> [HistogramSeries]
   }
 
-  /// A counter family the app keeps itself: one series per label value, read at every render.
-  struct CounterGroup {
-    let name: String
-    let help: String
-    let label: String?
-    let values: @Sendable () -> [(value: String, count: Double)]
-  }
-
   struct State {
     var routes: [String: RouteFigures] = [:]
     var gauges: [GaugeGroup] = []
     var histograms: [HistogramGroup] = []
-    var counters: [CounterGroup] = []
+    var families: [Family] = []
+  }
+
+  /// Series the app keeps itself, one per label value (one unlabelled series without a label),
+  /// read at every render.
+  struct Family {
+    let name: String
+    let help: String
+    let type: String
+    let label: String?
+    let series: @Sendable () -> [(value: String, number: Double)]
   }
 
   public let namespace: String
@@ -136,16 +138,17 @@ public final class Metrics: Sendable {
     }
   }
 
-  /// Registers counters the app keeps (e.g. refusals by kind), read at every render: one series
-  /// per `(value, count)`, labelled `label=value` (one unlabelled series when `label` is nil).
-  /// The label's values must be few and fixed. A second registration of the same name replaces the first.
-  public func registerCounters(
-    _ name: String, help: String, label: String? = nil,
-    _ values: @escaping @Sendable () -> [(value: String, count: Double)]
+  /// Registers a family of series the app keeps (refusals by kind, figures per event
+  /// subscription), read at every render: one series per `(value, number)`, labelled
+  /// `label=value` (one unlabelled series when `label` is nil; keep the label's values few);
+  /// `type` is `gauge` or `counter`. A second registration of the same name replaces the first.
+  public func registerFamily(
+    _ name: String, help: String, type: String = "gauge", label: String?,
+    _ series: @escaping @Sendable () -> [(value: String, number: Double)]
   ) {
     state.withLock { s in
-      s.counters.removeAll { $0.name == name }
-      s.counters.append(CounterGroup(name: name, help: help, label: label, values: values))
+      s.families.removeAll { $0.name == name }
+      s.families.append(Family(name: name, help: help, type: type, label: label, series: series))
     }
   }
 
@@ -208,13 +211,6 @@ public final class Metrics: Sendable {
         out += "\(group.name)_count\(plain) \(series.count)\n"
       }
     }
-    for group in s.counters.sorted(by: { $0.name < $1.name }) {
-      out += "# HELP \(group.name) \(group.help)\n# TYPE \(group.name) counter\n"
-      for series in group.values() {
-        let labels = group.label.map { "{\($0)=\(Self.label(series.value))}" } ?? ""
-        out += "\(group.name)\(labels) \(Self.number(series.count))\n"
-      }
-    }
     var gauges: [(name: String, help: String, value: Double)] = []
     for group in s.gauges {
       let values = group.values()
@@ -222,6 +218,13 @@ public final class Metrics: Sendable {
     }
     for g in gauges.sorted(by: { $0.name < $1.name }) {
       out += "# HELP \(g.name) \(g.help)\n# TYPE \(g.name) gauge\n\(g.name) \(Self.number(g.value))\n"
+    }
+    for family in s.families.sorted(by: { $0.name < $1.name }) {
+      out += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) \(family.type)\n"
+      for series in family.series() {
+        let labels = family.label.map { "{\($0)=\(Self.label(series.value))}" } ?? ""
+        out += "\(family.name)\(labels) \(Self.number(series.number))\n"
+      }
     }
     return out
   }

@@ -36,6 +36,10 @@ struct PostgresDialect: SQLDialect {
   /// The server's time at the statement (`clock_timestamp()`, not `now()`: the transaction's
   /// start, which the lock wait can leave behind).
   var nowMilliseconds: String { "(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)" }
+  var transactionOrder: String { "(pg_current_xact_id()::text::bigint)" }
+  var settledTransactionOrder: String? {
+    "SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::bigint) AS settled"
+  }
 
   func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String] {
     try db.rows("EXPLAIN " + sql, arguments).compactMap { $0.string("QUERY PLAN")?.trimmingCharacters(in: .whitespaces) }

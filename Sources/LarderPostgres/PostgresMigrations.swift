@@ -226,6 +226,50 @@ enum PostgresMigrations {
           created_at BIGINT NOT NULL,
           expires_at BIGINT NOT NULL);
         """)
+      },
+    // Object-change events (see the SQLite migration of the same number).
+    { db in
+      try db.executeScript(
+        """
+        CREATE TABLE event_subscriptions(
+          id TEXT COLLATE "C" PRIMARY KEY,
+          url TEXT NOT NULL,
+          bucket TEXT COLLATE "C" NOT NULL,
+          prefix TEXT COLLATE "C" NOT NULL,
+          kinds TEXT NOT NULL,
+          mode TEXT NOT NULL CHECK (mode IN ('binary', 'structured')),
+          secret TEXT NOT NULL,
+          created_at BIGINT NOT NULL);
+        CREATE TABLE object_events(
+          seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          id TEXT COLLATE "C" NOT NULL UNIQUE,
+          kind TEXT NOT NULL CHECK (kind IN ('finalized', 'deleted', 'metadataUpdated')),
+          bucket TEXT COLLATE "C" NOT NULL,
+          name TEXT COLLATE "C" NOT NULL,
+          object TEXT NOT NULL,
+          time_deleted BIGINT,
+          created_at BIGINT NOT NULL,
+          tx_order BIGINT NOT NULL);
+        CREATE INDEX object_events_by_time ON object_events(created_at);
+        CREATE INDEX object_events_by_order ON object_events(tx_order, seq);
+        CREATE TABLE event_deliveries(
+          subscription_id TEXT COLLATE "C" NOT NULL REFERENCES event_subscriptions(id) ON DELETE CASCADE,
+          event_seq BIGINT NOT NULL,
+          bucket TEXT COLLATE "C" NOT NULL,
+          name TEXT COLLATE "C" NOT NULL,
+          state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
+          attempts BIGINT NOT NULL,
+          next_attempt_at BIGINT NOT NULL,
+          lease_owner TEXT,
+          lease_until BIGINT,
+          last_error TEXT,
+          delivered_at BIGINT,
+          PRIMARY KEY(subscription_id, event_seq));
+        CREATE INDEX event_deliveries_pending ON event_deliveries(subscription_id, bucket, name, event_seq)
+          WHERE state = 'pending';
+        CREATE INDEX event_deliveries_by_event ON event_deliveries(event_seq);
+        CREATE INDEX event_deliveries_undelivered ON event_deliveries(subscription_id, state) WHERE state <> 'delivered';
+        """)
     },
   ]
 

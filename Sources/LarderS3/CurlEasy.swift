@@ -30,7 +30,12 @@ struct CurlExchange {
   var secretKey: String
   var connectTimeoutMilliseconds: Int
   /// A transfer slower than 1 byte/s for this long is a timeout (no total limit: 1 GiB may take a while).
+  /// 0: no stall limit.
   var stallTimeoutSeconds: Int
+  /// A limit on the whole exchange; 0: none.
+  var totalTimeoutMilliseconds = 0
+  /// Refuse any scheme but http and https (a URL not chosen by this server, e.g. a webhook's).
+  var webProtocolsOnly = false
 }
 
 /// What came back: the final status, the headers of the final response (names lowercased), and
@@ -114,14 +119,20 @@ final class CurlEasy: @unchecked Sendable {
     let context = Unmanaged.passUnretained(transfer).toOpaque()
     try set(CURLOPT_URL, exchange.url)
     try set(CURLOPT_NOSIGNAL, 1)
-    try set(CURLOPT_AWS_SIGV4, exchange.signature)
-    try set(CURLOPT_USERNAME, exchange.accessKey)
-    try set(CURLOPT_PASSWORD, exchange.secretKey)
+    if !exchange.signature.isEmpty {
+      try set(CURLOPT_AWS_SIGV4, exchange.signature)
+      try set(CURLOPT_USERNAME, exchange.accessKey)
+      try set(CURLOPT_PASSWORD, exchange.secretKey)
+    }
+    if exchange.totalTimeoutMilliseconds > 0 { try set(CURLOPT_TIMEOUT_MS, exchange.totalTimeoutMilliseconds) }
+    if exchange.webProtocolsOnly { try set(CURLOPT_PROTOCOLS_STR, "http,https") }
     try check(larder_curl_set_slist(handle, CURLOPT_HTTPHEADER, headerList))
     try check(larder_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
     try set(CURLOPT_CONNECTTIMEOUT_MS, exchange.connectTimeoutMilliseconds)
-    try set(CURLOPT_LOW_SPEED_LIMIT, 1)
-    try set(CURLOPT_LOW_SPEED_TIME, exchange.stallTimeoutSeconds)
+    if exchange.stallTimeoutSeconds > 0 {
+      try set(CURLOPT_LOW_SPEED_LIMIT, 1)
+      try set(CURLOPT_LOW_SPEED_TIME, exchange.stallTimeoutSeconds)
+    }
     try set(CURLOPT_BUFFERSIZE, 256 << 10)
     try check(larder_curl_set_data_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback))
     try check(larder_curl_set_pointer(handle, CURLOPT_HEADERDATA, context))

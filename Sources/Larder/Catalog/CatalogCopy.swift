@@ -13,7 +13,7 @@ package enum CatalogCopy {
   /// The tables, parents before children (foreign keys hold at every insert).
   static let tables = [
     "blobs", "files", "objects", "records", "attachments", "model_references", "model_links", "model_reference_rules", "uploads", "settings",
-    "service_account_keys", "blob_deletions", "blob_fences", "derived_files",
+    "service_account_keys", "blob_deletions", "blob_fences", "derived_files", "event_subscriptions",
   ]
   /// Tables the destination's migrations fill, whose rows the source's replace.
   static let seeded: Set<String> = ["settings", "blob_fences"]

@@ -237,6 +237,54 @@ package enum Migrations {
       expires_at INTEGER NOT NULL
     ) WITHOUT ROWID;
     """,
+    // Object-change events (issue 32): the outbox, written by the transaction of the change
+    // (``ObjectChangeOutbox``), webhook subscriptions, and one delivery row per subscription and
+    // event, fanned out by that same transaction so no event can slip past a subscription.
+    // `seq` never repeats (AUTOINCREMENT): it is the feed's cursor and the per-object order.
+    // `tx_order` is the writing transaction's id where the catalog has concurrent writers
+    // (PostgreSQL), so the feed can answer in commit order; 0 on SQLite (one writer).
+    """
+    CREATE TABLE event_subscriptions(
+      id TEXT PRIMARY KEY,
+      url TEXT NOT NULL,
+      bucket TEXT NOT NULL,
+      prefix TEXT NOT NULL,
+      kinds TEXT NOT NULL,
+      mode TEXT NOT NULL CHECK (mode IN ('binary', 'structured')),
+      secret TEXT NOT NULL,
+      created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE object_events(
+      seq INTEGER PRIMARY KEY AUTOINCREMENT,
+      id TEXT NOT NULL UNIQUE,
+      kind TEXT NOT NULL CHECK (kind IN ('finalized', 'deleted', 'metadataUpdated')),
+      bucket TEXT NOT NULL,
+      name TEXT NOT NULL,
+      object TEXT NOT NULL,
+      time_deleted INTEGER,
+      created_at INTEGER NOT NULL,
+      tx_order INTEGER NOT NULL
+    );
+    CREATE INDEX object_events_by_time ON object_events(created_at);
+    CREATE TABLE event_deliveries(
+      subscription_id TEXT NOT NULL REFERENCES event_subscriptions(id) ON DELETE CASCADE,
+      event_seq INTEGER NOT NULL,
+      bucket TEXT NOT NULL,
+      name TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
+      attempts INTEGER NOT NULL,
+      next_attempt_at INTEGER NOT NULL,
+      lease_owner TEXT,
+      lease_until INTEGER,
+      last_error TEXT,
+      delivered_at INTEGER,
+      PRIMARY KEY(subscription_id, event_seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX event_deliveries_pending ON event_deliveries(subscription_id, bucket, name, event_seq)
+      WHERE state = 'pending';
+    CREATE INDEX event_deliveries_by_event ON event_deliveries(event_seq);
+    CREATE INDEX event_deliveries_undelivered ON event_deliveries(subscription_id, state) WHERE state <> 'delivered';
+    """,
   ]
 
   /// The schema version of the SQLite catalog on `db` (`PRAGMA user_version`).

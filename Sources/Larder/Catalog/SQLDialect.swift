@@ -21,6 +21,12 @@ package protocol SQLDialect: Sendable {
   /// expression. Leases are claimed, renewed and judged on it, never on a node's clock: a node
   /// whose clock runs ahead would otherwise see a live lease as run out and take it.
   var nowMilliseconds: String { get }
+  /// An integer SQL expression that orders write transactions by commit where several commit
+  /// at once (PostgreSQL's transaction id), and a query (column `settled`) below which every
+  /// such value belongs to a finished transaction; the event feed answers only settled events,
+  /// so a cursor never passes one that commits later. SQLite has one writer: `0` and nil.
+  var transactionOrder: String { get }
+  var settledTransactionOrder: String? { get }
   /// A query that hands out a new blob fence as column `fence` (``BlobFences``), and whether it
   /// writes (it then runs in a write transaction of its own; else with none open).
   var nextFence: (sql: String, writes: Bool) { get }
@@ -77,6 +83,8 @@ package struct SQLiteDialect: SQLDialect {
   package var fenceCounterCatchUp: String? { nil }
   /// One machine: its clock is the catalog's, read by SQLite itself.
   package var nowMilliseconds: String { "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)" }
+  package var transactionOrder: String { "0" }
+  package var settledTransactionOrder: String? { nil }
 
   package func queryPlan(_ sql: String, _ arguments: [any SQLBindable], on db: any Database) throws -> [String] {
     try db.rows("EXPLAIN QUERY PLAN " + sql, arguments).compactMap { $0.string("detail") }

@@ -18,6 +18,8 @@ package enum WriteKey: Hashable, Sendable {
   case object(bucket: String, name: String)
   /// The `uploads` row of one resumable upload.
   case upload(id: String)
+  /// A webhook subscription's deliveries (``EventDeliveryQueue``): their claims and reports.
+  case subscription(id: String)
 
   /// The 64-bit advisory-lock key of this key in the store `namespace` (its PostgreSQL schema):
   /// the first 8 bytes of SHA-256(tag, namespace, kind, key), with length prefixes so no two
@@ -43,6 +45,9 @@ package enum WriteKey: Hashable, Sendable {
       field(Array(name.utf8))
     case .upload(let id):
       field([3])
+      field(Array(id.utf8))
+    case .subscription(let id):
+      field([4])
       field(Array(id.utf8))
     }
     let digest = Digest.hash(.sha256, input)

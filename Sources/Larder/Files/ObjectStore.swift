@@ -77,15 +77,15 @@ public struct ObjectStore: Sendable {
     db: Database, bucket: String, name: String, file: File, options: ObjectWriteOptions,
     admission: (any ObjectAdmission)? = nil
   ) throws -> StoredObject {
-    let existing = try db.row("SELECT generation, created_at FROM objects WHERE bucket = ? AND name = ?", [bucket, name])
-    let currentGeneration = existing?.int("generation")
+    // The generation this write replaces: its `deleted` event precedes the new one's `finalized`.
+    let current = try Self.fetch(db: db, bucket: bucket, name: name)
+    let currentGeneration = current?.generation
     if let expected = options.ifGenerationMatch, expected != (currentGeneration ?? 0) {
       throw LarderError.preconditionFailed(
         "generation is \(currentGeneration ?? 0), the write required \(expected)")
     }
     if let admission {
       // Judged on the row this transaction replaces: nothing can change it in between.
-      let current = existing == nil ? nil : try Self.fetch(db: db, bucket: bucket, name: name)
       try admission.admit(
         IncomingObject(
           bucket: bucket, name: name, contentType: options.contentType, file: file, metadata: options.metadata),
@@ -120,6 +120,8 @@ public struct ObjectStore: Sendable {
         object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition,
         object.contentEncoding, object.contentLanguage, now, now,
       ])
+    if let current { try ObjectChangeOutbox.record(.deleted, object: current, time: now, timeDeleted: now, db: db) }
+    try ObjectChangeOutbox.record(.finalized, object: object, time: now, db: db)
     return object
   }
 
@@ -253,6 +255,7 @@ public struct ObjectStore: Sendable {
           object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition,
           object.contentEncoding, object.contentLanguage, object.updated, bucket, name,
         ])
+      try ObjectChangeOutbox.record(.metadataUpdated, object: object, time: object.updated, db: db)
       return object
     }
   }
@@ -267,13 +270,15 @@ public struct ObjectStore: Sendable {
   public func delete(_ path: ObjectPath, ifGenerationMatch: Int64? = nil) throws {
     let (bucket, name) = (path.bucket, path.name)
     try catalog.write(keys: [.object(bucket: bucket, name: name)]) { db in
-      guard let row = try db.row("SELECT generation FROM objects WHERE bucket = ? AND name = ?", [bucket, name]) else {
+      guard let object = try Self.fetch(db: db, bucket: bucket, name: name) else {
         throw LarderError.notFound(bucket: bucket, name: name)
       }
-      if let expected = ifGenerationMatch, row.int("generation") != expected {
-        throw LarderError.preconditionFailed("generation is \(row.int("generation") ?? 0), the delete required \(expected)")
+      if let expected = ifGenerationMatch, object.generation != expected {
+        throw LarderError.preconditionFailed("generation is \(object.generation), the delete required \(expected)")
       }
       try db.execute("DELETE FROM objects WHERE bucket = ? AND name = ?", [bucket, name])
+      let now = Date.nowInMilliseconds
+      try ObjectChangeOutbox.record(.deleted, object: object, time: now, timeDeleted: now, db: db)
     }
   }
 

@@ -14,6 +14,7 @@ import LarderHTTP
 /// *    /storage/v1/…, /upload/storage/v1/…, /download/storage/v1/…   the GCS JSON API (same objects)
 /// GET  /, /console/, /console/{hashed name}   the web console's static files (ConsoleEndpoint)
 /// GET  /admin/v1/store               the store's counts, admin identities only (StoreEndpoint)
+/// *    /admin/v1/events…              object-change events, admin identities only (EventsEndpoint)
 /// ```
 /// Routes are declared once, here and in each endpoint's `register`; their labels are fixed,
 /// so metrics and the access log never grow with what clients send.
@@ -56,6 +57,7 @@ public final class LarderApp: HTTPHandler {
     objects.register(in: &router, cors: fixed)
     ConsoleEndpoint(assets: .embedded).register(in: &router)  // the web console (static files)
     StoreEndpoint(context: context).register(in: &router)  // the store's counts, admin identities only
+    EventsEndpoint(context: context).register(in: &router)  // event subscriptions and feed, admin identities only
     GcsEndpoint(context: context).register(in: &router)
     uploads?.register(in: &router, cors: fixed)
     if let accounts = context.serviceAccounts {

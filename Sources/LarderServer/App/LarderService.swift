@@ -6,6 +6,7 @@ import LarderHTTP
 import LarderLogging
 import LarderPostgres
 import LarderS3Store
+import Synchronization
 
 /// A running Larder HTTP service: the store, the policy, the endpoints and the server.
 ///
@@ -58,6 +59,8 @@ public final class LarderService: Sendable {
     public var images: ImageOptions? = ImageOptions()
     /// Per-identity limits on bytes written and uploads in progress (``WriteQuota``; `.unlimited` turns them off).
     public var quota = WriteQuota()
+    /// Webhook deliveries of object-change events (``EventDeliverer``).
+    public var events = EventDeliveryOptions()
 
     public init(dataDirectory: URL, policy: Policy) {
       self.dataDirectory = dataDirectory
@@ -73,6 +76,14 @@ public final class LarderService: Sendable {
   public let context: ServiceContext
   /// The rules policy when serving a rules file (for reload on SIGHUP).
   public let rules: RulesPolicy?
+  /// Delivers object-change events to webhooks; nil when `options.events.enabled` is false.
+  public let deliverer: EventDeliverer?
+  /// The port the server bound, once started (for the deliverer's links).
+  private let boundPort = BoundPort()
+
+  private final class BoundPort: Sendable {
+    let value = Atomic<Int>(0)
+  }
   /// The HS256 key of this store's tokens (the catalog's `token_secret`, see ``tokenSecret(of:)``).
   public let secret: [UInt8]
   /// Verifies bearer tokens; its keys reload with ``reload()``.
@@ -135,6 +146,20 @@ public final class LarderService: Sendable {
     }
     Self.registerCatalogLockTimes(of: larder, in: metrics)
     context.quotas.register(in: metrics)
+    // The deliverer builds resources' links as objects.get does: the public URL, else this server.
+    // It is told the port, never handed the server: the metrics the server holds hold the deliverer.
+    let bound = boundPort
+    let publicURL = options.publicURL
+    deliverer =
+      options.events.enabled
+      ? EventDeliverer(larder: larder, options: options.events, logger: options.logger) {
+        if var base = publicURL, !base.isEmpty {
+          while base.hasSuffix("/") { base.removeLast() }
+          return base
+        }
+        return "http://127.0.0.1:\(bound.value.load(ordering: .relaxed))"
+      } : nil
+    EventMetrics.register(larder: larder, deliverer: deliverer, in: metrics)
     var http = options.http
     // The limit is on content: a Firebase multipart body wraps it in up to this much more.
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }
@@ -166,6 +191,8 @@ public final class LarderService: Sendable {
   public func start() throws {
     try server.start()
     context.listening.set(host: options.http.host, port: server.boundPort)
+    boundPort.value.store(server.boundPort, ordering: .relaxed)
+    deliverer?.start()
   }
 
   /// Re-reads the rules file and the public key files (what `larder serve` does on SIGHUP). A
@@ -198,6 +225,7 @@ public final class LarderService: Sendable {
   @discardableResult
   public func stop(timeout: Duration = .seconds(10)) -> Bool {
     let clean = server.shutdown(timeout: timeout)
+    deliverer?.stop()
     // Shared-mode removals queued by finished uploads (pieces, multipart aborts) go out first.
     context.uploads.waitForCleanup()
     // The background MD5 pass must not outlive the process's OpenSSL (it resumes at next start).

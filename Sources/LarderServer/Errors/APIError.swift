@@ -79,7 +79,7 @@ enum APIError {
 
   static func larder(_ e: LarderError, log: Logger) -> HTTPResponse {
     switch e {
-    case .notFound, .fileNotFound: return .error(status: 404, message: e.description)
+    case .notFound, .fileNotFound, .eventNotFound: return .error(status: 404, message: e.description)
     case .invalidBucket, .invalidName, .invalidArgument, .checksumMismatch:
       return .error(status: 400, message: e.description)
     case .sizeLimitExceeded: return .error(status: 413, message: e.description)

@@ -268,19 +268,20 @@ public final class QuotaLedger: Sendable {
   /// `larder_quota_refusals_total{kind="bytes"|"uploads"}` and `larder_quota_admitted_bytes_total`:
   /// labels are fixed, never an identity.
   public func register(in metrics: Metrics) {
-    metrics.registerCounters(
+    metrics.registerFamily(
       "larder_quota_refusals_total",
       help: "Writes refused by a write quota, by kind (bytes per period, uploads in progress).",
-      label: "kind"
+      type: "counter", label: "kind"
     ) { [self] in
       [
         ("bytes", Double(refusedBytes.load(ordering: .relaxed))),
         ("uploads", Double(refusedUploads.load(ordering: .relaxed))),
       ]
     }
-    metrics.registerCounters(
+    metrics.registerFamily(
       "larder_quota_admitted_bytes_total",
-      help: "Bytes written by identities subject to write quotas (all but admin identities)."
+      help: "Bytes written by identities subject to write quotas (all but admin identities).",
+      type: "counter", label: nil
     ) { [self] in [("", Double(admittedBytes.load(ordering: .relaxed)))] }
   }
 }

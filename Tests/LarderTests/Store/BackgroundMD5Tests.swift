@@ -211,6 +211,10 @@ import Testing
       let db = try SQLiteDatabase(path: dir.url.appendingPathComponent("larder.sqlite").path)
       try db.executeScript(
         """
+        DROP TABLE event_deliveries;
+        DROP TABLE object_events;
+        DROP TABLE event_subscriptions;
+        DROP TABLE snapshot_pins;
         DROP TABLE service_account_assertions;
         DROP TABLE model_reference_rules;
         DROP TABLE model_links;

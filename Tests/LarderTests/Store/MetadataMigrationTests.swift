@@ -30,6 +30,10 @@ import Testing
           WHERE name IN ('declared', 'undeclared');
         ALTER TABLE objects DROP COLUMN content_encoding;
         ALTER TABLE objects DROP COLUMN content_language;
+        DROP TABLE event_deliveries;
+        DROP TABLE object_events;
+        DROP TABLE event_subscriptions;
+        DROP TABLE snapshot_pins;
         DROP TABLE service_account_assertions;
         DROP TABLE model_reference_rules;
         DROP TABLE model_links;

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Object-change events: uploads/s with and without a subscription, and the commit-to-receiver
+# delay at 200 uploads/s (see bench.py). A measurement, never a test.
+#
+#   Benchmarks/events/run.sh                          # the release build
+#   LARDER_BIN=.build/debug/larder Benchmarks/events/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ -z "${LARDER_BIN:-}" ]; then
+  swift build -c release --product larder >&2
+  LARDER_BIN="$(swift build -c release --show-bin-path)/larder"
+fi
+export LARDER_BIN
+env -u LARDER_TEST_CATALOG python3 Benchmarks/events/bench.py

@@ -1,0 +1,136 @@
+import Foundation
+
+/// What a deliverer takes from the outbox and reports back, on the catalog's clock.
+///
+/// Per subscription and object only the oldest pending event is ever handed out, so an object's
+/// next event waits until the previous one is acknowledged (or dead). A handed-out delivery is
+/// leased: until the lease runs out no other deliverer (thread, process or node) takes it, and
+/// once it has run out (its deliverer died mid-delivery) another one sends it again, same id.
+/// Claims and reports of one subscription are keyed writes (``WriteKey/subscription(id:)``).
+package struct EventDeliveryQueue: Sendable {
+  let catalog: Catalog
+
+  package init(events: ObjectEvents) { catalog = events.catalog }
+
+  /// Pending deliveries of `subscription` that are due, not leased and first of their object,
+  /// leased to `owner` for `lease`; oldest first, at most `limit`.
+  package func claim(subscription: String, owner: String, lease: Duration, limit: Int) throws -> [EventDelivery] {
+    func due(_ db: Database, columns: String, limit: Int) throws -> [Row] {
+      let now = db.dialect.nowMilliseconds
+      return try db.rows(
+        """
+        SELECT \(columns) FROM event_deliveries d JOIN object_events e ON e.seq = d.event_seq
+        WHERE d.subscription_id = ? AND d.state = 'pending' AND d.next_attempt_at <= \(now)
+          AND (d.lease_until IS NULL OR d.lease_until < \(now))
+          AND NOT EXISTS (
+            SELECT 1 FROM event_deliveries p WHERE p.subscription_id = d.subscription_id AND p.bucket = d.bucket
+              AND p.name = d.name AND p.state = 'pending' AND p.event_seq < d.event_seq)
+        ORDER BY d.event_seq LIMIT ?
+        """, [subscription, limit])
+    }
+    // Most wake-ups find nothing due: look without the write lock first (uploads need it).
+    guard try catalog.read(snapshot: false, { db in try !due(db, columns: "d.event_seq", limit: 1).isEmpty }) else {
+      return []
+    }
+    return try catalog.write(keys: [.subscription(id: subscription)]) { db in
+      let now = db.dialect.nowMilliseconds
+      let rows = try due(
+        db, columns: "d.subscription_id, d.state, d.attempts, d.next_attempt_at, d.last_error, d.delivered_at, e.*",
+        limit: limit)
+      let deliveries = try rows.map(ObjectEvents.delivery(row:))
+      for delivery in deliveries {
+        try db.execute(
+          "UPDATE event_deliveries SET lease_owner = ?, lease_until = \(now) + ? WHERE subscription_id = ? AND event_seq = ?",
+          [owner, Self.milliseconds(lease), subscription, delivery.event.sequence])
+      }
+      return deliveries
+    }
+  }
+
+  /// Records the 2xx answers that acknowledged `deliveries` (of one subscription), in one write.
+  package func delivered(_ deliveries: [EventDelivery]) throws {
+    guard let subscription = deliveries.first?.subscriptionID else { return }
+    try catalog.write(keys: [.subscription(id: subscription)]) { db in
+      for delivery in deliveries {
+        try db.execute(
+          """
+          UPDATE event_deliveries SET state = 'delivered', attempts = attempts + 1,
+            delivered_at = \(db.dialect.nowMilliseconds), lease_owner = NULL, lease_until = NULL, last_error = NULL
+          WHERE subscription_id = ? AND event_seq = ? AND state = 'pending'
+          """, [subscription, delivery.event.sequence])
+      }
+    }
+  }
+
+  /// Gives back the leases of `deliveries` (claimed, not sent), so they go out at once.
+  package func release(_ deliveries: [EventDelivery], owner: String) throws {
+    guard let subscription = deliveries.first?.subscriptionID else { return }
+    try catalog.write(keys: [.subscription(id: subscription)]) { db in
+      for delivery in deliveries {
+        try db.execute(
+          """
+          UPDATE event_deliveries SET lease_owner = NULL, lease_until = NULL
+          WHERE subscription_id = ? AND event_seq = ? AND lease_owner = ?
+          """, [subscription, delivery.event.sequence, owner])
+      }
+    }
+  }
+
+  /// Records a failed attempt: the delivery is retried after the policy's delay, or dead once
+  /// its event is older than the policy gives up after. Returns whether it is dead now.
+  @discardableResult
+  package func failed(_ delivery: EventDelivery, error: String, policy: EventRetryPolicy) throws -> Bool {
+    try catalog.write(keys: [.subscription(id: delivery.subscriptionID)]) { db in
+      let now = try db.row("SELECT \(db.dialect.nowMilliseconds) AS now")?.int("now") ?? 0
+      let attempts = delivery.attempts + 1
+      let next = now + Self.milliseconds(policy.delay(afterAttempt: attempts))
+      let eventMillis = Int64((delivery.event.time.timeIntervalSince1970 * 1000).rounded())
+      let dead = next - eventMillis > Self.milliseconds(policy.giveUpAfter)
+      try db.execute(
+        """
+        UPDATE event_deliveries SET state = ?, attempts = ?, next_attempt_at = ?, lease_owner = NULL,
+          lease_until = NULL, last_error = ?
+        WHERE subscription_id = ? AND event_seq = ? AND state = 'pending'
+        """,
+        [
+          dead ? "dead" : "pending", attempts, next, String(error.prefix(500)), delivery.subscriptionID,
+          delivery.event.sequence,
+        ])
+      return dead
+    }
+  }
+
+  /// How long until `subscription`'s next delivery is due (first of its object, retry time or
+  /// lease run out); nil when it has none pending.
+  package func nextDue(subscription: String) throws -> Duration? {
+    try catalog.read { db in
+      let now = db.dialect.nowMilliseconds
+      let row = try db.row(
+        """
+        SELECT min(CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > d.next_attempt_at
+                        THEN d.lease_until ELSE d.next_attempt_at END) - \(now) AS wait
+        FROM event_deliveries d
+        WHERE d.subscription_id = ? AND d.state = 'pending'
+          AND NOT EXISTS (
+            SELECT 1 FROM event_deliveries p WHERE p.subscription_id = d.subscription_id AND p.bucket = d.bucket
+              AND p.name = d.name AND p.state = 'pending' AND p.event_seq < d.event_seq)
+        """, [subscription])
+      return row?.int("wait").map { .milliseconds(max(0, $0)) }
+    }
+  }
+
+  static func milliseconds(_ duration: Duration) -> Int64 {
+    duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+  }
+}
+
+extension EventDeliveryQueue {
+  /// Gives back every lease `owner` holds (a deliverer stopping cleanly).
+  package func release(owner: String) throws {
+    try catalog.write { db in
+      try db.execute(
+        "UPDATE event_deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ? AND state = 'pending'",
+        [owner])
+    }
+  }
+}

@@ -1,0 +1,265 @@
+import Foundation
+import Larder
+import LarderLogging
+import LarderS3
+import Synchronization
+
+/// How the server delivers object-change events to webhooks.
+public struct EventDeliveryOptions: Sendable {
+  /// Whether this process delivers at all (every node may: deliveries are leased).
+  public var enabled = true
+  /// One request's limit, connection included; longer is a failed attempt.
+  public var timeout: Duration = .seconds(10)
+  public var retry = EventRetryPolicy()
+  /// Delivered events older than this leave the outbox.
+  public var retention: Duration = .seconds(7 * 24 * 3600)
+  /// How often the outbox is pruned.
+  public var pruneInterval: Duration = .seconds(3600)
+  /// The longest a deliverer sleeps without looking (a missed wake-up costs at most this).
+  public var pollInterval: Duration = .seconds(1)
+  /// A claimed delivery's lease lasts `timeout` plus this: another node takes it over only
+  /// once its deliverer must have given up on it.
+  public var leaseGrace: Duration = .seconds(5)
+
+  public init() {}
+}
+
+/// Delivers the outbox's events to the webhook subscriptions, on threads of its own.
+///
+/// A coordinator thread wakes after commits (``EventCommitWatch``; at the latest every
+/// `pollInterval`), keeps one worker thread per subscription, and wakes them. A worker claims
+/// its subscription's due deliveries (``EventDeliveryQueue``: leased on the catalog's clock,
+/// only the oldest pending event per object), POSTs each and records the answer: a 2xx marks
+/// it delivered, anything else (another status, a redirect, a timeout, a refused connection)
+/// schedules a retry or dead-letters it. A slow receiver holds only its own worker.
+///
+/// HTTP goes through libcurl (``OutboundHTTP``), the one HTTP client the server already links
+/// (for S3): https works, redirects are not followed, no other scheme is allowed.
+public final class EventDeliverer: Sendable {
+  private let larder: Larder
+  private let options: EventDeliveryOptions
+  /// The base of the resources' `selfLink` and `mediaLink` (as objects.get builds them).
+  private let base: @Sendable () -> String
+  private let logger: Logger
+  /// This process's name on the leases it takes.
+  let owner = "node-" + UUID().uuidString.lowercased()
+  private let state = Mutex(State())
+  private let counters = Mutex([String: Counts]())
+  /// Signalled by ``stop()``: an idle coordinator ends at once.
+  private let idle = DispatchSemaphore(value: 0)
+
+  struct State {
+    var workers: [String: SubscriptionWorker] = [:]
+    var stopped = false
+  }
+
+  /// Deliveries acknowledged, attempts that failed (to be retried), deliveries given up, since start.
+  public struct Counts: Sendable, Equatable {
+    public var delivered = 0
+    public var retried = 0
+    public var dead = 0
+  }
+
+  public init(larder: Larder, options: EventDeliveryOptions, logger: Logger, base: @escaping @Sendable () -> String) {
+    self.larder = larder
+    self.options = options
+    self.logger = logger
+    self.base = base
+  }
+
+  /// Per subscription id, what this process delivered since start.
+  public var counts: [String: Counts] { counters.withLock { $0 } }
+
+  public func start() {
+    let thread = Thread { [self] in coordinate() }
+    thread.name = "larder.event-deliverer"
+    thread.start()
+  }
+
+  /// Stops the threads after the request each is in, and gives back the leases of what they
+  /// claimed but did not send (another node or the next start sends them at once).
+  public func stop() {
+    let workers = state.withLock { s -> [SubscriptionWorker] in
+      s.stopped = true
+      return Array(s.workers.values)
+    }
+    idle.signal()
+    for worker in workers { worker.retire() }
+    for worker in workers { worker.finished.wait() }
+    try? EventDeliveryQueue(events: larder.events).release(owner: owner)
+  }
+
+  private var stopped: Bool { state.withLock { $0.stopped } }
+
+  private func coordinate() {
+    // Commits are watched only while there is something to deliver: on PostgreSQL the watch
+    // holds a connection of its own. Without subscriptions the coordinator just looks again
+    // every `pollInterval` (or as soon as it is stopped).
+    var watch: EventCommitWatch?
+    var pruned = ContinuousClock.now
+    while !stopped {
+      var delivering = false
+      do {
+        delivering = try refreshWorkers()
+      } catch {
+        logger.warning("events: reading the subscriptions failed: \(error)")
+      }
+      if ContinuousClock.now - pruned >= options.pruneInterval {
+        pruned = .now
+        do { try larder.events.prune(retention: options.retention) } catch {
+          logger.warning("events: pruning the outbox failed: \(error)")
+        }
+      }
+      if delivering {
+        if watch == nil { watch = EventCommitWatch(events: larder.events) }
+        watch?.wait(timeout: options.pollInterval)
+      } else {
+        watch = nil
+        _ = idle.wait(timeout: .now() + options.pollInterval.timeInterval)
+      }
+    }
+  }
+
+  /// One worker per subscription: new ones started, removed ones retired; every one woken.
+  /// Returns whether there is any.
+  private func refreshWorkers() throws -> Bool {
+    let subscriptions = try larder.events.subscriptions()
+    let ids = Set(subscriptions.map(\.id))
+    let (woken, retired) = state.withLock { s -> ([SubscriptionWorker], [SubscriptionWorker]) in
+      guard !s.stopped else { return ([], []) }
+      var retired: [SubscriptionWorker] = []
+      for (id, worker) in s.workers where !ids.contains(id) {
+        retired.append(worker)
+        s.workers[id] = nil
+      }
+      for subscription in subscriptions {
+        if let worker = s.workers[subscription.id] {
+          worker.subscription.withLock { $0 = subscription }
+        } else {
+          let worker = SubscriptionWorker(subscription: subscription)
+          s.workers[subscription.id] = worker
+          let thread = Thread { [self] in
+            work(worker)
+            worker.finished.signal()
+          }
+          thread.name = "larder.event-webhook"
+          thread.start()
+        }
+      }
+      return (Array(s.workers.values), retired)
+    }
+    for worker in retired { worker.retire() }
+    for worker in woken { worker.wake() }
+    return !woken.isEmpty
+  }
+
+  private func work(_ worker: SubscriptionWorker) {
+    let queue = EventDeliveryQueue(events: larder.events)
+    let http = OutboundHTTP()
+    let id = worker.subscription.withLock { $0.id }
+    while worker.isActive {
+      let batch: [EventDelivery]
+      do {
+        batch = try queue.claim(subscription: id, owner: owner, lease: options.timeout + options.leaseGrace, limit: 32)
+      } catch {
+        logger.warning("events: claiming deliveries of \(id) failed: \(error)")
+        worker.sleep(for: options.pollInterval)
+        continue
+      }
+      if batch.isEmpty {
+        let due = (try? queue.nextDue(subscription: id)) ?? nil
+        worker.sleep(for: min(due ?? options.pollInterval, options.pollInterval))
+        continue
+      }
+      // Acknowledgements are recorded together, one write per batch (a crash before it sends
+      // them again: at least once). The batch stops while its leases still have `leaseGrace` to run.
+      let claimed = ContinuousClock.now
+      let subscription = worker.subscription.withLock { $0 }
+      var acknowledged: [EventDelivery] = []
+      var sent = 0
+      for delivery in batch {
+        guard worker.isActive, ContinuousClock.now - claimed < options.timeout else { break }
+        if deliver(delivery, subscription: subscription, http: http, queue: queue) { acknowledged.append(delivery) }
+        sent += 1
+      }
+      do {
+        try queue.delivered(acknowledged)
+        try queue.release(Array(batch[sent...]), owner: owner)
+      } catch {
+        // The leases run out and the deliveries are sent again: at least once, never lost.
+        logger.warning("events: recording deliveries to \(id) failed: \(error)")
+        continue
+      }
+      counters.withLock { $0[id, default: Counts()].delivered += acknowledged.count }
+    }
+  }
+
+  /// Sends one delivery; true when it was acknowledged (a 2xx). A failure is recorded here
+  /// (retry later, or dead).
+  private func deliver(
+    _ delivery: EventDelivery, subscription: EventSubscription, http: OutboundHTTP, queue: EventDeliveryQueue
+  ) -> Bool {
+    let failure: String
+    do {
+      let message = try CloudEventMessage(
+        event: delivery.event, resource: CloudEventMessage.resource(delivery.event, larder: larder, base: base()),
+        mode: subscription.mode, key: subscription.signingKey, timestamp: Int64(Date().timeIntervalSince1970))
+      let response = try http.post(
+        url: subscription.url, headers: message.headers.map { "\($0.name): \($0.value)" }, body: message.body,
+        timeout: options.timeout)
+      if (200..<300).contains(response.status) { return true }
+      failure = "HTTP \(response.status)"
+    } catch {
+      failure = "\(error)"
+    }
+    do {
+      let dead = try queue.failed(delivery, error: failure, policy: options.retry)
+      counters.withLock {
+        if dead { $0[subscription.id, default: Counts()].dead += 1 } else { $0[subscription.id, default: Counts()].retried += 1 }
+      }
+      if dead {
+        logger.warning(
+          "events: \(delivery.event.id) to \(subscription.id) dead-lettered after \(delivery.attempts + 1) attempts: \(failure)")
+      }
+    } catch {
+      logger.warning("events: recording a failed delivery of \(delivery.event.id) failed: \(error)")
+    }
+    return false
+  }
+}
+
+/// A subscription's worker thread's state: woken by the coordinator, retired when the
+/// subscription goes or the deliverer stops.
+final class SubscriptionWorker: Sendable {
+  let subscription: Mutex<EventSubscription>
+  private let condition = NSCondition()
+  private let flags = Mutex((woken: false, active: true))
+  let finished = DispatchSemaphore(value: 0)
+
+  init(subscription: EventSubscription) { self.subscription = Mutex(subscription) }
+
+  var isActive: Bool { flags.withLock { $0.active } }
+
+  func wake() {
+    condition.lock()
+    flags.withLock { $0.woken = true }
+    condition.signal()
+    condition.unlock()
+  }
+
+  func retire() {
+    condition.lock()
+    flags.withLock { $0 = (true, false) }
+    condition.signal()
+    condition.unlock()
+  }
+
+  /// Sleeps until woken or `duration` passed.
+  func sleep(for duration: Duration) {
+    let deadline = Date().addingTimeInterval(duration.timeInterval)
+    condition.lock()
+    while !flags.withLock({ $0.woken }) && condition.wait(until: deadline) {}
+    flags.withLock { $0.woken = false }
+    condition.unlock()
+  }
+}

@@ -1,0 +1,200 @@
+import Foundation
+import Larder
+import LarderTestSupport
+import Testing
+
+
+/// Every object change writes its events in its own transaction: one `finalized` per new
+/// generation (after the `deleted` of the one it replaces), `metadataUpdated` per patch,
+/// `deleted` per delete; a change that rolls back leaves none.
+@Suite struct ObjectChangeOutboxTests {
+  func all(_ larder: Larder) throws -> [ObjectEvent] { try larder.events.feed(after: .start, limit: 1000).events }
+
+  @Test func aPutWritesOneFinalizedEventWithTheObjectAsCommitted() throws {
+    let larder = try TestStore.temporary()
+    let object = try larder.objects.put(
+      bucket: "app", name: "a/b.txt", data: Data("hello".utf8), options: .init(metadata: ["k": "v"]))
+    let events = try all(larder)
+    #expect(events.map(\.kind) == [.finalized])
+    let event = try #require(events.first)
+    #expect(event.object == object)
+    #expect(event.time == object.timeCreated)
+    #expect(event.timeDeleted == nil)
+    #expect(event.id.count == 36)
+  }
+
+  @Test func anOverwriteWritesDeletedOfTheOldGenerationThenFinalized() throws {
+    let larder = try TestStore.temporary()
+    let first = try larder.objects.put(bucket: "app", name: "x", data: Data("one".utf8))
+    let second = try larder.objects.put(bucket: "app", name: "x", data: Data("two!".utf8))
+    let events = try all(larder)
+    #expect(events.map(\.kind) == [.finalized, .deleted, .finalized])
+    #expect(events[1].object == first)
+    #expect(events[1].timeDeleted == second.timeCreated)
+    #expect(events[2].object == second)
+    #expect(events.map(\.sequence) == events.map(\.sequence).sorted())
+    #expect(Set(events.map(\.id)).count == 3)
+  }
+
+  @Test func aPatchWritesMetadataUpdatedAndADeleteWritesDeleted() throws {
+    let larder = try TestStore.temporary()
+    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("one".utf8))
+    let patched = try larder.objects.update(bucket: "app", name: "x", patch: ObjectPatch(metadata: ["a": "1"]))
+    try larder.objects.delete(bucket: "app", name: "x")
+    let events = try all(larder)
+    #expect(events.map(\.kind) == [.finalized, .metadataUpdated, .deleted])
+    #expect(events[1].object == patched)
+    #expect(events[1].object.metageneration == 2)
+    #expect(events[2].object == patched)
+    #expect(events[2].timeDeleted != nil)
+    #expect(events[2].time == events[2].timeDeleted)
+  }
+
+  @Test func aCopyWritesFinalizedForTheDestination() throws {
+    let larder = try TestStore.temporary()
+    _ = try larder.objects.put(bucket: "app", name: "src", data: Data("one".utf8))
+    let copy = try larder.objects.copy(
+      from: try ObjectPath(bucket: "app", name: "src"), to: try ObjectPath(bucket: "other", name: "dst"),
+      options: { _ in ObjectWriteOptions() })
+    let events = try all(larder)
+    #expect(events.map(\.kind) == [.finalized, .finalized])
+    #expect(events[1].object == copy)
+  }
+
+  @Test func aFailedChangeLeavesNoEventAndNoDelivery() throws {
+    let larder = try TestStore.temporary(
+      configuration: .init(faults: FaultInjector { if $0 == .beforeCommit { throw InjectedFailure() } }))
+    _ = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
+    #expect(throws: InjectedFailure.self) { try larder.objects.put(bucket: "app", name: "x", data: Data("one".utf8)) }
+    #expect(try all(larder).isEmpty)
+    #expect(try larder.events.deliveries(.pending).isEmpty)
+    // A refused precondition rolls back too.
+    #expect(throws: LarderError.self) { try larder.objects.delete(bucket: "app", name: "nothing") }
+    #expect(try all(larder).isEmpty)
+  }
+
+  @Test func subscriptionsGetDeliveriesOnlyForTheirBucketPrefixAndKinds() throws {
+    let larder = try TestStore.temporary()
+    let photos = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app", prefix: "photos/", kinds: [.finalized])
+    let everything = try larder.events.subscribe(url: "https://example.test/hook", bucket: "app")
+    _ = try larder.objects.put(bucket: "app", name: "photos/1.jpg", data: Data("1".utf8))
+    _ = try larder.objects.put(bucket: "app", name: "docs/2.txt", data: Data("2".utf8))
+    _ = try larder.objects.put(bucket: "other", name: "photos/3.jpg", data: Data("3".utf8))
+    try larder.objects.delete(bucket: "app", name: "photos/1.jpg")
+    let ofPhotos = try larder.events.deliveries(.pending, subscription: photos.id)
+    #expect(ofPhotos.map(\.event.object.name) == ["photos/1.jpg"])
+    #expect(ofPhotos.map(\.event.kind) == [.finalized])
+    let ofAll = try larder.events.deliveries(.pending, subscription: everything.id)
+    #expect(ofAll.map(\.event.object.name) == ["photos/1.jpg", "docs/2.txt", "photos/1.jpg"])
+    #expect(ofAll.map(\.event.kind) == [.finalized, .finalized, .deleted])
+  }
+
+  @Test func badInputIsRefusedAndChangesNothing() throws {
+    let larder = try TestStore.temporary()
+    for url in ["ftp://example.test/", "file:///etc/passwd", "not a url", "http://", "gopher://x/"] {
+      let error = #expect(throws: LarderError.self) { try larder.events.subscribe(url: url, bucket: "app") }
+      #expect(error?.description.contains("http:// or https://") == true, "\(url)")
+    }
+    #expect(throws: LarderError.invalidArgument(
+      "unknown event kind 'created': the kinds are finalized, deleted, metadataUpdated")) {
+      _ = try ObjectChangeKind.parseList("finalized,created")
+    }
+    #expect(throws: LarderError.self) { try larder.events.subscribe(url: "http://x.test/", bucket: "Bad Bucket!") }
+    #expect(try larder.events.subscriptions().isEmpty)
+    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("one".utf8))
+    let replay = #expect(throws: LarderError.self) { try larder.events.replay(eventID: "no-such-event") }
+    #expect(replay?.code == "not-found")
+    #expect(throws: LarderError.self) { try larder.events.unsubscribe(id: "sub-nothing") }
+    #expect(throws: LarderError.self) { try ObjectEventCursor("12") }
+  }
+
+  @Test func replaySendsAnEventAgainWithItsId() throws {
+    let larder = try TestStore.temporary()
+    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
+    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("one".utf8))
+    let queue = EventDeliveryQueue(events: larder.events)
+    let claimed = try queue.claim(subscription: sub.id, owner: "t", lease: .seconds(30), limit: 10)
+    try queue.delivered([try #require(claimed.first)])
+    #expect(try larder.events.deliveries(.pending).isEmpty)
+    let id = claimed[0].event.id
+    #expect(try larder.events.replay(eventID: id) == 1)
+    let again = try queue.claim(subscription: sub.id, owner: "t", lease: .seconds(30), limit: 10)
+    #expect(again.map(\.event.id) == [id])
+    #expect(try larder.events.replay(since: Date(timeIntervalSince1970: 0), subscription: sub.id) == 1)
+  }
+
+  @Test func onlyTheOldestPendingEventOfAnObjectIsHandedOutAndLeased() throws {
+    let larder = try TestStore.temporary()
+    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
+    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("1".utf8))
+    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("2".utf8))
+    _ = try larder.objects.put(bucket: "app", name: "y", data: Data("3".utf8))
+    let queue = EventDeliveryQueue(events: larder.events)
+    let policy = EventRetryPolicy(firstDelay: .milliseconds(1), maxDelay: .milliseconds(1), giveUpAfter: .seconds(3600))
+    let first = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10)
+    #expect(first.map { "\($0.event.kind.rawValue) \($0.event.object.name)" } == ["finalized x", "finalized y"])
+    // Leased: nobody else gets them, and x's next event waits behind its first.
+    #expect(try queue.claim(subscription: sub.id, owner: "b", lease: .seconds(30), limit: 10).isEmpty)
+    try queue.failed(first[0], error: "HTTP 500", policy: policy)
+    Thread.sleep(forTimeInterval: 0.01)
+    let retried = try queue.claim(subscription: sub.id, owner: "b", lease: .seconds(30), limit: 10)
+    #expect(retried.map(\.event.id) == [first[0].event.id])
+    #expect(retried.first?.attempts == 1)
+    try queue.delivered([retried[0]])
+    let next = try queue.claim(subscription: sub.id, owner: "b", lease: .seconds(30), limit: 10)
+    #expect(next.map { "\($0.event.kind.rawValue) \($0.event.object.name)" } == ["deleted x"])
+  }
+
+  @Test func aDeliveryFailingPastTheRetryWindowIsDeadAndKept() throws {
+    let larder = try TestStore.temporary()
+    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
+    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("1".utf8))
+    let queue = EventDeliveryQueue(events: larder.events)
+    let claimed = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10)
+    let dead = try queue.failed(
+      claimed[0], error: "HTTP 503", policy: EventRetryPolicy(firstDelay: .seconds(10), giveUpAfter: .seconds(5)))
+    #expect(dead)
+    let letters = try larder.events.deliveries(.dead)
+    #expect(letters.map(\.event.id) == [claimed[0].event.id])
+    #expect(letters.first?.lastError == "HTTP 503")
+    #expect(try larder.events.backlog().map(\.dead) == [1])
+    // Pruning keeps dead letters' events.
+    #expect(try larder.events.prune(retention: .zero) == 0)
+    #expect(try larder.events.deliveries(.dead).count == 1)
+  }
+
+  @Test func theRetryDelayDoublesUpToItsCeiling() {
+    let policy = EventRetryPolicy()
+    #expect((1...8).map { policy.delay(afterAttempt: $0) } == [10, 20, 40, 80, 160, 320, 600, 600].map { .seconds($0) })
+  }
+
+  @Test func pruningRemovesDeliveredEventsPastTheRetentionOnly() throws {
+    let larder = try TestStore.temporary()
+    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
+    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("1".utf8))
+    _ = try larder.objects.put(bucket: "app", name: "y", data: Data("2".utf8))
+    let queue = EventDeliveryQueue(events: larder.events)
+    let claimed = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 1)
+    try queue.delivered([claimed[0]])
+    #expect(try larder.events.prune() == 0)
+    Thread.sleep(forTimeInterval: 0.01)
+    #expect(try larder.events.prune(retention: .zero) == 1)
+    #expect(try all(larder).map(\.object.name) == ["y"])
+    #expect(try larder.events.deliveries(.pending).map(\.event.object.name) == ["y"])
+  }
+
+  @Test func theChangeSequenceResumesFromACursor() async throws {
+    let larder = try TestStore.temporary()
+    _ = try larder.objects.put(bucket: "app", name: "a", data: Data("1".utf8))
+    var iterator = larder.events.changes().makeAsyncIterator()
+    let first = try #require(try await iterator.next())
+    #expect(first.object.name == "a")
+    _ = try larder.objects.put(bucket: "app", name: "b", data: Data("2".utf8))
+    let second = try #require(try await iterator.next())
+    #expect(second.object.name == "b")
+    // After a restart, from the saved cursor: only what followed.
+    _ = try larder.objects.put(bucket: "app", name: "c", data: Data("3".utf8))
+    var resumed = larder.events.changes(after: try ObjectEventCursor(second.cursor.description)).makeAsyncIterator()
+    #expect(try await resumed.next()?.object.name == "c")
+  }
+}
