@@ -8,6 +8,7 @@ import Testing
     "rules check", "rules eval", "service-account create", "service-account list", "service-account revoke",
     "service-account token", "models export", "models import", "images warm",
     "backup", "backup list", "backup verify", "backup prune", "restore",
+    "events subscribe", "events list", "events unsubscribe", "events pending", "events dead", "events replay",
   ]
 
   @Test func noArgumentsIsBadUsageWithTheCommandList() throws {
