@@ -260,7 +260,7 @@ private struct BackedUpPet: Model, Equatable {
     let dest = box.path("dest")
     #expect(try box.larder("backup", dest).status == 0)
     let other = try Sandbox()
-    try other.put("b/mine", Array("mine".utf8))
+    try other.put("bkt/mine", Array("mine".utf8))
     let before = try FileManager.default.contentsOfDirectory(atPath: other.dataPath).sorted()
     let sqlite = FileManager.default.contents(atPath: other.data.appendingPathComponent("larder.sqlite").path)
     let refused = try other.larder("restore", dest)
@@ -271,7 +271,7 @@ private struct BackedUpPet: Model, Equatable {
     #expect(try FileManager.default.contentsOfDirectory(atPath: other.dataPath).sorted() == before)
     #expect(
       FileManager.default.contents(atPath: other.data.appendingPathComponent("larder.sqlite").path) == sqlite)
-    #expect(try other.larder("stat", "b/mine").status == 0)
+    #expect(try other.larder("stat", "bkt/mine").status == 0)
     #expect(try other.larder("stat", "b/o1").status == 1)
   }
 

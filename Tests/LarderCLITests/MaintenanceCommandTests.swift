@@ -153,7 +153,7 @@ import Testing
   /// message saying it needs migrating, and the file is left as it was.
   @Test(TestCatalog.sqliteOnly) func dryRunRefusesACatalogThatNeedsMigrating() throws {
     let box = try Sandbox()
-    try box.put("b/x", [1, 2, 3])
+    try box.put("bkt/x", [1, 2, 3])
     do {
       let larder = try TestStore.open(at: box.data)
       try larder.catalog.write { db in try db.execute("PRAGMA user_version = \(Larder.catalogSchemaVersion - 1)") }
@@ -213,7 +213,7 @@ import Testing
     #expect(dirty.stdoutLines.first?.hasPrefix("FAULT  hash-mismatch  \(sha)  ") == true, "\(dirty)")
     #expect(
       dirty.stdoutLines.dropFirst().first
-        == "damaged  b/victim  content \(sha) (not quarantined yet: --repair does); upload the object's original bytes again to heal it",
+        == "damaged  bkt/victim  content \(sha) (not quarantined yet: --repair does); upload the object's original bytes again to heal it",
       "\(dirty)")
     #expect(dirty.stdoutLines.last == "checked 2 blobs (4.0 KiB): 1 findings, 1 unrepaired, 0 quarantined")
     let dirtyJSON = try box.larder("verify", "--json")

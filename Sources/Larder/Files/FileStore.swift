@@ -293,13 +293,14 @@ public struct FileStore: Sendable {
     }
   }
 
-  /// Checks that the file's content can be read (a local open, or one byte from S3), without
-  /// reading it: what a HEAD of a download answers.
-  /// - Throws: what ``read(_:range:_:)`` throws: ``LarderError/corruptContent(sha256:)`` if it
-  ///   was quarantined, ``LarderError/contentMissing(sha256:location:)`` if missing.
+  /// Checks, without reading the content, what a HEAD of a download answers: a local open in a
+  /// data directory; elsewhere (S3) only the catalog's word, so a HEAD asks nothing of a blob
+  /// store that may be down.
+  /// - Throws: ``LarderError/corruptContent(sha256:)`` if `verify --repair` quarantined it,
+  ///   ``LarderError/contentMissing(sha256:location:)`` if a local file is gone.
   public func requireContent(_ file: File) throws {
     if try openLocal(file) != nil { return }
-    try read(file, range: 0..<min(1, file.size)) { _ in }
+    if try isQuarantined(try Self.digest(of: file)) { throw LarderError.corruptContent(sha256: file.sha256) }
   }
 
   private static func digest(of file: File) throws -> [UInt8] {
@@ -309,12 +310,15 @@ public struct FileStore: Sendable {
     return digest
   }
 
-  /// Why a file's bytes are not there: quarantined by `verify --repair`, or lost.
-  private func missing(_ file: File, digest: [UInt8]) throws -> LarderError {
-    let quarantined = try catalog.read { db in
+  private func isQuarantined(_ digest: [UInt8]) throws -> Bool {
+    try catalog.read { db in
       try db.row("SELECT 1 FROM files WHERE blob_sha256 = ? AND quarantined = 1", [digest]) != nil
     }
-    if quarantined { return LarderError.corruptContent(sha256: file.sha256) }
+  }
+
+  /// Why a file's bytes are not there: quarantined by `verify --repair`, or lost.
+  private func missing(_ file: File, digest: [UInt8]) throws -> LarderError {
+    if try isQuarantined(digest) { return LarderError.corruptContent(sha256: file.sha256) }
     missingContent.add()
     return LarderError.contentMissing(sha256: file.sha256, location: content.location(of: digest))
   }

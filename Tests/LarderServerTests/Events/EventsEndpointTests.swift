@@ -11,7 +11,7 @@ import Testing
     let created = try ServiceAccounts.create(name: "ops", publicURL: "http://larder.test", in: s.service.larder)
     let secret = try #require(s.service.context.serviceAccounts?.secret)
     let token = ServiceAccountAccessToken.issue(
-      secret: secret, clientEmail: created.record.clientEmail, keyID: created.record.keyID, scope: "storage")
+      secret: secret, clientEmail: created.record.clientEmail, keyID: created.record.keyID, scope: "https://www.googleapis.com/auth/devstorage.full_control")
     return [("Authorization", "Bearer \(token)")]
   }
 

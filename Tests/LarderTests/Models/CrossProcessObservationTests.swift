@@ -115,10 +115,10 @@ struct Ping: Model, Equatable {
     let source = scratch.url.appendingPathComponent("hello.txt")
     try Data("hello\n".utf8).write(to: source)
     let put = try Subprocess.run(
-      try Self.executable("larder"), ["put", source.path, "b/hello.txt", "--data", directory.path],
+      try Self.executable("larder"), ["put", source.path, "bkt/hello.txt", "--data", directory.path],
       environment: Self.environment(for: directory))
     try #require(put.status == 0, "\(put)")
-    #expect(try here.objects.find(bucket: "b", name: "hello.txt")?.file.size == 6)
+    #expect(try here.objects.find(bucket: "bkt", name: "hello.txt")?.file.size == 6)
 
     // The object's commit woke the observer (on SQLite), whose query found nothing new; the
     // model committed next is the one change delivered after the initial result.
