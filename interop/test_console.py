@@ -74,6 +74,18 @@ def pdf():
     return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
 
 
+def chrome():
+    """Headless Chromium, its console log kept."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")))
+    driver.implicitly_wait(0)
+    return driver
+
+
 @pytest.fixture
 def console(tmp_path):
     need_browser()
@@ -83,13 +95,7 @@ def console(tmp_path):
     server = LarderServer(tmp_path / "data", allow_all=False, extra=["--rules", str(rules), "--max-upload-size", "100MiB"])
     token = subprocess.run([os.environ["LARDER_BIN"], "token", "--uid", "dev", "--ttl", "1h", "--data", str(tmp_path / "data")],
                            capture_output=True, text=True, check=True).stdout.strip()
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"]:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")))
-    driver.implicitly_wait(0)
+    driver = chrome()
     try:
         yield server, token, driver, tmp_path
     finally:
@@ -562,6 +568,62 @@ def test_console_store_view_for_admins_only(console):
     bad = [e for e in logs if e["level"] == "SEVERE" or "Content Security Policy" in e["message"]]
     bad = [e for e in bad if not ("Failed to load resource" in e["message"] and "403" in e["message"])]
     assert not bad, bad
+
+
+def test_console_store_view_shows_each_subscriptions_event_backlog(tmp_path):
+    """The Store view shows a webhook subscription's pending count, lag and dead letters, from
+    /admin/v1/store: one event dead-lettered by a node that gives up after 1 s (its receiver
+    refuses), then one left pending by a node started with --event-delivery off."""
+    need_browser()
+    larder = os.environ["LARDER_BIN"]
+    data = str(tmp_path / "data")
+    def cli(*args):
+        return subprocess.run([larder, *args, "--data", data], check=True, capture_output=True, text=True).stdout
+    # Port 1 on the loopback refuses at once.
+    sub = re.search(r"^id\t(\S+)$", cli("events", "subscribe", "http://127.0.0.1:1/hook", "--bucket", "app"), re.M).group(1)
+    other = re.search(r"^id\t(\S+)$", cli("events", "subscribe", "http://127.0.0.1:1/other", "--bucket", "quiet"), re.M).group(1)
+    giving_up = LarderServer(data, extra=["--event-retry-first", "1s", "--event-give-up", "1s"])
+    try:
+        assert requests.post(f"{giving_up.url}/v0/b/app/o", params={"name": "first.txt"}, data=b"one").status_code == 200
+        deadline = time.time() + 60
+        while f"{sub}\t" not in cli("events", "dead") and time.time() < deadline:
+            time.sleep(0.2)
+    finally:
+        giving_up.stop()
+    assert f"{sub}\t" in cli("events", "dead")
+    quiet = LarderServer(data, extra=["--event-delivery", "off"])
+    d = chrome()
+    try:
+        assert requests.post(f"{quiet.url}/v0/b/app/o", params={"name": "second.txt"}, data=b"two").status_code == 200
+        cli("service-account", "create", "ops", "--public-url", quiet.url, "--output", str(tmp_path / "ops.json"))
+        admin = cli("service-account", "token", "ops").strip()
+        time.sleep(2)  # so the pending event's lag is a few seconds
+        got = requests.get(f"{quiet.url}/admin/v1/store", headers={"Authorization": f"Bearer {admin}"}).json()
+        figures = {e["id"]: e for e in got["eventSubscriptions"]}
+        assert set(figures) == {sub, other}, got
+        assert (figures[sub]["pending"], figures[sub]["dead"], figures[sub]["bucket"]) == (1, 1, "app"), figures
+        assert 2 <= figures[sub]["lagSeconds"] < 120, figures
+        assert (figures[other]["pending"], figures[other]["lagSeconds"], figures[other]["dead"]) == (0, 0, 0), figures
+
+        d.get(quiet.url + "/console/#token=" + admin)
+        wait(d, lambda d: by_id(d, "browser").is_displayed())
+        by_id(d, "open-store").click()
+        wait(d, lambda d: by_id(d, "store-status").text == "" and "Objects" in by_id(d, "store-facts").text)
+        rows = d.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('#store-events tbody tr')].map((tr) =>"
+            " [tr.dataset.subscription, {target: tr.querySelector('.sub-target').textContent,"
+            " pending: tr.querySelector('.pending').textContent, lag: tr.querySelector('.lag').textContent,"
+            " dead: tr.querySelector('.dead').textContent}]))")
+        assert rows[sub]["target"] == "app → http://127.0.0.1:1/hook", rows
+        assert (rows[sub]["pending"], rows[sub]["dead"]) == ("1", "1"), rows
+        assert re.fullmatch(r"\d+ s", rows[sub]["lag"]) and int(rows[sub]["lag"].split()[0]) >= 2, rows
+        assert (rows[other]["pending"], rows[other]["lag"], rows[other]["dead"]) == ("0", "—", "0"), rows
+        shot(d, "19-store-events")
+        bad = [e for e in d.get_log("browser") if e["level"] == "SEVERE" or "Content Security Policy" in e["message"]]
+        assert not bad, bad
+    finally:
+        d.quit()
+        quiet.stop()
 
 
 def test_console_full_disk_refusal_is_shown_on_the_file(console, tmp_path):

@@ -132,6 +132,16 @@ import Testing
       ["serve", "--allow-all", "--image-renders-per-client", "0"], "--image-renders-per-client must be 1…1024",
       "serve"
     ),
+    (["serve", "--allow-all", "--event-delivery", "maybe"], "--event-delivery must be on or off", "serve"),
+    (["serve", "--allow-all", "--event-timeout", "0s"], "--event-timeout must be more than 0", "serve"),
+    (["serve", "--allow-all", "--event-timeout", "soon"], "'soon' is not a duration (e.g. 30s, 15m, 24h)", "serve"),
+    (["serve", "--allow-all", "--event-retry-first", "0"], "--event-retry-first must be more than 0", "serve"),
+    (
+      ["serve", "--allow-all", "--event-retry-first", "1m", "--event-retry-max", "30s"],
+      "--event-retry-max must be at least --event-retry-first", "serve"
+    ),
+    (["serve", "--allow-all", "--event-give-up", "-1h"], "'-1h' is not a duration (e.g. 30s, 15m, 24h)", "serve"),
+    (["serve", "--allow-all", "--event-retention", "week"], "'week' is not a duration (e.g. 30s, 15m, 24h)", "serve"),
   ]
 
   @Test(arguments: 0..<badUsage.count) func badUsageExitsTwoWithErrorAndUsage(_ index: Int) throws {

@@ -25,4 +25,9 @@ public struct EventSubscriptionBacklog: Sendable, Equatable {
   /// When the oldest pending event committed (nil: none pending): the lag is now minus this.
   public var oldestPending: Date?
   public var dead: Int
+
+  /// Seconds the oldest pending event has waited at `now` (0: none pending).
+  public func lagSeconds(at now: Date = Date()) -> Double {
+    oldestPending.map { max(0, now.timeIntervalSince($0)) } ?? 0
+  }
 }

@@ -62,6 +62,24 @@ struct ServeCommand: Command {
   static let uploadsInProgress = Option.value(
     "--uploads-in-progress", "N", default: "1000", environment: "LARDER_UPLOADS_IN_PROGRESS",
     help: "resumable uploads one identity may have in progress; 0: unlimited")
+  static let eventDelivery = Option.value(
+    "--event-delivery", "on|off", default: "on", environment: "LARDER_EVENT_DELIVERY",
+    help: "whether this node delivers object-change events to webhooks\n(off: other nodes sharing the catalog deliver them)")
+  static let eventTimeout = Option.value(
+    "--event-timeout", "DURATION", default: "10s", environment: "LARDER_EVENT_TIMEOUT",
+    help: "one webhook request's limit; longer is a failed attempt")
+  static let eventRetryFirst = Option.value(
+    "--event-retry-first", "DURATION", default: "10s", environment: "LARDER_EVENT_RETRY_FIRST",
+    help: "the wait after a failed delivery, doubling each time")
+  static let eventRetryMax = Option.value(
+    "--event-retry-max", "DURATION", default: "10m", environment: "LARDER_EVENT_RETRY_MAX",
+    help: "the longest wait between attempts")
+  static let eventGiveUp = Option.value(
+    "--event-give-up", "DURATION", default: "24h", environment: "LARDER_EVENT_GIVE_UP",
+    help: "a delivery still failing this long after its event is dead-lettered")
+  static let eventRetention = Option.value(
+    "--event-retention", "DURATION", default: "7d", environment: "LARDER_EVENT_RETENTION",
+    help: "how long delivered events stay in the outbox")
   static let corsOrigin = Option.repeated(
     "--cors-origin", "ORIGIN", help: "an origin browsers may call from; default: any")
   static let publicKey = Option.repeated(
@@ -92,6 +110,7 @@ struct ServeCommand: Command {
       imageTransforms, imageMaxPixels, imageMaxSourceSize, imageCacheSize, imageThreads,
       writeQuota, writeQuotaPeriod, uploadsInProgress,
       imageVariantsPerSource, imageSizes, imageRendersPerClient,
+      eventDelivery, eventTimeout, eventRetryFirst, eventRetryMax, eventGiveUp, eventRetention,
     ],
     exclusive: [
       ExclusiveOptions(
@@ -125,6 +144,7 @@ struct ServeCommand: Command {
     options.uploadLease = try parseDuration(arguments.value(Self.uploadLease)!)
     options.images = try Self.imageOptions(arguments)
     options.quota = try Self.quota(arguments)
+    options.events = try Self.eventOptions(arguments)
     guard options.uploadLease >= .seconds(1) else { throw UsageError("--upload-lease must be at least 1s") }
     if let text = arguments.value(Self.threads) {
       options.http.threadPoolSize = try Self.integer(text, in: 1...256, else: "--threads must be 1…256")
@@ -211,6 +231,27 @@ extension ServeCommand {
       bytesPerPeriod: try parseSize(arguments.value(writeQuota)!), period: period,
       uploadsInProgress: try integer(
         arguments.value(uploadsInProgress)!, in: 0...Int.max, else: "--uploads-in-progress must be 0 (none) or more"))
+  }
+
+  /// `--event-*`: the webhook deliverer's settings.
+  static func eventOptions(_ arguments: ParsedArguments) throws(UsageError) -> EventDeliveryOptions {
+    var events = EventDeliveryOptions()
+    switch arguments.value(eventDelivery)! {
+    case "on": events.enabled = true
+    case "off": events.enabled = false
+    default: throw UsageError("--event-delivery must be on or off")
+    }
+    events.timeout = try parseDuration(arguments.value(eventTimeout)!)
+    guard events.timeout > .zero else { throw UsageError("--event-timeout must be more than 0") }
+    events.retry.firstDelay = try parseDuration(arguments.value(eventRetryFirst)!)
+    guard events.retry.firstDelay > .zero else { throw UsageError("--event-retry-first must be more than 0") }
+    events.retry.maxDelay = try parseDuration(arguments.value(eventRetryMax)!)
+    guard events.retry.maxDelay >= events.retry.firstDelay else {
+      throw UsageError("--event-retry-max must be at least --event-retry-first")
+    }
+    events.retry.giveUpAfter = try parseDuration(arguments.value(eventGiveUp)!)
+    events.retention = try parseDuration(arguments.value(eventRetention)!)
+    return events
   }
 
   /// `--image-*`: nil when `--image-transforms off`.

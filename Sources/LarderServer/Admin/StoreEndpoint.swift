@@ -42,6 +42,8 @@ struct StoreEndpoint {
     var collectable: Collectable
     var uploadsInProgress: Uploads
     var lastGC: LastGC?
+    /// Per webhook subscription: its backlog, as `/metrics` gives it (`larder_event_*`).
+    var eventSubscriptions: [EventSubscriptionFigures] = []
     var metrics = "/metrics"
 
     init(_ s: StoreStatistics) {
@@ -62,6 +64,29 @@ struct StoreEndpoint {
     }
   }
 
+  /// One subscription's delivery backlog: what waits, for how long, and what was given up.
+  struct EventSubscriptionFigures: Encodable {
+    var id: String
+    var url: String
+    var bucket: String
+    var pending: Int
+    /// Age of the oldest pending event (0: none pending).
+    var lagSeconds: Double
+    var dead: Int
+  }
+
+  /// The subscriptions with their backlog: two reads over the deliveries' state index, counts
+  /// grouped by subscription, never the events themselves.
+  static func eventFigures(_ events: ObjectEvents, now: Date = Date()) throws -> [EventSubscriptionFigures] {
+    let backlog = Dictionary(uniqueKeysWithValues: try events.backlog().map { ($0.subscriptionID, $0) })
+    return try events.subscriptions().map { s in
+      let b = backlog[s.id]
+      return EventSubscriptionFigures(
+        id: s.id, url: s.url, bucket: s.bucket, pending: b?.pending ?? 0,
+        lagSeconds: b?.lagSeconds(at: now) ?? 0, dead: b?.dead ?? 0)
+    }
+  }
+
   func register(in router: inout Router) {
     router.add("GET", "/admin/v1/store", route: "admin.store") { request, _ in
       guard let identity = try context.identity(request) else { throw AuthError.missingToken }
@@ -69,7 +94,9 @@ struct StoreEndpoint {
         throw AccessError.denied(
           reason: "the store's counts are for admin identities (service accounts with full_control) only")
       }
-      var response = HTTPResponse.json(Answer(try context.larder.statistics()))
+      var answer = Answer(try context.larder.statistics())
+      answer.eventSubscriptions = try Self.eventFigures(context.larder.events)
+      var response = HTTPResponse.json(answer)
       response.headers.set("Cache-Control", "no-store")
       return .respond(response)
     }

@@ -16,7 +16,7 @@ enum EventMetrics {
       label: "subscription"
     ) {
       ((try? larder.events.backlog()) ?? []).map {
-        ($0.subscriptionID, $0.oldestPending.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
+        ($0.subscriptionID, $0.lagSeconds())
       }
     }
     metrics.registerFamily(

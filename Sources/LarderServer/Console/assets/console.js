@@ -372,8 +372,15 @@ $("open-store").addEventListener("click", async () => {
     const s = await api.store();
     const rows = [["Objects", s.objects], ["Logical bytes (sum of object sizes)", `${formatSize(s.logicalBytes)} (${s.logicalBytes})`], ["Stored bytes (distinct blobs)", `${formatSize(s.storedBytes)} (${s.storedBytes})`], ["Saved by deduplication", formatSize(s.dedupSavedBytes)], ["Blobs", s.blobs], ["Collectable blobs", s.collectable.blobs], ["Collectable bytes", `${formatSize(s.collectable.bytes)} (${s.collectable.bytes})`], ["Uploads in progress", `${s.uploadsInProgress.count} (${formatSize(s.uploadsInProgress.bytes)} received)`], ["Last gc", s.lastGC ? `${new Date(s.lastGC.finishedAt).toLocaleString()}: ${count(s.lastGC.blobsRemoved, "blob")}, ${formatSize(s.lastGC.bytesFreed)} freed` : "never"]];
     $("store-facts").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { textContent: k }), el("dd", { textContent: String(v) })]));
+    // Each webhook subscription's backlog: what waits, how long the oldest has, what was given up.
+    const subscriptions = s.eventSubscriptions || [];
+    $("store-events").querySelector("tbody").replaceChildren(...(subscriptions.length ? subscriptions.map((e) => el("tr", { dataset: { subscription: e.id }, className: e.dead ? "has-dead" : "" },
+      el("td", {}, el("span", { className: "sub-id", textContent: e.id }), el("span", { className: "sub-target", textContent: `${e.bucket} → ${e.url}` })),
+      el("td", { className: "pending", textContent: String(e.pending) }),
+      el("td", { className: "lag", textContent: e.pending ? formatTime(e.lagSeconds) : "—" }),
+      el("td", { className: "dead", textContent: String(e.dead) }))) : [el("tr", {}, el("td", { colSpan: 4, textContent: "No webhook subscriptions." }))]));
     say("store-status", "");
-  } catch (error) { $("store-facts").replaceChildren(); say("store-status", error.message, true); }
+  } catch (error) { $("store-facts").replaceChildren(); $("store-events").querySelector("tbody").replaceChildren(); say("store-status", error.message, true); }
 });
 const closeStore = () => { $("store").hidden = true; $("open-store").focus(); };
 $("close-store").addEventListener("click", closeStore);
