@@ -6,6 +6,11 @@
 #   LARDER_BIN=.build/debug/larder Benchmarks/events/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The throughput runs' receiver is nginx (a process of its own, as a receiver would be).
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+fi
 if [ -z "${LARDER_BIN:-}" ]; then
   swift build -c release --product larder >&2
   LARDER_BIN="$(swift build -c release --show-bin-path)/larder"

@@ -304,6 +304,14 @@ package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDa
   /// says: every statement then reads what committed before it, after the lock wait) and take the
   /// catalog's write lock exclusively with BEGIN (one round trip); read transactions are
   /// REPEATABLE READ READ ONLY: one snapshot, as SQLite's read transactions.
+  /// `synchronous_commit = off` for the session meanwhile (a reconnect starts a session with
+  /// the server's default, which is durable).
+  package func committingLazily<T>(_ body: () throws -> T) throws -> T {
+    try executeScript("SET synchronous_commit = off")
+    defer { try? executeScript("SET synchronous_commit = DEFAULT") }
+    return try body()
+  }
+
   package func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
     try transaction(
       begin: immediate

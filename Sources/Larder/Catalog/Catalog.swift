@@ -156,21 +156,27 @@ package final class Catalog: @unchecked Sendable {
   /// `releasingReserve` is true, the reserve is given back and `body` runs once more in a new
   /// transaction: deletes and the collector, which free space, still commit on a full disk.
   /// Writes that add content pass false.
+  ///
+  /// `durable: false` commits lazily (``Database/committingLazily(_:)``): only for bookkeeping
+  /// that is redone when a machine crash loses it.
   @discardableResult
-  package func write<T>(keys: [WriteKey] = [], releasingReserve: Bool = true, _ body: (Database) throws -> T) throws
-    -> T
-  {
+  package func write<T>(
+    keys: [WriteKey] = [], releasingReserve: Bool = true, durable: Bool = true, _ body: (Database) throws -> T
+  ) throws -> T {
     let asked = ContinuousClock.now
     return try withWriter { writer in
-      let value: T
-      do {
-        value = try transaction(on: writer, keys: keys, asked: asked, body)
-      } catch {
-        guard releasingReserve, Self.isDiskFull(error), let reserve, reserve.release() else { throw error }
-        value = try transaction(on: writer, keys: keys, asked: asked, body)
+      func commit() throws -> T {
+        let value: T
+        do {
+          value = try transaction(on: writer, keys: keys, asked: asked, body)
+        } catch {
+          guard releasingReserve, Self.isDiskFull(error), let reserve, reserve.release() else { throw error }
+          value = try transaction(on: writer, keys: keys, asked: asked, body)
+        }
+        reserve?.replenish()
+        return value
       }
-      reserve?.replenish()
-      return value
+      return durable ? try commit() : try writer.committingLazily(commit)
     }
   }
 

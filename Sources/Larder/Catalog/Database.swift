@@ -27,9 +27,17 @@ package protocol Database: AnyObject {
   /// made inside is then made with no other writer, in this process or another, on this node or
   /// another (keyed writes hold that lock shared: ``KeyedWriteDatabase``).
   func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T
+  /// Runs `body` (whole transactions) with commits that are atomic and ordered but need not
+  /// reach the disk before they return: a crash of the process loses none of them, a crash of
+  /// the machine (or, on PostgreSQL, of the server) may lose the last few. For bookkeeping that
+  /// is redone when lost (an event delivery's lease or acknowledgement: sent again, at least
+  /// once), never for what a client was told is stored. A later durable commit makes every
+  /// earlier one durable too (both engines' logs are sequential).
+  func committingLazily<T>(_ body: () throws -> T) throws -> T
 }
 
 extension Database {
+  package func committingLazily<T>(_ body: () throws -> T) throws -> T { try body() }
   package func execute(_ sql: String) throws(DatabaseError) { try execute(sql, []) }
   package func rows(_ sql: String) throws(DatabaseError) -> [Row] { try rows(sql, []) }
   package func row(_ sql: String) throws(DatabaseError) -> Row? { try row(sql, []) }

@@ -6,7 +6,11 @@ import Foundation
 /// next event waits until the previous one is acknowledged (or dead). A handed-out delivery is
 /// leased: until the lease runs out no other deliverer (thread, process or node) takes it, and
 /// once it has run out (its deliverer died mid-delivery) another one sends it again, same id.
-/// Claims and reports of one subscription are keyed writes (``WriteKey/subscription(id:)``).
+/// Claims and reports of one subscription are keyed writes (``WriteKey/subscription(id:)``),
+/// committed lazily (``Catalog/write(keys:releasingReserve:durable:_:)``): a claim or an
+/// acknowledgement a machine crash loses means the event is sent again, which at-least-once
+/// delivery allows; an fsync per claim and per acknowledgement would double the commits an
+/// upload costs while a subscription is active.
 package struct EventDeliveryQueue: Sendable {
   let catalog: Catalog
 
@@ -32,7 +36,7 @@ package struct EventDeliveryQueue: Sendable {
     guard try catalog.read(snapshot: false, { db in try !due(db, columns: "d.event_seq", limit: 1).isEmpty }) else {
       return []
     }
-    return try catalog.write(keys: [.subscription(id: subscription)]) { db in
+    return try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
       let now = db.dialect.nowMilliseconds
       let rows = try due(
         db, columns: "d.subscription_id, d.state, d.attempts, d.next_attempt_at, d.last_error, d.delivered_at, e.*",
@@ -50,7 +54,7 @@ package struct EventDeliveryQueue: Sendable {
   /// Records the 2xx answers that acknowledged `deliveries` (of one subscription), in one write.
   package func delivered(_ deliveries: [EventDelivery]) throws {
     guard let subscription = deliveries.first?.subscriptionID else { return }
-    try catalog.write(keys: [.subscription(id: subscription)]) { db in
+    try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
       for delivery in deliveries {
         try db.execute(
           """
@@ -65,7 +69,7 @@ package struct EventDeliveryQueue: Sendable {
   /// Gives back the leases of `deliveries` (claimed, not sent), so they go out at once.
   package func release(_ deliveries: [EventDelivery], owner: String) throws {
     guard let subscription = deliveries.first?.subscriptionID else { return }
-    try catalog.write(keys: [.subscription(id: subscription)]) { db in
+    try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
       for delivery in deliveries {
         try db.execute(
           """

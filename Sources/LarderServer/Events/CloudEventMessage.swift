@@ -20,14 +20,14 @@ struct CloudEventMessage: Equatable {
   init(event: ObjectEvent, resource: GcsObjectResource, mode: EventSubscription.Mode, key: [UInt8], timestamp: Int64)
     throws
   {
-    let data = try Self.data(event, resource: resource)
+    let data = EventData(event, resource: resource)
     switch mode {
     case .binary:
-      body = Array(try JSONSerialization.data(withJSONObject: data, options: Self.writing))
+      body = Array(try Self.encoder.encode(data))
       headers =
         [("Content-Type", "application/json")] + Self.attributes(event).map { ("ce-" + $0.0, Self.headerSafe($0.1)) }
     case .structured:
-      body = Array(try JSONSerialization.data(withJSONObject: Self.document(event, data: data), options: Self.writing))
+      body = Array(try Self.encoder.encode(Document(event, data: data)))
       headers = [("Content-Type", "application/cloudevents+json; charset=utf-8")]
     }
     let signed = Array("\(event.id).\(timestamp).".utf8) + body
@@ -43,7 +43,12 @@ struct CloudEventMessage: Equatable {
     return GcsObjectResource(object, base: base)
   }
 
-  static let writing: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]
+  /// One encoding, as objects.get's (``HTTPResponse/json(status:_:)``): keys sorted, slashes bare.
+  static var encoder: JSONEncoder {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return encoder
+  }
 
   /// The event's context attributes, as Google sets them for Cloud Storage.
   static func attributes(_ event: ObjectEvent) -> [(String, String)] {
@@ -54,18 +59,48 @@ struct CloudEventMessage: Equatable {
     ]
   }
 
-  /// The object resource of `objects.get`, with `timeDeleted` for a delete.
-  static func data(_ event: ObjectEvent, resource: GcsObjectResource) throws -> [String: Any] {
-    var data = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(resource)) as? [String: Any] ?? [:]
-    if let deleted = event.timeDeleted { data["timeDeleted"] = StoredObject.timestamp(deleted) }
-    return data
+  /// `data`: the object resource of `objects.get`, with `timeDeleted` for a delete.
+  struct EventData: Encodable {
+    var resource: GcsObjectResource
+    var timeDeleted: String?
+
+    init(_ event: ObjectEvent, resource: GcsObjectResource) {
+      self.resource = resource
+      timeDeleted = event.timeDeleted.map(StoredObject.timestamp)
+    }
+
+    private enum Key: String, CodingKey { case timeDeleted }
+
+    func encode(to encoder: any Encoder) throws {
+      try resource.encode(to: encoder)
+      var container = encoder.container(keyedBy: Key.self)
+      try container.encodeIfPresent(timeDeleted, forKey: .timeDeleted)
+    }
   }
 
   /// The structured-mode document: the attributes, `datacontenttype` and `data`.
-  static func document(_ event: ObjectEvent, data: [String: Any]) -> [String: Any] {
-    var document: [String: Any] = ["datacontenttype": "application/json", "data": data]
-    for (name, value) in attributes(event) { document[name] = value }
-    return document
+  struct Document: Encodable {
+    var attributes: [(String, String)]
+    var data: EventData
+
+    init(_ event: ObjectEvent, data: EventData) {
+      attributes = CloudEventMessage.attributes(event)
+      self.data = data
+    }
+
+    private struct Key: CodingKey {
+      var stringValue: String
+      var intValue: Int? { nil }
+      init(stringValue: String) { self.stringValue = stringValue }
+      init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+      var container = encoder.container(keyedBy: Key.self)
+      for (name, value) in attributes { try container.encode(value, forKey: Key(stringValue: name)) }
+      try container.encode("application/json", forKey: Key(stringValue: "datacontenttype"))
+      try container.encode(data, forKey: Key(stringValue: "data"))
+    }
   }
 
   /// A header value per the CloudEvents HTTP binding: non-ASCII and `%` percent-encoded

@@ -15,8 +15,13 @@ public struct EventDeliveryOptions: Sendable {
   public var retention: Duration = .seconds(7 * 24 * 3600)
   /// How often the outbox is pruned.
   public var pruneInterval: Duration = .seconds(3600)
-  /// The longest a deliverer sleeps without looking (a missed wake-up costs at most this).
+  /// The longest a deliverer sleeps without looking (a missed wake-up costs at most this), and
+  /// how often the list of subscriptions is read again.
   public var pollInterval: Duration = .seconds(1)
+  /// After sending a batch that did not fill, a worker waits this long before claiming again,
+  /// so that under a stream of uploads one claim and one acknowledgement cover several events
+  /// (each is a catalog write the uploads wait behind) at the price of this much delay.
+  public var batchWindow: Duration = .milliseconds(10)
   /// A claimed delivery's lease lasts `timeout` plus this: another node takes it over only
   /// once its deliverer must have given up on it.
   public var leaseGrace: Duration = .seconds(5)
@@ -91,18 +96,29 @@ public final class EventDeliverer: Sendable {
 
   private var stopped: Bool { state.withLock { $0.stopped } }
 
+  /// The most deliveries one claim takes.
+  static let batchLimit = 32
+
   private func coordinate() {
     // Commits are watched only while there is something to deliver: on PostgreSQL the watch
     // holds a connection of its own. Without subscriptions the coordinator just looks again
     // every `pollInterval` (or as soon as it is stopped).
     var watch: EventCommitWatch?
     var pruned = ContinuousClock.now
+    var refreshed: ContinuousClock.Instant?
+    var delivering = false
     while !stopped {
-      var delivering = false
-      do {
-        delivering = try refreshWorkers()
-      } catch {
-        logger.warning("events: reading the subscriptions failed: \(error)")
+      // A commit only wakes the workers; the subscriptions are read again every `pollInterval`
+      // (a new one starts delivering within it: its deliveries were fanned out at commit).
+      if let refreshed, ContinuousClock.now - refreshed < options.pollInterval {
+        wakeWorkers()
+      } else {
+        refreshed = .now
+        do {
+          delivering = try refreshWorkers()
+        } catch {
+          logger.warning("events: reading the subscriptions failed: \(error)")
+        }
       }
       if ContinuousClock.now - pruned >= options.pruneInterval {
         pruned = .now
@@ -118,6 +134,10 @@ public final class EventDeliverer: Sendable {
         _ = idle.wait(timeout: .now() + options.pollInterval.timeInterval)
       }
     }
+  }
+
+  private func wakeWorkers() {
+    for worker in state.withLock({ Array($0.workers.values) }) { worker.wake() }
   }
 
   /// One worker per subscription: new ones started, removed ones retired; every one woken.
@@ -160,7 +180,7 @@ public final class EventDeliverer: Sendable {
     while worker.isActive {
       let batch: [EventDelivery]
       do {
-        batch = try queue.claim(subscription: id, owner: owner, lease: options.timeout + options.leaseGrace, limit: 32)
+        batch = try queue.claim(subscription: id, owner: owner, lease: options.timeout + options.leaseGrace, limit: Self.batchLimit)
       } catch {
         logger.warning("events: claiming deliveries of \(id) failed: \(error)")
         worker.sleep(for: options.pollInterval)
@@ -191,6 +211,7 @@ public final class EventDeliverer: Sendable {
         continue
       }
       counters.withLock { $0[id, default: Counts()].delivered += acknowledged.count }
+      if batch.count < Self.batchLimit && worker.isActive { Thread.sleep(forTimeInterval: options.batchWindow.timeInterval) }
     }
   }
 

@@ -56,6 +56,12 @@ struct EventsEndpoint {
     var subscription: String?
   }
 
+  /// A page of the change feed: structured-mode documents and the cursor after them.
+  struct FeedPage: Encodable {
+    var events: [CloudEventMessage.Document]
+    var next: String
+  }
+
   struct DeliveryAnswer: Encodable {
     var subscription: String
     var eventId: String
@@ -139,13 +145,12 @@ struct EventsEndpoint {
       page = try events.feed(after: cursor, limit: limit)
     }
     let base = (try? FirebaseUploads(context: context).uploadBase(request)) ?? ""
-    let documents = try page.events.map { event in
-      CloudEventMessage.document(
-        event, data: try CloudEventMessage.data(event, resource: CloudEventMessage.resource(event, larder: context.larder, base: base)))
+    let documents = page.events.map { event in
+      CloudEventMessage.Document(
+        event,
+        data: .init(event, resource: CloudEventMessage.resource(event, larder: context.larder, base: base)))
     }
-    let body = try JSONSerialization.data(
-      withJSONObject: ["events": documents, "next": page.next.description] as [String: Any], options: CloudEventMessage.writing)
-    return HTTPResponse(status: 200, headers: ["Content-Type": "application/json; charset=utf-8"], body: .bytes(Array(body)))
+    return .json(FeedPage(events: documents, next: page.next.description))
   }
 
   private func admit(_ request: HTTPRequest) throws {

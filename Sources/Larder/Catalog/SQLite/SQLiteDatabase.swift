@@ -108,6 +108,14 @@ package final class SQLiteDatabase: Database {
   ///
   /// `immediate` takes SQLite's write lock at once (`BEGIN IMMEDIATE`): every decision made inside
   /// is then made with no other writer, in this process or another.
+  /// WAL with `synchronous=NORMAL` for the duration: a commit appends to the log without
+  /// fsync (the next checkpoint or FULL commit syncs it). Set between transactions only.
+  package func committingLazily<T>(_ body: () throws -> T) throws -> T {
+    try execute("PRAGMA synchronous=NORMAL", [])
+    defer { try? execute("PRAGMA synchronous=FULL", []) }
+    return try body()
+  }
+
   package func transaction<T>(immediate: Bool, _ body: (Database) throws -> T) throws -> T {
     try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED", [])
     do {
