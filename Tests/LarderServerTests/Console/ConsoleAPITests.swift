@@ -56,7 +56,7 @@ import Testing
       let r = try s.send(.init("GET", "/console/v1/session"))
       #expect(r.status == 401)
       #expect(r.route == "console.session")
-      #expect(r.text == #"{"error":{"code":401,"message":"an Authorization: Bearer <token> header is required"}}"#)
+      #expect(r.text == #"{"error":{"code":401,"message":"an Authorization: Bearer <token> header is required","status":"UNAUTHENTICATED"}}"#)
     }
   }
 
@@ -150,7 +150,7 @@ import Testing
       let notAFolder = try s.send(
         .init("POST", "/console/v1/b/app/deleteFolder?prefix=shared%2Ff", headers: bearer(token)))
       #expect(notAFolder.status == 400)
-      #expect(notAFolder.text == #"{"error":{"code":400,"message":"prefix must name a folder: non-empty, ending in '/'"}}"#)
+      #expect(notAFolder.text == #"{"error":{"code":400,"message":"prefix must name a folder: non-empty, ending in '/'","status":"INVALID_ARGUMENT"}}"#)
       let missing = try s.send(.init("POST", "/console/v1/b/app/deleteFolder", headers: bearer(token)))
       #expect(missing.status == 400)
       // `hidden/` may not be listed: nothing under it is deleted, even where delete is allowed.
@@ -158,7 +158,7 @@ import Testing
       let hidden = try s.send(
         .init("POST", "/console/v1/b/app/deleteFolder?prefix=hidden%2F", headers: bearer(token)))
       #expect(hidden.status == 403)
-      #expect(hidden.text == #"{"error":{"code":403,"message":"permission denied"}}"#)
+      #expect(hidden.text == #"{"error":{"code":403,"message":"permission denied","status":"PERMISSION_DENIED"}}"#)
       #expect(try s.service.larder.objects.find(ObjectPath(bucket: "app", name: "hidden/x.txt")) != nil)
       let anonymous = try s.send(.init("POST", "/console/v1/b/app/deleteFolder?prefix=shared%2Ff%2F"))
       #expect(anonymous.status == 403)
