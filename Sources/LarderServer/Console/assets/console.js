@@ -52,6 +52,8 @@ function signinReason(message) {
   if (/Authorization/.test(message)) return "sign in with a token.";
   return `${message}.`;
 }
+// Below 1,024 px the panels open under the listing (console.css), not beside it.
+const narrow = () => matchMedia("(max-width: 1023.98px)").matches;
 const where = (bucket, prefix) => prefix ? `the folder ${prefix} in bucket ${bucket}` : `the top of bucket ${bucket}`;
 
 /** Shows one of the top sections: sign-in, the identity switch, or the browser. */
@@ -499,7 +501,7 @@ async function openObject(name) {
     $("meta-rows").replaceChildren(...Object.entries(meta.metadata || {}).map(([k, v]) => metaRow(k, v)));
     $("url").value = "";
     // On a narrow screen the panel is below the listing: it opens at its title.
-    $("panel").scrollIntoView({ block: "start" });
+    if (narrow()) $("panel").scrollIntoView({ block: "start" });
     $("panel").focus({ preventScroll: true });
     preview(meta);
   } catch (error) { say("status", words(error, { op: "read", what: name }), true); }
@@ -627,7 +629,7 @@ $("rename-form").addEventListener("submit", async (e) => {
 
 // The store view: counts from /admin/v1/store, which only admin identities may read.
 $("open-store").addEventListener("click", async () => {
-  $("store").hidden = false; $("store").scrollIntoView({ block: "start" }); $("store").focus({ preventScroll: true }); say("store-status", "Loading…");
+  $("store").hidden = false; if (narrow()) $("store").scrollIntoView({ block: "start" }); $("store").focus({ preventScroll: true }); say("store-status", "Loading…");
   try {
     const s = await api.store();
     const rows = [["Objects", s.objects], ["Logical bytes (sum of object sizes)", `${formatSize(s.logicalBytes)} (${s.logicalBytes})`], ["Stored bytes (distinct blobs)", `${formatSize(s.storedBytes)} (${s.storedBytes})`], ["Saved by deduplication", formatSize(s.dedupSavedBytes)], ["Blobs", s.blobs], ["Collectable blobs", s.collectable.blobs], ["Collectable bytes", `${formatSize(s.collectable.bytes)} (${s.collectable.bytes})`], ["Uploads in progress", `${s.uploadsInProgress.count} (${formatSize(s.uploadsInProgress.bytes)} received)`], ["Last gc", s.lastGC ? `${new Date(s.lastGC.finishedAt).toLocaleString()}: ${count(s.lastGC.blobsRemoved, "blob")}, ${formatSize(s.lastGC.bytesFreed)} freed` : "never"]];
