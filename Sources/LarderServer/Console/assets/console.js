@@ -66,7 +66,7 @@ function show(section) {
 
 function showSignin(reason = "") {
   show("signin");
-  $("signin-reason").textContent = reason ? `Signed out: ${reason}` : "";
+  $("signin-reason").textContent = reason;
   $("signin-reason").hidden = !reason;
   $("token").value = "";
   $("token").focus();
@@ -83,8 +83,8 @@ async function signIn(candidate) {
     await signedIn();
   } catch (error) {
     say("signin-status", "");
-    if (error.status === 401) showSignin(signinReason(error.serverMessage));
-    else showSignin(`the server could not check the token (${error.message}).`);
+    if (error.status === 401) showSignin(`Not signed in: ${signinReason(error.serverMessage)}`);
+    else showSignin(`Not signed in: the server could not check the token (${error.message}).`);
   }
 }
 
@@ -153,7 +153,7 @@ $("signout").addEventListener("click", () => { api.setToken(null); location.hash
 api.onUnauthorized((error) => {
   if (!api.token()) return;
   api.setToken(null); state.session = null;
-  showSignin(signinReason(error.serverMessage));
+  showSignin(`Signed out: ${signinReason(error.serverMessage)}`);
 });
 $("bucket").addEventListener("change", () => { if ($("bucket").value) openFolder($("bucket").value, ""); });
 // The filter asks the server once the typing pauses, not on every key.
