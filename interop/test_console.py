@@ -78,27 +78,36 @@ def pdf():
     return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
 
 
-def chrome():
-    """Headless Chromium, its console log kept."""
+def chrome(downloads=None):
+    """Headless Chromium, its console log kept; files it downloads go to `downloads`."""
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
     for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"]:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    if downloads:
+        options.add_experimental_option("prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False})
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")))
     driver.implicitly_wait(0)
+    if downloads:
+        driver.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
     return driver
+
+
+def rules_server(rules_file, data_dir, extra=()):
+    """`larder serve --rules RULES` on `data_dir`, and a one-hour token of the user "dev"."""
+    rules_file.write_text(RULES)
+    server = LarderServer(data_dir, allow_all=False, extra=["--rules", str(rules_file), *extra])
+    token = subprocess.run([os.environ["LARDER_BIN"], "token", "--uid", "dev", "--ttl", "1h", "--data", str(data_dir)],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    return server, token
 
 
 @pytest.fixture
 def console(tmp_path):
     need_browser()
-    rules = tmp_path / "storage.rules"
-    rules.write_text(RULES)
     # A small upload limit, so a too-large file is refused by the server (the big file fits).
-    server = LarderServer(tmp_path / "data", allow_all=False, extra=["--rules", str(rules), "--max-upload-size", "100MiB"])
-    token = subprocess.run([os.environ["LARDER_BIN"], "token", "--uid", "dev", "--ttl", "1h", "--data", str(tmp_path / "data")],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    server, token = rules_server(tmp_path / "storage.rules", tmp_path / "data", extra=["--max-upload-size", "100MiB"])
     driver = chrome()
     try:
         yield server, token, driver, tmp_path
@@ -650,11 +659,7 @@ def test_console_full_disk_refusal_is_shown_on_the_file(console, tmp_path):
         pytest.skip("*** full-disk console test SKIPPED: cannot mount a tmpfs (needs root) ***")
     server = None
     try:
-        rules = tmp_path / "full.rules"
-        rules.write_text(RULES)
-        server = LarderServer(disk / "data", allow_all=False, extra=["--rules", str(rules)])
-        token = subprocess.run([os.environ["LARDER_BIN"], "token", "--uid", "dev", "--ttl", "1h", "--data", str(disk / "data")],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        server, token = rules_server(tmp_path / "full.rules", disk / "data")
         big = tmp_path / "too-big-for-the-disk.bin"
         big.write_bytes(os.urandom(20_000_000))
         d.get(server.url + "/console/#token=" + token + "&bucket=app&prefix=users%2Fdev%2F")
@@ -925,22 +930,11 @@ def test_console_download_goes_through_the_browsers_download(tmp_path):
     """Download hands the tokened URL to the browser's own download manager: the file lands in
     Chromium's download directory with the object's name and exact bytes."""
     need_browser()
-    rules = tmp_path / "storage.rules"
-    rules.write_text(RULES)
-    server = LarderServer(tmp_path / "data", allow_all=False, extra=["--rules", str(rules)])
-    token = subprocess.run([os.environ["LARDER_BIN"], "token", "--uid", "dev", "--ttl", "1h", "--data", str(tmp_path / "data")],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    server, token = rules_server(tmp_path / "storage.rules", tmp_path / "data")
     downloads = tmp_path / "downloads"
     downloads.mkdir()
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"]:
-        options.add_argument(flag)
-    options.add_experimental_option("prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False})
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")))
+    d = chrome(downloads)
     try:
-        d.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
         data = os.urandom(3 << 20)
         put(server, token, "users/dev/report.bin", data)
         d.get(server.url + "/console/#token=" + token + "&bucket=app&prefix=users%2Fdev%2F")
