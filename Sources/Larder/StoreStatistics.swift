@@ -13,10 +13,13 @@ public struct StoreStatistics: Sendable, Equatable, Codable {
   public struct Bucket: Sendable, Equatable, Codable {
     public var name: String
     public var objectCount: Int
+    /// Sum of its objects' sizes (each counted, however many share a content).
+    public var logicalBytes: Int64
 
-    public init(name: String, objectCount: Int) {
+    public init(name: String, objectCount: Int, logicalBytes: Int64 = 0) {
       self.name = name
       self.objectCount = objectCount
+      self.logicalBytes = logicalBytes
     }
   }
 
@@ -72,16 +75,20 @@ extension Larder {
   /// - Throws: ``DatabaseError`` when the catalog cannot be read.
   public func statistics() throws -> StoreStatistics {
     try catalog.read { db in
-      // The primary key (bucket, name) makes this one pass over the objects index.
-      let buckets = try db.rows("SELECT bucket, count(*) AS n FROM objects GROUP BY bucket ORDER BY bucket").map {
-        StoreStatistics.Bucket(name: $0.string("bucket") ?? "", objectCount: Int($0.int("n") ?? 0))
+      // One pass over the objects, joined to their files for the sizes; the totals are their sums.
+      let buckets = try db.rows(
+        """
+        SELECT o.bucket AS bucket, count(*) AS n, coalesce(sum(f.size), 0) AS bytes
+        FROM objects o JOIN files f ON f.id = o.file_id GROUP BY o.bucket ORDER BY o.bucket
+        """
+      ).map {
+        StoreStatistics.Bucket(
+          name: $0.string("bucket") ?? "", objectCount: Int($0.int("n") ?? 0), logicalBytes: $0.int("bytes") ?? 0)
       }
       let blobs = try db.row("SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs")
       let files = try db.row("SELECT count(*) AS n FROM files")
       let uploads = try db.row(
         "SELECT count(*) AS n, coalesce(sum(\"offset\"), 0) AS bytes FROM uploads WHERE completed_at IS NULL")
-      let logical = try db.row(
-        "SELECT coalesce(sum(f.size), 0) AS bytes FROM objects o JOIN files f ON f.id = o.file_id")
       // gc's own test for an orphan blob, with every unreferenced file counted whatever its age.
       let collectable = try db.row(
         "SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs b WHERE \(GarbageCollector.orphanBlobs)",
@@ -91,7 +98,7 @@ extension Larder {
         fileCount: Int(files?.int("n") ?? 0), blobCount: Int(blobs?.int("n") ?? 0),
         blobBytes: blobs?.int("bytes") ?? 0, uploadsInProgress: Int(uploads?.int("n") ?? 0))
       statistics.uploadBytesReceived = uploads?.int("bytes") ?? 0
-      statistics.logicalBytes = logical?.int("bytes") ?? 0
+      statistics.logicalBytes = buckets.reduce(0) { $0 + $1.logicalBytes }
       statistics.collectableBlobCount = Int(collectable?.int("n") ?? 0)
       statistics.collectableBlobBytes = collectable?.int("bytes") ?? 0
       statistics.lastCollection = try db.row("SELECT value FROM settings WHERE key = 'last_gc'")?.bytes("value")

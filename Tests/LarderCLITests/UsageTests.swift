@@ -142,6 +142,12 @@ import Testing
     ),
     (["serve", "--allow-all", "--event-give-up", "-1h"], "'-1h' is not a duration (e.g. 30s, 15m, 24h)", "serve"),
     (["serve", "--allow-all", "--event-retention", "week"], "'week' is not a duration (e.g. 30s, 15m, 24h)", "serve"),
+    (["serve", "--allow-all", "--console-buckets", " , "], "--console-buckets needs at least one bucket name", "serve"),
+    (
+      ["serve", "--allow-all", "--console-buckets", "app,Photos"],
+      "--console-buckets: invalid bucket name 'Photos': only lower-case letters, digits, '.', '_' and '-' are allowed",
+      "serve"
+    ),
   ]
 
   @Test(arguments: 0..<badUsage.count) func badUsageExitsTwoWithErrorAndUsage(_ index: Int) throws {

@@ -24,6 +24,33 @@ public enum ObjectName {
     }
   }
 
+  /// Why `name` is not a bucket name GCS would create, or nil: 3 to 63 characters (up to 222
+  /// with dots, 63 between dots) of lower-case letters, digits, `-`, `_` and `.`, starting and
+  /// ending with a letter or digit.
+  ///
+  /// The store accepts more (``validateBucket(_:)``: 1 to 222 characters, so that existing data
+  /// keeps working); what *creates* a bucket (the CLI's first write, GCS `buckets.insert`) asks
+  /// this, so a slip does not make a bucket `a`.
+  public static func creatableBucketProblem(_ name: String) -> String? {
+    let bytes = Array(name.utf8)
+    let hasDots = bytes.contains(UInt8(ascii: "."))
+    guard bytes.count >= 3 else { return "it is shorter than 3 characters" }
+    guard bytes.count <= (hasDots ? 222 : 63) else {
+      return hasDots ? "it is longer than 222 characters" : "it is longer than 63 characters"
+    }
+    func alnum(_ c: UInt8) -> Bool { (0x61...0x7a).contains(c) || (0x30...0x39).contains(c) }
+    guard bytes.allSatisfy({ alnum($0) || $0 == 0x2e || $0 == 0x5f || $0 == 0x2d }) else {
+      return "only lower-case letters, digits, '-', '_' and '.' are allowed"
+    }
+    guard alnum(bytes.first!), alnum(bytes.last!) else {
+      return "it must start and end with a letter or digit"
+    }
+    if hasDots, name.split(separator: ".").contains(where: { $0.utf8.count > 63 }) {
+      return "a part between dots is longer than 63 characters"
+    }
+    return nil
+  }
+
   /// Checks an object name: 1–1024 bytes of UTF-8, no control characters, no `.` or `..` segment.
   /// - Throws: ``LarderError/invalidName(_:reason:)``.
   public static func validateName(_ name: String) throws(LarderError) {

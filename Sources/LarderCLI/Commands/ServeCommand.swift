@@ -80,6 +80,9 @@ struct ServeCommand: Command {
   static let eventRetention = Option.value(
     "--event-retention", "DURATION", default: "7d", environment: "LARDER_EVENT_RETENTION",
     help: "how long delivered events stay in the outbox")
+  static let consoleBuckets = Option.value(
+    "--console-buckets", "BUCKET,…", default: "app", environment: "LARDER_CONSOLE_BUCKETS",
+    help: "the buckets the web console offers users (admin identities see every bucket)")
   static let corsOrigin = Option.repeated(
     "--cors-origin", "ORIGIN", help: "an origin browsers may call from; default: any")
   static let publicKey = Option.repeated(
@@ -110,7 +113,7 @@ struct ServeCommand: Command {
       imageTransforms, imageMaxPixels, imageMaxSourceSize, imageCacheSize, imageThreads,
       writeQuota, writeQuotaPeriod, uploadsInProgress,
       imageVariantsPerSource, imageSizes, imageRendersPerClient,
-      eventDelivery, eventTimeout, eventRetryFirst, eventRetryMax, eventGiveUp, eventRetention,
+      eventDelivery, eventTimeout, eventRetryFirst, eventRetryMax, eventGiveUp, eventRetention, consoleBuckets,
     ],
     exclusive: [
       ExclusiveOptions(
@@ -157,6 +160,7 @@ struct ServeCommand: Command {
     options.http.perIPConnectionLimit = try Self.integer(
       arguments.value(Self.perIPConnectionLimit)!, in: 0...Int.max, else: "--per-ip-connection-limit must be 0 (none) or more")
     options.publicURL = arguments.value(Self.publicURL)
+    options.consoleBuckets = try Self.consoleBuckets(arguments.value(Self.consoleBuckets)!)
     let origins = arguments.values(Self.corsOrigin)
     if !origins.isEmpty { options.corsOrigins = origins }
     options.publicKeyFiles = arguments.values(Self.publicKey).map { URL(fileURLWithPath: $0) }
@@ -167,6 +171,18 @@ struct ServeCommand: Command {
     case "off": options.http.accessLog = .disabled
     case let path: options.http.accessLog = .file(path)
     }
+  }
+
+  /// `--console-buckets`: bucket names, comma-separated, each one the store accepts.
+  static func consoleBuckets(_ text: String) throws(UsageError) -> [String] {
+    let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    guard !names.isEmpty else { throw UsageError("--console-buckets needs at least one bucket name") }
+    for name in names {
+      do { try ObjectName.validateBucket(name) } catch {
+        throw UsageError("--console-buckets: \(error.description)")
+      }
+    }
+    return names
   }
 
   func run() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import Larder
 
 /// Writing an object's bytes to standard output or a file, the same for either service.
 enum Download {
@@ -122,25 +123,7 @@ struct ByteRange {
 /// by a slip. Writing into an existing bucket of another name still works.
 enum BucketName {
   /// Why `name` is not a GCS bucket name, or nil.
-  static func problem(_ name: String) -> String? {
-    let bytes = Array(name.utf8)
-    let hasDots = bytes.contains(UInt8(ascii: "."))
-    guard bytes.count >= 3 else { return "it is shorter than 3 characters" }
-    guard bytes.count <= (hasDots ? 222 : 63) else {
-      return hasDots ? "it is longer than 222 characters" : "it is longer than 63 characters"
-    }
-    func alnum(_ c: UInt8) -> Bool { (0x61...0x7a).contains(c) || (0x30...0x39).contains(c) }
-    guard bytes.allSatisfy({ alnum($0) || $0 == 0x2e || $0 == 0x5f || $0 == 0x2d }) else {
-      return "only lower-case letters, digits, '-', '_' and '.' are allowed"
-    }
-    guard alnum(bytes.first!), alnum(bytes.last!) else {
-      return "it must start and end with a letter or digit"
-    }
-    if hasDots, name.split(separator: ".").contains(where: { $0.utf8.count > 63 }) {
-      return "a part between dots is longer than 63 characters"
-    }
-    return nil
-  }
+  static func problem(_ name: String) -> String? { ObjectName.creatableBucketProblem(name) }
 
   /// Refuses a write that would create a bucket GCS would not accept.
   static func requireCreatable(_ bucket: String, in service: any ObjectService) throws {

@@ -13,6 +13,7 @@ import LarderHTTP
 /// GET|HEAD|PUT /{bucket}/{object...}?X-Goog-Signature=…   V4 signed URLs
 /// *    /storage/v1/…, /upload/storage/v1/…, /download/storage/v1/…   the GCS JSON API (same objects)
 /// GET  /, /console/, /console/{hashed name}   the web console's static files (ConsoleEndpoint)
+/// GET  /console/v1/session, POST /console/v1/b/{bucket}/deleteFolder   the console's own calls (ConsoleAPI)
 /// GET  /admin/v1/store               the store's counts, admin identities only (StoreEndpoint)
 /// *    /admin/v1/events…              object-change events, admin identities only (EventsEndpoint)
 /// ```
@@ -56,6 +57,7 @@ public final class LarderApp: HTTPHandler {
     }
     objects.register(in: &router, cors: fixed)
     ConsoleEndpoint(assets: .embedded).register(in: &router)  // the web console (static files)
+    ConsoleAPI(context: context).register(in: &router)  // the console's sign-in check and folder delete
     StoreEndpoint(context: context).register(in: &router)  // the store's counts, admin identities only
     EventsEndpoint(context: context).register(in: &router)  // event subscriptions and feed, admin identities only
     GcsEndpoint(context: context).register(in: &router)

@@ -61,6 +61,8 @@ public final class LarderService: Sendable {
     public var quota = WriteQuota()
     /// Webhook deliveries of object-change events (``EventDeliverer``).
     public var events = EventDeliveryOptions()
+    /// The buckets the web console offers users (``ServiceContext/consoleBuckets``).
+    public var consoleBuckets = ["app"]
 
     public init(dataDirectory: URL, policy: Policy) {
       self.dataDirectory = dataDirectory
@@ -127,6 +129,7 @@ public final class LarderService: Sendable {
       quota: options.quota)
     context.serviceAccounts = accounts
     context.assertionRetryWindow = options.assertionRetryWindow
+    context.consoleBuckets = options.consoleBuckets
     context.images = options.images.map {
       let perClient =
         $0.rendersPerClient ?? ImageOptions.defaultRendersPerClient(requestThreads: options.http.threadPoolSize)

@@ -39,6 +39,9 @@ public struct ServiceContext: Sendable {
   public var assertionRetryWindow: Duration = .seconds(5)
   /// Where the server listens, once it does (the default public URL of `/token`'s audience).
   public let listening = ListeningAddress()
+  /// The buckets the web console offers a user who is not an admin identity (admins see every
+  /// bucket with GCS `buckets.list`); `larder serve --console-buckets`.
+  public var consoleBuckets: [String] = ["app"]
 
   public init(
     larder: Larder, policy: any AccessPolicy, authenticator: any Authenticator, maxUploadSize: Int64 = 5 << 30,

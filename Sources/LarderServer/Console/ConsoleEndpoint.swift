@@ -1,7 +1,8 @@
 import LarderHTTP
 
 /// The web console: static files only, served from the binary. Everything the console does
-/// goes through the public API with the caller's own token; it has no endpoint of its own.
+/// goes through the public API with the caller's own token, and through ``ConsoleAPI``'s two
+/// calls (the sign-in check, the folder delete) under the same token and rules.
 ///
 /// ```
 /// GET /                      302 → /console/

@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderAuth
 import LarderHTTP
 
 /// The Google Cloud Storage JSON API over the same objects as the Firebase REST API, so that the
@@ -7,6 +8,7 @@ import LarderHTTP
 ///
 /// ```
 /// GET    /storage/v1/b?project=P                        buckets that hold objects
+/// POST   /storage/v1/b?project=P                        a new bucket's name checked (admin identities)
 /// GET    /storage/v1/b/{bucket}                         a bucket
 /// GET    /storage/v1/b/{bucket}/o                       list: prefix, delimiter, includeTrailingDelimiter,
 ///                                                       startOffset, endOffset, matchGlob, maxResults, pageToken
@@ -57,6 +59,11 @@ struct GcsEndpoint {
     GcsAPI.add(&router, "GET", root + "/b", route: "gcs.buckets.list", options: .noHeadFallback) {
       request, _ in
       .respond(try listBuckets(request, identity: try context.identity(request)))
+    }
+    GcsAPI.add(&router, "POST", root + "/b", route: "gcs.buckets.insert") { request, _ in
+      let identity = try context.identity(request)
+      return .receiveBody(
+        BufferedBodySink(limit: 64 * 1024) { body in try insertBucket(request, body: body, identity: identity) })
     }
     GcsAPI.add(&router, "GET", bucket, route: "gcs.buckets.get") { request, params in
       .respond(
@@ -283,6 +290,28 @@ struct GcsEndpoint {
     // Larder makes a bucket on its first write: every valid name is a bucket, empty until then.
     try context.authorize(AccessRequest(operation: .list, bucket: bucket, name: "", identity: identity))
     return try GcsAPI.json(GcsBucketResource(bucket, base: base(request)), request: request)
+  }
+
+  /// `buckets.insert`, for admin identities: a bucket exists through its objects, so this checks
+  /// the name (GCS's rules, ``ObjectName/creatableBucketProblem(_:)``) and that no bucket of that
+  /// name holds objects (409, as GCS answers a name taken), and answers the resource; the bucket
+  /// is listed once something is written in it.
+  func insertBucket(_ request: HTTPRequest, body: [UInt8], identity: Identity?) throws -> HTTPResponse {
+    guard let identity else { throw AuthError.missingToken }
+    guard identity.isAdmin else {
+      throw AccessError.denied(reason: "buckets are created by admin identities (service accounts) only")
+    }
+    struct Insert: Decodable { var name: String }
+    guard let name = try? JSONDecoder().decode(Insert.self, from: Data(body)).name else {
+      throw LarderError.invalidArgument("the body must be a bucket resource with a name: {\"name\": \"my-bucket\"}")
+    }
+    if let problem = ObjectName.creatableBucketProblem(name) {
+      throw LarderError.invalidBucket(name, reason: problem)
+    }
+    if try context.larder.objects.buckets().contains(name) {
+      throw HTTPResponseError(.error(status: 409, message: "a bucket named \(name) already exists"))
+    }
+    return try GcsAPI.json(GcsBucketResource(name, base: base(request)), request: request)
   }
 
   func listBuckets(_ request: HTTPRequest, identity: Identity?) throws -> HTTPResponse {

@@ -473,17 +473,7 @@ struct ObjectsEndpoint {
   ]
 
   func delete(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
-    let (bucket, name) = (path.bucket, path.name)
-    let current = try context.larder.objects.find(path)
-    try context.authorize(
-      AccessRequest(
-        operation: .delete, bucket: bucket, name: name, identity: identity, resource: current.map(context.resource)))
-    guard let current else { throw LarderError.notFound(bucket: bucket, name: name) }
-    // Deletes only the row that was judged: if it was replaced meanwhile, 412.
-    try context.larder.objects.delete(
-      path,
-      ifGenerationMatch: try ServiceContext.pin(
-        asked: try Self.count(request, "ifGenerationMatch"), seen: current.generation, operation: "delete"))
+    try context.deleteObject(path, identity: identity, ifGenerationMatch: try Self.count(request, "ifGenerationMatch"))
     return HTTPResponse(status: 204)
   }
 

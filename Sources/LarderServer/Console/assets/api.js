@@ -1,4 +1,5 @@
-// The public HTTP API, with the signed-in user's token: the console has no other way in.
+// The public HTTP API with the signed-in user's token, and the console's two calls of its own
+// (sign-in check, folder delete: ConsoleAPI.swift), under the same token and rules.
 const TOKEN_KEY = "larder.token";
 
 export function token() { return sessionStorage.getItem(TOKEN_KEY); }
@@ -7,12 +8,28 @@ export function setToken(value) { value ? sessionStorage.setItem(TOKEN_KEY, valu
 export const enc = encodeURIComponent;
 export function objectPath(bucket, name) { return `/v0/b/${enc(bucket)}/o/${enc(name)}`; }
 
-/** The server's refusal as an Error carrying its own message and status. */
-export async function failure(response) {
-  let message = `${response.status} ${response.statusText}`;
-  try { const body = await response.json(); if (body.error && body.error.message) message = `${response.status}: ${body.error.message}`; } catch (_) { /* not JSON */ }
-  const error = new Error(message); error.status = response.status; return error;
+/** The server's own message in a refusal's JSON body (its status text otherwise). */
+async function serverMessage(response) {
+  try { const body = await response.json(); if (body.error && body.error.message) return body.error.message; } catch (_) { /* not JSON */ }
+  return response.statusText || "refused";
 }
+
+/** An Error for a refusal, carrying its status and the server's message. */
+function refusalError(status, message) { return Object.assign(new Error(`${status}: ${message}`), { status, serverMessage: message }); }
+
+/** The server's refusal as an Error; a 401 also tells the console to sign in again. */
+export async function failure(response) { return refused(response.status, await serverMessage(response)); }
+
+function refused(status, message) {
+  const error = refusalError(status, message);
+  // A token refused after sign-in (expired, revoked key): the console goes back to sign-in.
+  if (status === 401) for (const listener of unauthorized) listener(error);
+  return error;
+}
+
+const unauthorized = new Set();
+/** `listener(error)` runs on every 401 answer, whatever asked. */
+export function onUnauthorized(listener) { unauthorized.add(listener); }
 
 export async function call(path, init = {}) {
   const headers = new Headers(init.headers || {});
@@ -23,6 +40,30 @@ export async function call(path, init = {}) {
 }
 
 export async function json(path, init) { const r = await call(path, init); return r.status === 204 ? null : r.json(); }
+
+/** The sign-in check: who `candidate` is, or a 401 saying why not (checked without keeping it). */
+export async function session(candidate) {
+  const r = await fetch("/console/v1/session", { headers: { Authorization: `Bearer ${candidate}` } });
+  if (!r.ok) throw refusalError(r.status, await serverMessage(r));
+  return r.json();
+}
+
+/** A bucket made by an admin identity (GCS buckets.insert: the name checked, 409 if it exists). */
+export function createBucket(name) {
+  return json("/storage/v1/b?project=larder", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ name }) });
+}
+
+/** A folder: a zero-byte object named `prefix + name + "/"`, as the GCS console makes them. */
+export function createFolder(bucket, folder) {
+  return json(`/v0/b/${enc(bucket)}/o?name=${enc(folder)}`, { method: "POST", headers: { "Content-Type": "application/x-directory" }, body: new Uint8Array(0) });
+}
+
+/** One batch of a server-side folder delete (see ConsoleAPI.swift): {deleted, refused, unlisted, nextPageToken}. */
+export function deleteFolderBatch(bucket, prefix, pageToken) {
+  const q = new URLSearchParams({ prefix });
+  if (pageToken) q.set("pageToken", pageToken);
+  return json(`/console/v1/b/${enc(bucket)}/deleteFolder?${q}`, { method: "POST" });
+}
 
 export function buckets() { return json("/storage/v1/b?project=larder"); }
 
@@ -62,6 +103,31 @@ export async function rename(bucket, name, generation, newName) {
 /** The store's counts (admin identities only: a service account's access token). */
 export function store() { return json("/admin/v1/store"); }
 
+/**
+ * A V4 signed URL (GOOG4-RSA-SHA256) for GET of the object, made in the browser with a service
+ * account's key file (`key`: its parsed JSON); the key never leaves the page. WebCrypto needs a
+ * secure context (HTTPS, or the console on localhost/127.0.0.1).
+ */
+export async function signedURL(key, bucket, name, seconds) {
+  if (!crypto.subtle) throw new Error("share links are signed by the browser's WebCrypto, which needs the console over HTTPS or on localhost");
+  const q3986 = (text, keepSlashes) => [...new TextEncoder().encode(text)].map((b) => {
+    const c = String.fromCharCode(b);
+    return /[A-Za-z0-9\-._~]/.test(c) || (keepSlashes && c === "/") ? c : `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
+  }).join("");
+  const now = new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+/, "");  // 20261206T051500Z
+  const scope = `${now.slice(0, 8)}/auto/storage/goog4_request`;
+  const query = [["X-Goog-Algorithm", "GOOG4-RSA-SHA256"], ["X-Goog-Credential", `${key.client_email}/${scope}`], ["X-Goog-Date", now],
+    ["X-Goog-Expires", String(seconds)], ["X-Goog-SignedHeaders", "host"]].map(([k, v]) => `${q3986(k)}=${q3986(v)}`).sort().join("&");
+  const path = q3986(`/${bucket}/${name}`, true);
+  const canonical = ["GET", path, query, `host:${location.host}`, "", "host", "UNSIGNED-PAYLOAD"].join("\n");
+  const hex = (buffer) => [...new Uint8Array(buffer)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  const toSign = ["GOOG4-RSA-SHA256", now, scope, hex(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canonical)))].join("\n");
+  const der = Uint8Array.from(atob(key.private_key.replace(/-----[^-]+-----/g, "").replace(/\s+/g, "")), (c) => c.charCodeAt(0));
+  const signer = await crypto.subtle.importKey("pkcs8", der, { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }, false, ["sign"]);
+  const signature = hex(await crypto.subtle.sign("RSASSA-PKCS1-v1_5", signer, new TextEncoder().encode(toSign)));
+  return `${location.origin}${path}?${query}&X-Goog-Signature=${signature}`;
+}
+
 export function downloadURL(meta) {
   const t = (meta.downloadTokens || "").split(",")[0];
   return `${location.origin}${objectPath(meta.bucket, meta.name)}?alt=media${t ? `&token=${enc(t)}` : ""}`;
@@ -88,9 +154,9 @@ function xhr(method, url, headers, body, onProgress, owner) {
 }
 
 async function refusal(r) {
-  let message = `${r.status} ${r.statusText}`;
-  try { const body = JSON.parse(r.responseText); if (body.error && body.error.message) message = `${r.status}: ${body.error.message}`; } catch (_) { /* not JSON */ }
-  return new Error(message);
+  let message = r.statusText || "refused";
+  try { const body = JSON.parse(r.responseText); if (body.error && body.error.message) message = body.error.message; } catch (_) { /* not JSON */ }
+  return refused(r.status, message);
 }
 
 /** tus termination. The PATCH just aborted may hold the upload on the server a moment longer
