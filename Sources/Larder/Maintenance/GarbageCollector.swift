@@ -150,7 +150,8 @@ public struct GarbageCollector: Sendable {
     guard !expired.isEmpty else { return }
     // Their data store removes what it keeps: the staging file, and in shared mode the S3
     // parts and pieces (a store error leaves them to the leftover pass of the next run).
-    for (id, state) in expired where UploadStore.isUploadID(id) {
+    // An id is never trusted as a path: one that is not a plain name removes nothing.
+    for (id, state) in expired where Self.isPlainName(id) {
       if options.dryRun {
         report.uploadBytesFreed += uploadData.stagedBytes(id)
       } else {
