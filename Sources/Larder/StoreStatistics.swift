@@ -78,8 +78,7 @@ extension Larder {
       }
       let blobs = try db.row("SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs")
       let files = try db.row("SELECT count(*) AS n FROM files")
-      let uploads = try db.row(
-        "SELECT count(*) AS n, coalesce(sum(\"offset\"), 0) AS bytes FROM uploads WHERE completed_at IS NULL")
+      let uploads = try CatalogUploadTable.unfinished(db)
       let logical = try db.row(
         "SELECT coalesce(sum(f.size), 0) AS bytes FROM objects o JOIN files f ON f.id = o.file_id")
       // gc's own test for an orphan blob, with every unreferenced file counted whatever its age.
@@ -89,8 +88,8 @@ extension Larder {
       var statistics = StoreStatistics(
         objectCount: buckets.reduce(0) { $0 + $1.objectCount }, buckets: buckets,
         fileCount: Int(files?.int("n") ?? 0), blobCount: Int(blobs?.int("n") ?? 0),
-        blobBytes: blobs?.int("bytes") ?? 0, uploadsInProgress: Int(uploads?.int("n") ?? 0))
-      statistics.uploadBytesReceived = uploads?.int("bytes") ?? 0
+        blobBytes: blobs?.int("bytes") ?? 0, uploadsInProgress: uploads.count)
+      statistics.uploadBytesReceived = uploads.bytes
       statistics.logicalBytes = logical?.int("bytes") ?? 0
       statistics.collectableBlobCount = Int(collectable?.int("n") ?? 0)
       statistics.collectableBlobBytes = collectable?.int("bytes") ?? 0

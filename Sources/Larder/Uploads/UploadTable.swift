@@ -272,6 +272,14 @@ package struct CatalogUploadTable: UploadTable {
     }
   }
 
+  /// How many uploads are unfinished and the bytes they received, in a read of the caller's
+  /// (the store's statistics, one snapshot over several tables).
+  static func unfinished(_ db: any Database) throws -> (count: Int, bytes: Int64) {
+    let row = try db.row(
+      #"SELECT count(*) AS n, coalesce(sum("offset"), 0) AS bytes FROM uploads WHERE completed_at IS NULL"#)
+    return (Int(row?.int("n") ?? 0), row?.int("bytes") ?? 0)
+  }
+
   package func allIDs() throws -> Set<String> {
     try catalog.read { db in
       var ids: Set<String> = []
