@@ -21,10 +21,15 @@ import Synchronization
 /// the bytes also go to the bucket before each commit and the file is a cache, so any node
 /// continues the upload.
 ///
-/// One writer per upload: ``beginAppend(id:owner:offset:length:checksum:)`` takes the upload's
-/// lease (in shared mode also a catalog lease that runs out, ``lease``) and throws
-/// ``UploadError/locked(id:)`` while another append holds it. Hot uploads keep
-/// their file open and their running digests in memory.
+/// One writer per upload: ``beginAppend(_:owner:offset:length:checksum:sizeLimit:checkpoints:)``
+/// takes the upload's lease (in shared mode also a catalog lease that runs out, ``lease``) and
+/// throws ``UploadError/locked(id:)`` while another append holds it. Hot uploads keep their
+/// file open and their running digests in memory.
+///
+/// The store decides; three seams given at `init` do the rest (tusd's shape): ``UploadTable``
+/// runs every statement on `uploads`, an ``UploadDataStore`` keeps the bytes (it opens an
+/// upload from its row, commits, stages and purges, and never sees this store), and an
+/// ``UploadLocker`` is what other processes see of an append.
 ///
 /// Ownership: every call takes the caller's uid (nil for anonymous); an upload created by one
 /// uid is invisible (``UploadError/notFound(id:)``) to any other, and an anonymous one only to
