@@ -13,8 +13,8 @@ import LarderLogging
 /// serialises their writes and temp files are locked by their writers.
 public final class Larder: Sendable {
   public struct Configuration: Sendable {
-    /// Failure and crash injection, for tests; production passes none.
-    public var faults: FaultInjector
+    /// Failure and crash injection, for tests only (``init(faults:reserveBytes:backgroundMD5:catalog:blobs:backends:logger:catalogWriters:readOnly:)``).
+    package var faults: FaultInjector
     /// Bytes kept in `<data>/reserve` so deletes and gc can commit on a full disk; 0 keeps none.
     /// Created only while the disk has four times as much free.
     public var reserveBytes: Int64
@@ -45,7 +45,18 @@ public final class Larder: Sendable {
     /// sessions are read-only. The store must exist already.
     public var readOnly: Bool
     public init(
-      faults: FaultInjector = .none, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
+      reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true, catalog: CatalogLocation? = nil,
+      blobs: BlobLocation? = nil, backends: StoreBackends = .embedded, logger: Logger = Logger(label: "larder.store"),
+      catalogWriters: Int = 8, readOnly: Bool = false
+    ) {
+      self.init(
+        faults: .none, reserveBytes: reserveBytes, backgroundMD5: backgroundMD5, catalog: catalog, blobs: blobs,
+        backends: backends, logger: logger, catalogWriters: catalogWriters, readOnly: readOnly)
+    }
+
+    /// A configuration whose store calls `faults` at each ``FaultPoint`` (tests).
+    package init(
+      faults: FaultInjector, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
       catalog: CatalogLocation? = nil, blobs: BlobLocation? = nil, backends: StoreBackends = .embedded,
       logger: Logger = Logger(label: "larder.store"), catalogWriters: Int = 8, readOnly: Bool = false
     ) {

@@ -87,8 +87,7 @@ extension Larder {
       }
       let blobs = try db.row("SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs")
       let files = try db.row("SELECT count(*) AS n FROM files")
-      let uploads = try db.row(
-        "SELECT count(*) AS n, coalesce(sum(\"offset\"), 0) AS bytes FROM uploads WHERE completed_at IS NULL")
+      let uploads = try CatalogUploadTable.unfinished(db)
       // gc's own test for an orphan blob, with every unreferenced file counted whatever its age.
       let collectable = try db.row(
         "SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs b WHERE \(GarbageCollector.orphanBlobs)",
@@ -96,8 +95,8 @@ extension Larder {
       var statistics = StoreStatistics(
         objectCount: buckets.reduce(0) { $0 + $1.objectCount }, buckets: buckets,
         fileCount: Int(files?.int("n") ?? 0), blobCount: Int(blobs?.int("n") ?? 0),
-        blobBytes: blobs?.int("bytes") ?? 0, uploadsInProgress: Int(uploads?.int("n") ?? 0))
-      statistics.uploadBytesReceived = uploads?.int("bytes") ?? 0
+        blobBytes: blobs?.int("bytes") ?? 0, uploadsInProgress: uploads.count)
+      statistics.uploadBytesReceived = uploads.bytes
       statistics.logicalBytes = buckets.reduce(0) { $0 + $1.logicalBytes }
       statistics.collectableBlobCount = Int(collectable?.int("n") ?? 0)
       statistics.collectableBlobBytes = collectable?.int("bytes") ?? 0

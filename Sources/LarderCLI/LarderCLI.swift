@@ -60,17 +60,16 @@ public let larderVersion = "0.34.0"
 /// ```swift
 /// exit(LarderCLI.main())
 /// ```
-/// `faults` reaches every store and service a command opens; production passes none (a
-/// test-only build passes an injector that crashes at a named point).
 public enum LarderCLI {
   /// Runs the command named by the process's arguments; returns its exit status.
-  @MainActor public static func main(faults: FaultInjector = .none) -> Int32 {
-    StoreOptions.faults = faults
-    return run()
-  }
+  @MainActor public static func main() -> Int32 { run(faults: .none) }
+
+  /// ``main()`` whose command's stores and service call `faults` (the test-only build, which
+  /// crashes at a named point): handed to the command with its parsed arguments.
+  @MainActor package static func main(faults: FaultInjector) -> Int32 { run(faults: faults) }
 }
 
-@MainActor func run() -> Int32 {
+@MainActor func run(faults: FaultInjector) -> Int32 {
   if let index = firstNonUTF8Argument() {
     Output.error("argument \(index) is not valid UTF-8 (names and paths must be UTF-8); see 'larder --help'")
     return 2
@@ -127,7 +126,7 @@ public enum LarderCLI {
   let command: any Command
   do {
     command = try type.init(
-      ParsedArguments(args, for: configuration, environment: ProcessInfo.processInfo.environment))
+      ParsedArguments(args, for: configuration, environment: ProcessInfo.processInfo.environment, faults: faults))
   } catch {
     Output.error("\(error)")
     let usage = HelpFormatter.usage(configuration)

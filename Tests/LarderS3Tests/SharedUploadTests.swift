@@ -24,8 +24,8 @@ struct SharedUploadTests {
 
     init(
       lease: Duration = .seconds(10), expiry: Duration = .seconds(3600), faultsB: FaultInjector = .none,
-      hooksA: (Larder) -> UploadStoreTestHooks = { _ in .init() },
-      hooksB: (Larder) -> UploadStoreTestHooks = { _ in .init() }
+      hooksA: (Larder) -> NodeHooks = { _ in .init() },
+      hooksB: (Larder) -> NodeHooks = { _ in .init() }
     ) throws {
       let id = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
       root = FileManager.default.temporaryDirectory.appendingPathComponent("larder-shared-\(id)")
@@ -45,8 +45,8 @@ struct SharedUploadTests {
       }
       a = try node("a", .none)
       b = try node("b", faultsB)
-      uploadsA = UploadStore(larder: a, expiry: expiry, lease: lease, testHooks: hooksA(a))
-      uploadsB = UploadStore(larder: b, expiry: expiry, lease: lease, testHooks: hooksB(b))
+      uploadsA = hooksA(a).uploads(larder: a, expiry: expiry, lease: lease)
+      uploadsB = hooksB(b).uploads(larder: b, expiry: expiry, lease: lease)
     }
 
     deinit { try? FileManager.default.removeItem(at: root) }
@@ -347,7 +347,7 @@ struct SharedUploadTests {
   /// Proves: leases are claimed and judged on the catalog's clock. B's clock runs 10 minutes
   /// ahead, so by B's clock A's lease ran out long ago; B must still be refused while it runs.
   @Test func aNodeWhoseClockRunsAheadCannotTakeALiveLease() throws {
-    let cluster = try Cluster(hooksB: { _ in UploadStoreTestHooks(clockSkew: .seconds(600)) })
+    let cluster = try Cluster(hooksB: { _ in NodeHooks(clockSkew: .seconds(600)) })
     let bytes = Self.content(200_000, seed: 37)
     let (upload, holding) = try Self.halfWrittenOnA(cluster, "skew.bin", bytes)
     #expect(throws: UploadError.locked(id: upload.id)) {
@@ -570,8 +570,8 @@ final class StallingStorage: SharedUploadStorage, Sendable {
   }
 
   /// Hooks that make a store use this storage, with `beforePart` before each part.
-  func hooks(beforePart: @escaping @Sendable (_ number: Int) -> Void = { _ in }) -> UploadStoreTestHooks {
-    UploadStoreTestHooks(
+  func hooks(beforePart: @escaping @Sendable (_ number: Int) -> Void = { _ in }) -> NodeHooks {
+    NodeHooks(
       storage: StallingStorage(inner, flipsAByte: flipsAByte, late: late, beforePart: beforePart))
   }
 
@@ -646,5 +646,31 @@ final class StallingStorage: SharedUploadStorage, Sendable {
   }
   func forEachStoredUpload(_ body: (_ id: String, _ newest: Date) throws -> Void) throws {
     try inner.forEachStoredUpload(body)
+  }
+}
+
+/// What a test changes about one node's upload store to make it misbehave on cue, handed to
+/// the store's `init` (production passes none of it).
+struct NodeHooks {
+  /// Added to the node's clock: a node whose clock is wrong.
+  var clockSkew: Duration = .zero
+  /// Stands in for the node's shared storage (a store that stalls or misbehaves on cue).
+  var storage: (any SharedUploadStorage)?
+  /// Called on the renewal timer's thread before each renewal: blocking stops renewals.
+  var beforeRenewal: (@Sendable () -> Void)?
+
+  func uploads(larder: Larder, expiry: Duration, lease: Duration) -> UploadStore {
+    let skew = clockSkew
+    return UploadStore(
+      larder: larder, expiry: expiry, lease: lease, clock: { Date() + skew.timeInterval }, storage: storage,
+      beforeRenewal: beforeRenewal)
+  }
+}
+
+extension UploadStore {
+  /// The shared state the upload's row records now.
+  func sharedState(of id: String) throws -> SharedUploadState {
+    let row = try #require(try table.row(id))
+    return try #require(SharedUploadState(json: row.upload.dataState.stored))
   }
 }

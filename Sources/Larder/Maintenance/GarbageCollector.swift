@@ -47,11 +47,18 @@ public struct GarbageCollector: Sendable {
   /// the catalog's). Tests give a clock that runs ahead.
   let now: @Sendable () -> Date
 
+  /// The statements on `uploads` and the uploads' data store: expired uploads and leftovers
+  /// are removed through them, as an upload store removes its own.
+  let uploads: any UploadTable
+  let uploadData: any UploadDataStore
+
   public init(larder: Larder) { self.init(larder: larder, now: { Date() }) }
 
-  init(larder: Larder, now: @escaping @Sendable () -> Date) {
+  init(larder: Larder, now: @escaping @Sendable () -> Date, uploads: (any UploadTable)? = nil) {
     self.larder = larder
     self.now = now
+    self.uploads = uploads ?? CatalogUploadTable(catalog: larder.catalog)
+    uploadData = UploadStore.dataStore(of: larder, storage: larder.sharedUploads, locker: ProcessUploadLocker())
   }
 
   private var catalog: Catalog { larder.catalog }
@@ -136,40 +143,22 @@ public struct GarbageCollector: Sendable {
 
   private func expireUploads(options: Options, report: inout GCReport) throws {
     options.progress?(.init(phase: .uploads, processed: 0))
-    let rows: [Row]
     // On the catalog's clock, which wrote the expiries: this machine's may run ahead of the
     // node whose upload is in progress.
-    if options.dryRun {
-      rows = try catalog.read { db in
-        try db.rows("SELECT id, shared_state FROM uploads WHERE expires_at < \(db.dialect.nowMilliseconds)")
-      }
-    } else {
-      rows = try catalog.write { db in
-        try db.rows(
-          "DELETE FROM uploads WHERE expires_at < \(db.dialect.nowMilliseconds) RETURNING id, shared_state")
-      }
-    }
-    let ids = rows.compactMap { $0.string("id") }
-    report.uploadsExpired = ids.count
-    guard !ids.isEmpty else { return }
-    // What their data store keeps beyond the staging files (S3 parts and pieces in shared
-    // mode; a store error leaves them to the leftover pass of the next run).
-    if !options.dryRun {
-      let data = UploadStore.dataStore(of: larder)
-      for row in rows {
-        guard let id = row.string("id"), UploadStore.isUploadID(id) else { continue }
-        try? data.removeStored(id, state: SharedUploadState(json: row.string("shared_state")))
+    let expired = try uploads.expire(dryRun: options.dryRun)
+    report.uploadsExpired = expired.count
+    guard !expired.isEmpty else { return }
+    // Their data store removes what it keeps: the staging file, and in shared mode the S3
+    // parts and pieces (a store error leaves them to the leftover pass of the next run).
+    // An id is never trusted as a path: one that is not a plain name removes nothing.
+    for (id, state) in expired where Self.isPlainName(id) {
+      if options.dryRun {
+        report.uploadBytesFreed += uploadData.stagedBytes(id)
+      } else {
+        report.uploadBytesFreed += (try? uploadData.purge(id, state: state, background: false)) ?? 0
       }
     }
-    // An upload's bytes are `uploads/<id>`. An id is never trusted as a path: one that is not
-    // a plain name removes nothing.
-    let directory = blobs.uploadsDirectory.path
-    for id in Set(ids) where Self.isPlainName(id) {
-      let path = "\(directory)/\(id)"
-      let size = BlobTreeWalker.size(of: path)
-      if options.dryRun || POSIX.unlink(path) { report.uploadBytesFreed += size }
-    }
-    if !options.dryRun { try? POSIX.fsyncDirectory(directory) }
+    if !options.dryRun { try? POSIX.fsyncDirectory(blobs.uploadsDirectory.path) }
   }
 
   static func isPlainName(_ name: String) -> Bool {
@@ -302,36 +291,20 @@ public struct GarbageCollector: Sendable {
         report.tempBytesFreed += info.size
       }
     }
-    // Partial-upload files whose row never committed (a crash between creating the file and
-    // inserting the row), past the same age so an upload being created is never touched. The
-    // ids are read once, after the listing: a row committed meanwhile is seen.
-    let uploads = blobs.uploadsDirectory.path
-    let names = POSIX.listDirectory(uploads)
-    // What the data store keeps beyond them (the bucket's `uploads/` in shared mode) is listed
-    // first too, for the same check.
-    let data = UploadStore.dataStore(of: larder)
-    var stored: [(id: String, newest: Date)] = []
-    try data.forEachStored { id, newest in stored.append((id, newest)) }
-    guard !names.isEmpty || !stored.isEmpty else { return }
-    let known = try catalog.read { db in
-      var ids: Set<String> = []
-      try db.forEachRow("SELECT id FROM uploads") { if let id = $0.string("id") { ids.insert(id) } }
-      return ids
-    }
-    // Stored uploads whose row is gone: a node that died between storing and committing, or a
-    // removal that failed. Past the grace period only: an upload being created has its row
-    // before its first key, but the listing above may predate both.
-    for (id, newest) in stored where !known.contains(id) && newest < oldest && UploadStore.isUploadID(id) {
-      if !options.dryRun { try data.removeStored(id, state: nil) }
+    // What the uploads' data store keeps (staging files; the bucket's `uploads/` in shared
+    // mode) for rows that never committed (a crash between creating the file and inserting the
+    // row) or are gone (a node that died between storing and committing, a removal that
+    // failed), past the same age so an upload being created is never touched: it has its row
+    // before its first key, but the listing may predate both. The ids are read once, after the
+    // listing: a row committed meanwhile is seen.
+    var stored: [(id: String, newest: Date, bytes: Int64)] = []
+    try uploadData.forEachStored { id, newest, bytes in stored.append((id, newest, bytes)) }
+    guard !stored.isEmpty else { return }
+    let known = try uploads.allIDs()
+    for (id, newest, bytes) in stored where !known.contains(id) && newest < oldest {
+      if !options.dryRun { try uploadData.purge(id, state: .none, background: false) }
       report.tempFilesRemoved += 1
-    }
-    for name in names where Self.isPlainName(name) && !known.contains(name) {
-      let path = "\(uploads)/\(name)"
-      guard let info = BlobTreeWalker.sizeAndModified(of: path), info.modified < oldest else { continue }
-      if options.dryRun || POSIX.unlink(path) {
-        report.tempFilesRemoved += 1
-        report.tempBytesFreed += info.size
-      }
+      report.tempBytesFreed += bytes
     }
   }
 

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A named point in a multi-step write where tests can inject a failure or a crash.
-public enum FaultPoint: String, Sendable, CaseIterable {
+package enum FaultPoint: String, Sendable, CaseIterable {
   case afterStage = "after-stage"
   case afterLink = "after-link"
   case beforeCommit = "before-commit"
@@ -19,21 +19,22 @@ public enum FaultPoint: String, Sendable, CaseIterable {
 
 /// Calls a test's closure at each ``FaultPoint``; the default, ``none``, does nothing.
 ///
-/// An explicit configuration value (``Larder/Configuration/faults``): production code never
-/// makes one from the environment. Crash tests run a test-only build of the CLI
-/// (`larder-crashing`) that exits abruptly at a point its environment names.
+/// Not part of the public API: tests (and the test-only build of the CLI, `larder-crashing`,
+/// which exits abruptly at a point its environment names) pass one to the package `init`s of
+/// ``Larder/Configuration``, `LarderService.Options` and `LarderCLI.main(faults:)`; production
+/// code never makes one, and never from the environment.
 /// ```swift
 /// let faults = FaultInjector { if $0 == .beforeCommit { throw InjectedFailure() } }
 /// let larder = try Larder(at: dir, configuration: .init(faults: faults))
 /// ```
-public struct FaultInjector: Sendable {
+package struct FaultInjector: Sendable {
   private let body: @Sendable (FaultPoint) throws -> Void
   /// What a test does, inside the write transaction, so that its COMMIT fails once `body` threw
   /// at ``FaultPoint/commit`` (given the connection and the new file's id); nil: the error
   /// `body` threw fails the transaction's body instead.
   private let commitBreaker: (@Sendable (any Database, _ fileID: String) throws -> Void)?
 
-  public init(_ body: @escaping @Sendable (FaultPoint) throws -> Void) {
+  package init(_ body: @escaping @Sendable (FaultPoint) throws -> Void) {
     self.body = body
     commitBreaker = nil
   }
@@ -46,9 +47,9 @@ public struct FaultInjector: Sendable {
     commitBreaker = breakingCommit
   }
 
-  public static let none = FaultInjector { _ in }
+  package static let none = FaultInjector { _ in }
 
-  public func hit(_ point: FaultPoint) throws { try body(point) }
+  package func hit(_ point: FaultPoint) throws { try body(point) }
 
   /// ``FaultPoint/commit`` in the write transaction that inserted file `fileID`.
   package func hitCommit(_ db: any Database, fileID: String) throws {

@@ -1,5 +1,6 @@
 import Foundation
 import LarderCrypto
+import LarderLogging
 
 /// The upload data store of uploads that any node can continue (shared mode: blobs in S3, the
 /// catalog on PostgreSQL; ``UploadDataStore``). ARCHITECTURE.md, "Resumable uploads across nodes".
@@ -21,67 +22,62 @@ import LarderCrypto
 ///   is in the staging file and goes up with an ordinary PUT.
 struct SharedUploadData: UploadDataStore {
   let storage: any SharedUploadStorage
+  let staging: UploadStaging
+  /// The lock its appends hold: its lease's token names pieces, its epoch numbers parts, and
+  /// long store calls renew it.
+  let locker: any UploadLocker
+  let logger: Logger
+  /// Deletions of keys no row names any more, one at a time off the requests' path.
+  let cleanup = DispatchQueue(label: "larder.uploads.cleanup")
 
-  func sweepStagingFiles(_ uploads: UploadStore, onlyIfDue: Bool) {
-    if onlyIfDue { uploads.sweepStagingFilesIfDue() } else { uploads.sweepStagingFiles() }
+  func create(_ id: String) throws { try staging.create(id) }
+
+  /// The row's state; a row without one is an upload that has stored nothing yet.
+  private func state(of upload: Upload) throws -> SharedUploadState {
+    guard upload.dataState.stored != nil else {
+      // Bytes stored before the store was shared are on one node's disk: not continuable here.
+      guard upload.offset == 0 else { throw UploadError.dataLost(id: upload.id) }
+      return SharedUploadState()
+    }
+    guard let state = SharedUploadState(json: upload.dataState.stored) else { throw UploadError.dataLost(id: upload.id) }
+    return state
   }
 
-  /// Any node may continue an upload: a lease in the catalog they share.
-  func locker(for larder: Larder, lease: Duration, beforeRenewal: (@Sendable () -> Void)?) -> any UploadLocker {
-    CatalogUploadLocker(catalog: larder.catalog, lease: lease, logger: larder.logger, beforeRenewal: beforeRenewal)
+  /// The cached session when nothing moved since it was this node's, else one rebuilt from the
+  /// pieces. An assembled upload (its publish failed) is reopened first, and its new state
+  /// recorded before any byte is written.
+  func open(_ upload: Upload, cached: UploadSession?) throws -> (session: UploadSession, record: UploadDataState?) {
+    var state = try state(of: upload)
+    var record: UploadDataState?
+    if state.assembled, !upload.isPartial {
+      state = try reopen(upload.id, state: state)
+      record = UploadDataState(stored: state.json)
+    }
+    if let cached, cached.offset == upload.offset, cached.shared == state { return (cached, record) }
+    let session = try UploadSession.loadShared(
+      id: upload.id, path: staging.path(of: upload.id), offset: upload.offset, state: state, storage: storage)
+    return (session, record)
   }
 
-  func session(for upload: Upload, cached: UploadSession?, _ uploads: UploadStore) throws -> UploadSession {
-    try sharedSession(upload, cached: cached, uploads)
-  }
-
-  /// Stored as a part or a piece (the file is then a cache), committed with the state that
-  /// names them.
-  func commit(
-    _ session: UploadSession, committed: Upload, to end: Int64, length: Int64?, sha256: Digest?,
-    finishing: Bool,
-    _ uploads: UploadStore
-  ) throws -> Upload {
-    let state = try ship(session, id: committed.id, to: end, sha256: sha256!, finishing: finishing, uploads)
-    let updated = try uploads.commitOffset(committed, offset: end, length: length, shared: state)
-    adopt(state, in: session, id: committed.id, uploads)
-    return updated
-  }
-
-  func stage(_ session: UploadSession, upload: Upload, length: Int64, sha256: Digest?, _ uploads: UploadStore)
-    throws
-    -> StagedBlob
+  /// Stored as a part or a piece (the file is then a cache); the state names them.
+  func commit(_ session: UploadSession, id: String, to end: Int64, sha256: Digest?, finishing: Bool) throws
+    -> UploadDataState
   {
-    try stageShared(session, upload: upload, length: length, sha256: sha256!, uploads)
+    UploadDataState(stored: try ship(session, id: id, to: end, sha256: sha256!, finishing: finishing).json)
   }
 
-  /// Checked as they are read (``readPartial(_:_:_:)``): their bytes are in the shared store.
-  func checkPartial(_ part: Upload, _ uploads: UploadStore) throws {}
+  func state(of session: UploadSession) -> UploadDataState { UploadDataState(stored: session.shared?.json) }
 
-  func readPartial(_ part: Upload, _ uploads: UploadStore, _ body: (UnsafeRawBufferPointer) throws -> Void)
-    throws
-  {
+  /// Checked as they are read (``readPartial(_:_:)``): their bytes are in the shared store.
+  func checkPartial(_ part: Upload) throws {}
+
+  func readPartial(_ part: Upload, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
     var copied: Int64 = 0
-    try readShared(part, uploads) { chunk in
+    try readShared(part) { chunk in
       try body(chunk)
       copied += Int64(chunk.count)
     }
     guard copied == part.offset else { throw UploadError.dataLost(id: part.id) }
-  }
-
-  /// The session for an append in shared mode: the cached one when nothing moved since it was
-  /// this node's, else one rebuilt from the pieces. An assembled upload (its publish failed) is
-  /// reopened first.
-  private func sharedSession(
-    _ upload: Upload, cached: UploadSession?, _ uploads: UploadStore
-  ) throws -> UploadSession {
-    var state = try uploads.sharedState(of: upload.id)
-    if state.assembled, !upload.isPartial {
-      state = try reopen(upload.id, state: state, uploads)
-    }
-    if let cached, cached.offset == upload.offset, cached.shared == state { return cached }
-    return try UploadSession.loadShared(
-      id: upload.id, path: uploads.path(of: upload.id), offset: upload.offset, state: state, storage: storage)
   }
 
   /// An upload assembled for a publish that then failed (the client resends its last chunk):
@@ -89,14 +85,12 @@ struct SharedUploadData: UploadDataStore {
   /// key), whose first parts copy what the old parts held from the assembled object
   /// (``SharedUploadStorage/copyPart``: server-side where libcurl can sign it, else through this
   /// node one part at a time). A rare path: a publish that failed after the assembly.
-  private func reopen(_ id: String, state: SharedUploadState, _ uploads: UploadStore) throws
-    -> SharedUploadState
+  private func reopen(_ id: String, state: SharedUploadState) throws -> SharedUploadState
   {
     var fresh = state
     fresh.assembled = false
     guard try storage.assembledSize(upload: id, data: state.data) != nil else {
       // The publish failed before the assembly: the multipart upload is as the row says.
-      try uploads.recordSharedState(id, fresh)
       return fresh
     }
     fresh.parts = []
@@ -104,8 +98,8 @@ struct SharedUploadData: UploadDataStore {
     fresh.data = "data-\(SecureRandom.hexIdentifier(byteCount: 4))"
     let base = state.base
     if base > 0 {
-      let epoch = uploads.locker.heldLease(id)?.epoch ?? 0
-      try uploads.locker.whileRenewing(id) {
+      let epoch = locker.heldLease(id)?.epoch ?? 0
+      try locker.whileRenewing(id) {
         let multipart = try storage.startParts(upload: id, data: fresh.data)
         // Equal shares of at most 16 MiB (one is in memory when copied through this node): all
         // but the last well over S3's 5 MiB minimum.
@@ -124,7 +118,6 @@ struct SharedUploadData: UploadDataStore {
         fresh.multipart = multipart
       }
     }
-    try uploads.recordSharedState(id, fresh)
     return fresh
   }
 
@@ -137,30 +130,29 @@ struct SharedUploadData: UploadDataStore {
   /// byte) sends the rest as the last part and assembles them when there are parts. Returns the
   /// state to commit with `end`; nothing is committed here.
   private func ship(
-    _ session: UploadSession, id: String, to end: Int64, sha256: Digest, finishing: Bool,
-    _ uploads: UploadStore
+    _ session: UploadSession, id: String, to end: Int64, sha256: Digest, finishing: Bool
   ) throws -> SharedUploadState {
     var state = session.shared ?? SharedUploadState()
     let base = state.base
     let stored = base + state.piecesSize
     // The pieces hold the committed bytes; anything else is a state this node must not build on.
     guard stored == session.offset else { throw UploadError.dataLost(id: id) }
-    try uploads.locker.whileRenewing(id) {
+    try locker.whileRenewing(id) {
       if end > stored {
         if end - base >= storage.minimumPartSize || (finishing && !state.parts.isEmpty) {
           if state.multipart == nil { state.multipart = try storage.startParts(upload: id, data: state.data) }
-          try sendPart(&state, id: id, session: session, length: end - base, uploads)
+          try sendPart(&state, id: id, session: session, length: end - base)
           state.pieces = []
         } else {
           // Named for the lease that wrote it: a stalled holder's late piece is a key no row names.
-          let name = "piece-\(stored)-\(end)-\(uploads.locker.heldLease(id)?.token ?? "none")"
+          let name = "piece-\(stored)-\(end)-\(locker.heldLease(id)?.token ?? "none")"
           try storage.putPiece(
             upload: id, name: name, file: session.path, offset: stored - session.origin, length: end - stored)
           state.pieces.append(.init(name: name, size: end - stored))
         }
       }
       if finishing, !state.parts.isEmpty, !state.assembled {
-        try assemble(state, id: id, uploads)
+        try assemble(state, id: id)
         state.assembled = true
       }
     }
@@ -171,10 +163,9 @@ struct SharedUploadData: UploadDataStore {
   /// Sends the staging file's bytes past the parts as the next part, numbered past this
   /// lease's epoch so that no other holder's part ever has its number.
   private func sendPart(
-    _ state: inout SharedUploadState, id: String, session: UploadSession, length: Int64,
-    _ uploads: UploadStore
+    _ state: inout SharedUploadState, id: String, session: UploadSession, length: Int64
   ) throws {
-    let epoch = uploads.locker.heldLease(id)?.epoch ?? 0
+    let epoch = locker.heldLease(id)?.epoch ?? 0
     var part = try storage.sendPart(
       upload: id, data: state.data, multipart: state.multipart!, number: state.nextPartNumber(epoch: epoch),
       file: session.path, offset: state.base - session.origin, length: length)
@@ -184,10 +175,11 @@ struct SharedUploadData: UploadDataStore {
 
   /// Completes the multipart upload and checks that what the store assembled is what this
   /// node's parts sent (``SharedUploadState/assemblyMatches(etag:)``). A mismatch (or the store
-  /// saying a listed part is not what it holds) is never published: the upload is deleted (its
-  /// acknowledged bytes are not in the store) and the client told so.
+  /// saying a listed part is not what it holds) is never published: its bytes are removed (its
+  /// acknowledged bytes are not in the store), the store deletes its row, and the client is
+  /// told so.
   /// - Throws: ``UploadError/assemblyMismatch(id:)``, the store's errors.
-  private func assemble(_ state: SharedUploadState, id: String, _ uploads: UploadStore) throws {
+  private func assemble(_ state: SharedUploadState, id: String) throws {
     let matches: Bool
     do {
       matches = state.assemblyMatches(
@@ -197,31 +189,21 @@ struct SharedUploadData: UploadDataStore {
       matches = false
     }
     guard matches else {
-      let held = uploads.holdsLease(id)
-      uploads.larder.logger.bestEffort(
-        "delete the mis-assembled upload \(id) (gc collects it when it expires)"
-      ) {
-        try uploads.larder.catalog.write { db in
-          try db.execute("DELETE FROM uploads WHERE id = ? AND \(held.sql)", [id] + held.arguments)
-        }
-      }
-      remove(id, state: state, uploads)
+      _ = try? purge(id, state: UploadDataState(stored: state.json), background: true)
       throw UploadError.assemblyMismatch(id: id)
     }
   }
 
   /// After `state` committed: the session takes it, and pieces a new part made redundant go.
-  private func adopt(
-    _ state: SharedUploadState, in session: UploadSession, id: String, _ uploads: UploadStore
-  ) {
+  func committed(_ state: UploadDataState, in session: UploadSession, id: String) {
+    guard let state = SharedUploadState(json: state.stored) else { return }
     let old = session.shared?.pieces ?? []
     session.shared = state
     let dropped = old.filter { piece in !state.pieces.contains(piece) }
     guard !dropped.isEmpty else { return }
     // Off the answer's path: no row names them any more (measured: four DELETEs of 34 ms each
     // before every fifth 1 MiB PATCH's 204).
-    let logger = uploads.larder.logger
-    uploads.cleanup.async {
+    cleanup.async { [storage, logger] in
       for piece in dropped {
         logger.bestEffort("remove piece \(piece.name) of upload \(id) (gc removes leftovers)") {
           try storage.removePiece(upload: id, name: piece.name)
@@ -230,34 +212,38 @@ struct SharedUploadData: UploadDataStore {
     }
   }
 
+  /// Once there are parts, the row records that they are being assembled before they are: if
+  /// the publish fails, the next append finds the multipart upload used up and reopens from
+  /// the data object (`reopen`), instead of sending parts to nowhere.
+  func assembling(_ session: UploadSession) -> UploadDataState? {
+    guard var assembling = session.shared, !assembling.parts.isEmpty else { return nil }
+    assembling.assembled = true
+    return UploadDataState(stored: assembling.json)
+  }
+
   /// The last byte of a non-partial upload arrived: its content, staged for publishing.
-  /// Content that never made a part is the staging file; otherwise the last part is sent, the
-  /// row records that the parts are being assembled, and they are.
-  private func stageShared(
-    _ session: UploadSession, upload: Upload, length: Int64, sha256: Digest, _ uploads: UploadStore
-  ) throws -> StagedBlob {
+  /// Content that never made a part is the staging file; otherwise (the row says
+  /// ``assembling(_:)`` already) the last part is sent and the parts are assembled.
+  func stage(_ session: UploadSession, upload: Upload, length: Int64, sha256: Digest?) throws -> StagedBlob {
     let state = session.shared ?? SharedUploadState()
-    let digest = sha256.copy().finalize()
+    let digest = sha256!.copy().finalize()
     if state.parts.isEmpty {
       // Never a part: the staging file holds the whole content (its origin is 0).
       return try StagedBlob.adopting(path: session.path, sha256: digest, removeOnDiscard: false)
     }
     var assembling = state
     assembling.assembled = true
-    // Recorded first: if the publish fails, the next append finds the multipart upload used up
-    // and reopens from the data object (`reopen`), instead of sending parts to nowhere.
-    try uploads.recordSharedState(upload.id, assembling)
     session.shared = assembling
     var parts = state
     let id = upload.id
     let data = state.data
     var head: [UInt8] = []
-    try uploads.locker.whileRenewing(id) {
+    try locker.whileRenewing(id) {
       parts.multipart = try parts.multipart ?? storage.startParts(upload: id, data: state.data)
       if length > state.base {
-        try sendPart(&parts, id: id, session: session, length: length - state.base, uploads)
+        try sendPart(&parts, id: id, session: session, length: length - state.base)
       }
-      try assemble(parts, id: id, uploads)
+      try assemble(parts, id: id)
       try storage.readData(upload: id, data: data, range: 0..<min(Int64(ContentSniffer.headLength), length)) {
         head.append(contentsOf: $0)
       }
@@ -269,12 +255,8 @@ struct SharedUploadData: UploadDataStore {
   }
 
   /// Streams a finished partial upload's content from the shared store (a concatenation).
-  private func readShared(
-    _ part: Upload, _ uploads: UploadStore, _ body: (UnsafeRawBufferPointer) throws -> Void
-  )
-    throws
-  {
-    let state = try uploads.sharedState(of: part.id)
+  private func readShared(_ part: Upload, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    let state = try state(of: part)
     do {
       if state.assembled {
         try storage.readData(upload: part.id, data: state.data, range: nil, body)
@@ -289,23 +271,48 @@ struct SharedUploadData: UploadDataStore {
     }
   }
 
-  /// Removes what the shared store holds for an upload whose row is gone or completed: in the
-  /// background (deleting a 256 MiB data object took Swift 2.6 s), best effort (gc removes
-  /// leftovers of uploads without a row).
-  func remove(_ id: String, state: SharedUploadState?, _ uploads: UploadStore) {
-    let logger = uploads.larder.logger
-    uploads.cleanup.async {
+  /// The staging file now; what the shared store holds in the background (deleting a 256 MiB
+  /// data object took Swift 2.6 s), best effort (gc removes leftovers of uploads without a
+  /// row), or now for the collector. Only an upload id names keys.
+  func purge(_ id: String, state: UploadDataState, background: Bool) throws -> Int64 {
+    let freed = staging.remove(id)
+    guard UploadStore.isUploadID(id) else { return freed }
+    let state = SharedUploadState(json: state.stored)
+    guard background else {
+      try storage.removeUpload(id, state: state)
+      return freed
+    }
+    cleanup.async { [storage, logger] in
       logger.bestEffort("remove the stored bytes of upload \(id) (gc removes leftovers)") {
-        try removeStored(id, state: state)
+        try storage.removeUpload(id, state: state)
+      }
+    }
+    return freed
+  }
+
+  func stagedBytes(_ id: String) -> Int64 { staging.size(of: id) }
+
+  /// Staging files no session of this process uses and no other process holds (each live one
+  /// is `flock`ed by its session): caches, since the bucket holds the bytes and the next append
+  /// here rebuilds its file from the pieces. Without this, every node would keep a file for
+  /// each upload that another node finished.
+  func sweepStagingFiles(_ exclusive: (_ id: String, _ body: () -> Void) -> Void) {
+    for name in POSIX.listDirectory(staging.directory) where UploadStore.isUploadID(name) {
+      let file = staging.path(of: name)
+      exclusive(name) {
+        let fd = Foundation.open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        if POSIX.tryLock(fd) { unlink(file) }
       }
     }
   }
 
-  func removeStored(_ id: String, state: SharedUploadState?) throws {
-    try storage.removeUpload(id, state: state)
+  /// The staging files and the bucket's uploads.
+  func forEachStored(_ body: (_ id: String, _ newest: Date, _ bytes: Int64) throws -> Void) throws {
+    try staging.forEach(body)
+    try storage.forEachStoredUpload { id, newest in try body(id, newest, 0) }
   }
 
-  func forEachStored(_ body: (_ id: String, _ newest: Date) throws -> Void) throws {
-    try storage.forEachStoredUpload(body)
-  }
+  func waitForCleanup() { cleanup.sync {} }
 }

@@ -25,6 +25,12 @@ public struct Upload: Sendable, Equatable {
   public let createdAt: Date
   /// Set once the object was published.
   public let completedAt: Date?
+  /// What the upload's data store recorded with the offset (opaque here).
+  let dataState: UploadDataState
+  /// This process's count of released appends when the row was read (``UploadStore``): an
+  /// append that begins from this row knows it is still current when none was released
+  /// since. Not part of the upload's value.
+  var readAt: UInt64?
 
   public var isComplete: Bool { length == offset }
   public var isPartial: Bool { concat == .partial }
@@ -52,14 +58,16 @@ public struct Upload: Sendable, Equatable {
     expiresAt = row.date("expires_at") ?? Date(timeIntervalSince1970: 0)
     createdAt = row.date("created_at") ?? Date(timeIntervalSince1970: 0)
     completedAt = row.date("completed_at")
+    dataState = UploadDataState(stored: row.string("shared_state"))
   }
 
   init(
     id: String, bucket: String, name: String?, owner: String?, length: Int64?, offset: Int64,
     metadata: [String: String], concat: UploadConcat?, expiresAt: Date, createdAt: Date, completedAt: Date?,
-    receivedConcat: String? = nil
+    receivedConcat: String? = nil, dataState: UploadDataState = .none
   ) {
     self.receivedConcat = receivedConcat
+    self.dataState = dataState
     self.id = id
     self.bucket = bucket
     self.name = name
@@ -77,7 +85,24 @@ public struct Upload: Sendable, Equatable {
   func expiring(at date: Date) -> Upload {
     Upload(
       id: id, bucket: bucket, name: name, owner: owner, length: length, offset: offset, metadata: metadata,
-      concat: concat, expiresAt: date, createdAt: createdAt, completedAt: completedAt, receivedConcat: receivedConcat)
+      concat: concat, expiresAt: date, createdAt: createdAt, completedAt: completedAt, receivedConcat: receivedConcat,
+      dataState: dataState)
+  }
+
+  /// The same upload with the data store's state as just recorded.
+  func with(dataState: UploadDataState) -> Upload {
+    Upload(
+      id: id, bucket: bucket, name: name, owner: owner, length: length, offset: offset, metadata: metadata,
+      concat: concat, expiresAt: expiresAt, createdAt: createdAt, completedAt: completedAt,
+      receivedConcat: receivedConcat, dataState: dataState)
+  }
+
+  /// The row's value: where it was read from is not part of it.
+  public static func == (a: Upload, b: Upload) -> Bool {
+    a.id == b.id && a.bucket == b.bucket && a.name == b.name && a.owner == b.owner && a.length == b.length
+      && a.offset == b.offset && a.metadata == b.metadata && a.concat == b.concat
+      && a.receivedConcat == b.receivedConcat && a.expiresAt == b.expiresAt && a.createdAt == b.createdAt
+      && a.completedAt == b.completedAt && a.dataState == b.dataState
   }
 }
 

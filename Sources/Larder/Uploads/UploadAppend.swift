@@ -108,8 +108,8 @@ public final class UploadAppend {
   /// staging file on one node; in shared mode stored as a part or a piece (the file is then a
   /// cache), committed with the state that names them. `finishing`: a partial upload's last byte.
   private func commit(to end: Int64, finishing: Bool = false) throws -> Upload {
-    let updated = try store.data.commit(
-      session, committed: committed, to: end, length: length, sha256: sink.sha256, finishing: finishing, store)
+    let updated = try store.commit(
+      session, committed: committed, to: end, length: length, sha256: sink.sha256, finishing: finishing)
     leaseRenewed = .now
     return updated
   }
@@ -188,7 +188,7 @@ public final class UploadAppend {
     do {
       try sink.flush()
       if let length, newOffset == length, !upload.isPartial {
-        let staged = try store.data.stage(session, upload: upload, length: length, sha256: sink.sha256, store)
+        let staged = try store.stage(session, upload: upload, length: length, sha256: sink.sha256)
         guard staged.size == length else { throw UploadError.dataLost(id: upload.id) }
         let done = Upload(
           id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,

@@ -11,10 +11,10 @@ import Synchronization
 /// - ``CatalogUploadLocker``: a lease in the upload's catalog row, timed by the catalog's clock,
 ///   that runs out if its holder dies (several nodes continuing each other's uploads).
 protocol UploadLocker: Sendable {
-  /// Takes the upload's lease for an append of this process (whose slot it holds already).
-  /// - Throws: ``UploadError/locked(id:)`` while another process's lease runs,
-  ///   ``UploadError/notFound(id:)`` when there is no such upload.
-  func claim(_ id: String) throws
+  /// Takes the upload's lease for an append of this process (whose slot it holds already), if
+  /// its row is still as `expected` was read. False when it is not, or another process's lease
+  /// runs: the caller reads the row again (it then knows which).
+  func claim(_ expected: Upload) throws -> Bool
 
   /// Extends this process's lease on `id`.
   /// - Throws: ``UploadError/locked(id:)`` when it was lost (it ran out and another took it).
@@ -27,13 +27,8 @@ protocol UploadLocker: Sendable {
   /// locks uploads).
   func heldLease(_ id: String) -> HeldLease?
 
-  /// The SQL condition, and its arguments, that this process still holds the lease on `id`,
-  /// which every commit of the upload's row adds; nil when the slot alone guards it.
-  func holding(_ id: String) -> (sql: String, arguments: [any SQLBindable])?
-
-  /// A condition (`" AND …"` on the `uploads` row, or `""`) that no other process's lease runs
-  /// on it: what a termination adds.
-  func unleased(_ db: Database) -> String
+  /// What every statement changing `id`'s row under this append checks that it still holds.
+  func hold(_ id: String) -> UploadLeaseHold
 
   /// Whether a lease of another process runs on `id` now (a concatenation going on elsewhere).
   func isLeasedElsewhere(_ id: String) -> Bool
@@ -48,12 +43,11 @@ protocol UploadLocker: Sendable {
 
 /// One node's uploads: the slot in ``UploadStore`` is the only lock an append needs.
 struct ProcessUploadLocker: UploadLocker {
-  func claim(_ id: String) throws {}
+  func claim(_ expected: Upload) throws -> Bool { true }
   func renew(_ id: String) throws {}
   func release(_ id: String) {}
   func heldLease(_ id: String) -> HeldLease? { nil }
-  func holding(_ id: String) -> (sql: String, arguments: [any SQLBindable])? { nil }
-  func unleased(_ db: Database) -> String { "" }
+  func hold(_ id: String) -> UploadLeaseHold { .slot }
   func isLeasedElsewhere(_ id: String) -> Bool { false }
   func leaseNewRow(_ id: String) -> HeldLease? { nil }
   func whileRenewing<T>(_ id: String, _ body: () throws -> T) throws -> T { try body() }
@@ -62,10 +56,10 @@ struct ProcessUploadLocker: UploadLocker {
 /// The catalog lease of shared mode (ARCHITECTURE.md, "Resumable uploads across nodes"):
 /// `lease_holder`, `lease_until` and `lease_epoch` in the upload's row, taken with an append and
 /// renewed while it runs, so a node that dies holding it blocks the upload for at most ``lease``.
-/// Every commit checks that the lease is still this append's (``holding(_:)``): a node that stalled
+/// Every commit checks that the lease is still this append's (``hold(_:)``): a node that stalled
 /// past its lease cannot commit over the node that took over.
 final class CatalogUploadLocker: UploadLocker {
-  private let catalog: Catalog
+  private let table: any UploadTable
   /// How long a lease lasts without renewal.
   let lease: Duration
   private let logger: Logger
@@ -74,8 +68,8 @@ final class CatalogUploadLocker: UploadLocker {
   /// The catalog leases this process holds, by upload id.
   private let held = Mutex<[String: HeldLease]>([:])
 
-  init(catalog: Catalog, lease: Duration, logger: Logger, beforeRenewal: (@Sendable () -> Void)?) {
-    self.catalog = catalog
+  init(table: any UploadTable, lease: Duration, logger: Logger, beforeRenewal: (@Sendable () -> Void)?) {
+    self.table = table
     self.lease = lease
     self.logger = logger
     self.beforeRenewal = beforeRenewal
@@ -84,41 +78,21 @@ final class CatalogUploadLocker: UploadLocker {
   /// On the catalog's clock: free, or run out by the catalog's time (never this node's, which
   /// may be ahead). Taking over a lease that was not given back (its holder died or stalled)
   /// moves the epoch.
-  func claim(_ id: String) throws {
+  func claim(_ expected: Upload) throws -> Bool {
     let token = SecureRandom.hexIdentifier(byteCount: 8)
-    let lease = lease
-    let epoch: Int64? = try catalog.write { db in
-      let now = db.dialect.nowMilliseconds
-      let rows = try db.rows(
-        """
-        UPDATE uploads SET lease_holder = ?, lease_until = \(now) + ?,
-          lease_epoch = lease_epoch + CASE WHEN lease_holder IS NULL THEN 0 ELSE 1 END
-        WHERE id = ? AND (lease_until IS NULL OR lease_until < \(now))
-        RETURNING lease_epoch
-        """, [token, lease.milliseconds, id])
-      if let row = rows.first { return row.int("lease_epoch") ?? 0 }
-      guard try db.row("SELECT 1 FROM uploads WHERE id = ?", [id]) != nil else {
-        throw UploadError.notFound(id: id)
-      }
-      return nil
+    guard let epoch = try table.claim(expected.id, token: token, duration: lease, expected: expected) else {
+      return false
     }
-    guard let epoch else { throw UploadError.locked(id: id) }
-    held.withLock { $0[id] = HeldLease(token: token, epoch: epoch) }
+    held.withLock { $0[expected.id] = HeldLease(token: token, epoch: epoch) }
+    return true
   }
 
   func renew(_ id: String) throws { try renew(id, held: nil) }
 
   /// `held`: the lease a renewal timer started with.
   private func renew(_ id: String, held: HeldLease?) throws {
-    guard let held = held ?? heldLease(id) else { throw UploadError.locked(id: id) }
-    let lease = lease
-    try catalog.write { db in
-      try db.execute(
-        """
-        UPDATE uploads SET lease_until = \(db.dialect.nowMilliseconds) + ?
-        WHERE id = ? AND lease_holder = ? AND lease_epoch = ?
-        """, [lease.milliseconds, id, held.token, held.epoch])
-      guard db.changes == 1 else { throw UploadError.locked(id: id) }
+    guard let held = held ?? heldLease(id), try table.renew(id, held: held, duration: lease) else {
+      throw UploadError.locked(id: id)
     }
   }
 
@@ -126,39 +100,17 @@ final class CatalogUploadLocker: UploadLocker {
   /// for a takeover.
   func release(_ id: String) {
     guard let lease = held.withLock({ $0.removeValue(forKey: id) }) else { return }
-    logger.bestEffort("give back the lease of upload \(id)") {
-      try catalog.write { db in
-        try db.execute(
-          """
-          UPDATE uploads SET lease_holder = NULL, lease_until = NULL, lease_epoch = lease_epoch + ?
-          WHERE id = ? AND lease_holder = ? AND lease_epoch = ?
-          """, [lease.dirty ? 1 : 0, id, lease.token, lease.epoch])
-      }
-    }
+    logger.bestEffort("give back the lease of upload \(id)") { try table.release(id, held: lease) }
   }
 
   func heldLease(_ id: String) -> HeldLease? { held.withLock { $0[id] } }
 
   /// Its token and its epoch (never true when this process holds no lease on `id`).
-  func holding(_ id: String) -> (sql: String, arguments: [any SQLBindable])? {
-    let lease = heldLease(id)
-    return ("lease_holder = ? AND lease_epoch = ?", [lease?.token, lease?.epoch])
-  }
-
-  func unleased(_ db: Database) -> String {
-    " AND (lease_until IS NULL OR lease_until < \(db.dialect.nowMilliseconds))"
-  }
+  func hold(_ id: String) -> UploadLeaseHold { heldLease(id).map { .lease($0) } ?? .lost }
 
   /// A catalog that cannot say is taken as "not running": the caller then answers as for an
   /// interrupted concatenation, which a retry corrects.
-  func isLeasedElsewhere(_ id: String) -> Bool {
-    let live = try? catalog.read(snapshot: false) { db in
-      try db.row(
-        "SELECT CASE WHEN lease_until > \(db.dialect.nowMilliseconds) THEN 1 ELSE 0 END AS live FROM uploads WHERE id = ?",
-        [id])?.int("live")
-    }
-    return (live ?? nil) == 1
-  }
+  func isLeasedElsewhere(_ id: String) -> Bool { (try? table.isLeased(id)) ?? false }
 
   /// Its lease runs from the catalog's clock, as every lease (the row's insert sets it).
   func leaseNewRow(_ id: String) -> HeldLease? {

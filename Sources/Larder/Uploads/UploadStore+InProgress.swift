@@ -13,19 +13,6 @@ extension UploadStore {
   public func inProgress(among ids: [String]) throws -> Set<String> {
     let ids = ids.filter(Self.isUploadID)
     guard !ids.isEmpty else { return [] }
-    var open: Set<String> = []
-    let now = now()
-    // Bounded statements: SQLite's default limit on parameters is far above this.
-    for start in stride(from: 0, to: ids.count, by: 500) {
-      let batch = Array(ids[start..<min(start + 500, ids.count)])
-      let marks = Array(repeating: "?", count: batch.count).joined(separator: ", ")
-      let rows = try larder.catalog.read(snapshot: false) { db in
-        try db.rows(
-          "SELECT id FROM uploads WHERE id IN (\(marks)) AND completed_at IS NULL AND expires_at >= ?",
-          batch.map { $0 as any SQLBindable } + [now])
-      }
-      for row in rows { if let id = row.string("id") { open.insert(id) } }
-    }
-    return open
+    return try table.inProgress(among: ids, now: now())
   }
 }

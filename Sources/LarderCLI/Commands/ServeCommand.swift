@@ -140,7 +140,7 @@ struct ServeCommand: Command {
     options.blobs = store.blobs
     options.catalogWriters = try Self.integer(
       arguments.value(Self.catalogWriters)!, in: 1...256, else: "--catalog-writers must be 1…256")
-    options.faults = StoreOptions.faults
+    options.faults = store.faults
     options.http.host = arguments.value(Self.host)!
     options.http.port = port
     options.maxUploadSize = try parseSize(arguments.value(Self.maxUploadSize)!)

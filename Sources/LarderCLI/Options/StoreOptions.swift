@@ -27,9 +27,9 @@ struct StoreOptions: OptionGroup {
 
   /// Every backend the CLI can open a store on.
   static let backends: StoreBackends = [.postgres, .s3]
-  /// What every store the process opens injects: none, but in the test-only `larder-crashing`.
-  /// Set once by ``LarderCLI/main(faults:)`` before any command runs, read-only after that.
-  nonisolated(unsafe) static var faults = FaultInjector.none
+  /// What the stores the command opens inject: none, but in the test-only `larder-crashing`
+  /// (``LarderCLI/main(faults:)``, through the parsed arguments).
+  let faults: FaultInjector
 
   var data: DataOptions
   /// nil: SQLite in the data directory.
@@ -39,6 +39,7 @@ struct StoreOptions: OptionGroup {
 
   init(_ arguments: ParsedArguments) throws(UsageError) {
     data = try DataOptions(arguments)
+    faults = arguments.faults
     if let text = arguments.value(Self.catalog), !text.isEmpty {
       do {
         catalog = try CatalogLocation(parsing: text)
@@ -69,6 +70,6 @@ struct StoreOptions: OptionGroup {
 
   /// The store's configuration as the options give it.
   func configuration(backgroundMD5: Bool) -> Larder.Configuration {
-    .init(faults: Self.faults, backgroundMD5: backgroundMD5, catalog: catalog, blobs: blobs, backends: Self.backends)
+    .init(faults: faults, backgroundMD5: backgroundMD5, catalog: catalog, blobs: blobs, backends: Self.backends)
   }
 }

@@ -1,3 +1,5 @@
+import Larder
+
 /// The arguments of one command, parsed against its ``CommandConfiguration`` and checked:
 /// unknown options, missing values, repeated single options, missing required options, none or
 /// several of an exclusive set, and the wrong number of positionals are usage errors before the
@@ -21,17 +23,21 @@ struct ParsedArguments {
   private let given: [String: [String]]
   private let positionals: [String]
   private let environment: [String: String]
+  /// What the stores the command opens inject (``StoreOptions``): none but in tests.
+  let faults: FaultInjector
 
   /// True when `--help` or `-h` appears before any `--`: help wins over every other problem.
   static func wantsHelp(_ tokens: [String]) -> Bool {
     tokens.prefix { $0 != "--" }.contains { $0 == "--help" || $0 == "-h" }
   }
 
-  init(_ tokens: [String], for configuration: CommandConfiguration, environment: [String: String])
-    throws(UsageError)
-  {
+  init(
+    _ tokens: [String], for configuration: CommandConfiguration, environment: [String: String],
+    faults: FaultInjector = .none
+  ) throws(UsageError) {
     self.configuration = configuration
     self.environment = environment
+    self.faults = faults
     var given: [String: [String]] = [:]
     var positionals: [String] = []
     var onlyPositional = false

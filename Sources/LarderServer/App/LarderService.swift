@@ -31,7 +31,7 @@ public final class LarderService: Sendable {
     /// Where committed bytes live; nil: the data directory.
     public var blobs: BlobLocation?
     /// Failure and crash injection in the store, for tests; none in production.
-    public var faults = FaultInjector.none
+    package var faults = FaultInjector.none
     /// With a PostgreSQL catalog: writer connections at most (``Larder/Configuration/catalogWriters``).
     public var catalogWriters = 8
     public var policy: Policy
@@ -93,7 +93,9 @@ public final class LarderService: Sendable {
 
   /// Opens the store and builds the server; nothing listens until ``start()``.
   /// - Throws: store, rules (with `file:line:col` diagnostics) or key errors.
-  public init(options: Options, larder: Larder? = nil) throws {
+  /// `uploads`: the resumable uploads' store on `larder` (tests: one whose statements they count);
+  /// by default one made with the options' expiry and lease.
+  public init(options: Options, larder: Larder? = nil, uploads: UploadStore? = nil) throws {
     self.options = options
     let larder =
       try larder
@@ -126,7 +128,7 @@ public final class LarderService: Sendable {
       larder: larder, policy: policy, authenticator: ServiceAccountAuthenticator(base: authenticator, accounts: accounts),
       maxUploadSize: options.maxUploadSize, publicURL: options.publicURL, corsOrigins: options.corsOrigins,
       uploadExpiry: options.uploadExpiry, uploadLease: options.uploadLease, logger: options.logger,
-      quota: options.quota)
+      quota: options.quota, uploads: uploads)
     context.serviceAccounts = accounts
     context.assertionRetryWindow = options.assertionRetryWindow
     context.consoleBuckets = options.consoleBuckets

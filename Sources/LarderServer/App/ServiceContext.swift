@@ -47,7 +47,7 @@ public struct ServiceContext: Sendable {
     larder: Larder, policy: any AccessPolicy, authenticator: any Authenticator, maxUploadSize: Int64 = 5 << 30,
     publicURL: String? = nil, corsOrigins: [String] = ["*"], uploadExpiry: Duration = .seconds(24 * 3600),
     uploadLease: Duration = .seconds(10), logger: Logger = Logger(label: "larder.server"),
-    quota: WriteQuota = WriteQuota()
+    quota: WriteQuota = WriteQuota(), uploads: UploadStore? = nil
   ) {
     self.larder = larder
     admitting = AdminIdentityPolicy(policy)
@@ -56,8 +56,8 @@ public struct ServiceContext: Sendable {
     self.publicURL = publicURL
     self.corsOrigins = corsOrigins
     self.uploadExpiry = uploadExpiry
-    uploads = UploadStore(larder: larder, expiry: uploadExpiry, lease: uploadLease)
-    quotas = QuotaLedger(quota, uploads: uploads)
+    self.uploads = uploads ?? UploadStore(larder: larder, expiry: uploadExpiry, lease: uploadLease)
+    quotas = QuotaLedger(quota, uploads: self.uploads)
     self.logger = logger
   }
 

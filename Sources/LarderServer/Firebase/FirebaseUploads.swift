@@ -267,7 +267,7 @@ struct FirebaseUploads {
     let append: UploadAppend
     do {
       append = try store.beginAppend(
-        id: upload.id, owner: identity?.uid, offset: offset, length: declare, sizeLimit: context.maxUploadSize,
+        upload, owner: identity?.uid, offset: offset, length: declare, sizeLimit: context.maxUploadSize,
         // The SDK resends a broken chunk whole: nothing of it is kept, so nothing is checkpointed.
         checkpoints: false)
     } catch UploadError.locked {

@@ -269,7 +269,7 @@ struct GcsUploads {
     let append: UploadAppend
     do {
       append = try store.beginAppend(
-        id: upload.id, owner: identity?.uid, offset: first, length: upload.length == nil ? total : nil,
+        upload, owner: identity?.uid, offset: first, length: upload.length == nil ? total : nil,
         sizeLimit: context.maxUploadSize, checkpoints: false)
     } catch UploadError.locked {
       throw HTTPResponseError(APIError.retryLater("the upload session is busy with another request; retry"))

@@ -178,7 +178,7 @@ struct TusEndpoint {
     }
     if withBody {
       let append = try store.beginAppend(
-        id: upload.id, owner: identity?.uid, offset: 0, checksum: checksum, sizeLimit: context.maxUploadSize)
+        upload, owner: identity?.uid, offset: 0, checksum: checksum, sizeLimit: context.maxUploadSize)
       append.expectedBodyLength = request.contentLength
       // A creation-with-upload answer, success or error, names the upload it created, so the
       // client can resume it.
@@ -198,7 +198,7 @@ struct TusEndpoint {
     }
     if length == 0 && !partial {
       // Nothing to wait for: complete it now.
-      let append = try store.beginAppend(id: upload.id, owner: identity?.uid, offset: 0)
+      let append = try store.beginAppend(upload, owner: identity?.uid, offset: 0)
       var r = try complete(append, identity: identity)
       r.status = 201
       r.headers.set("Location", location(of: upload))
@@ -327,7 +327,7 @@ struct TusEndpoint {
       if offset + body > context.maxUploadSize { throw tooLarge() }
     }
     let append = try store.beginAppend(
-      id: id, owner: identity?.uid, offset: offset, length: declared, checksum: checksum,
+      upload, owner: identity?.uid, offset: offset, length: declared, checksum: checksum,
       sizeLimit: context.maxUploadSize)
     append.expectedBodyLength = request.contentLength
     return .receiveBody(

@@ -19,9 +19,12 @@ final class InProcessService: ServiceHarness {
   let service: LarderService
   let driver: HTTPTestDriver
 
+  /// `uploads`: the service's upload store, made on its store and options (by default the
+  /// service makes its own).
   init(
     policy: LarderService.Options.Policy = .allowAll,
-    configure: (inout LarderService.Options) -> Void = { _ in }
+    configure: (inout LarderService.Options) -> Void = { _ in },
+    uploads: ((Larder, LarderService.Options) -> UploadStore)? = nil
   )
     throws
   {
@@ -30,8 +33,14 @@ final class InProcessService: ServiceHarness {
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     var options = LarderService.Options(dataDirectory: directory, policy: policy)
     configure(&options)
+    options = options.onTestStores()
     do {
-      service = try LarderService(options: options.onTestStores())
+      if let uploads {
+        let larder = try TestStore.open(at: directory)
+        service = try LarderService(options: options, larder: larder, uploads: uploads(larder, options))
+      } else {
+        service = try LarderService(options: options)
+      }
     } catch {
       try? FileManager.default.removeItem(at: directory)
       throw error

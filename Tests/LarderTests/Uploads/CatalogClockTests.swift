@@ -37,7 +37,7 @@ import Testing
     let ahead = Duration.seconds(2 * 3600)
     let nodeA = UploadStore(larder: larder, expiry: .seconds(3600))
     let nodeB = UploadStore(
-      larder: larder, expiry: .seconds(3600), testHooks: UploadStoreTestHooks(clockSkew: ahead))
+      larder: larder, expiry: .seconds(3600), clock: { Date() + ahead.timeInterval })
     let content = bytes(300_000, seed: 7)
     let upload = try nodeA.create(bucket: "app", name: "clock.bin", owner: "u", length: Int64(content.count))
     try append(nodeA, upload.id, owner: "u", at: 0, content[0..<100_000])
@@ -71,7 +71,7 @@ import Testing
     let scratch = try UploadScratch()
     let (larder, _) = try scratch.open()
     let behind = UploadStore(
-      larder: larder, expiry: .milliseconds(1), testHooks: UploadStoreTestHooks(clockSkew: .seconds(-3600)))
+      larder: larder, expiry: .milliseconds(1), clock: { Date() - 3600 })
     let upload = try behind.create(bucket: "app", name: "gone.bin", owner: nil, length: 10)
     Thread.sleep(forTimeInterval: 0.05)
     #expect(throws: UploadError.expired(id: upload.id)) { _ = try behind.upload(id: upload.id, owner: nil) }
