@@ -184,12 +184,14 @@ public final class UploadStore: Sendable {
   /// Starts an append at `offset`, optionally declaring a deferred length. `sizeLimit` bounds the
   /// upload's total size while its length is still deferred. With `checkpoints` (and no
   /// `checksum`) a long append commits what it received as it goes (see ``UploadAppend``); a
-  /// protocol whose clients resend a broken chunk whole (Firebase's) passes false.
+  /// protocol whose clients resend a broken chunk whole (Firebase's) passes false. With `md5`
+  /// (a protocol whose answer reports `md5Hash`) the MD5 is kept up as the bytes arrive, while
+  /// every append of the upload asks for it.
   /// - Throws: ``UploadError`` (`notFound`, `expired`, `locked`, `offsetMismatch`, `invalidLength`,
   ///   `finalNotAppendable`, `exceedsLength` for a completed upload), I/O errors.
   public func beginAppend(
     id: String, owner: String?, offset: Int64, length declared: Int64? = nil, checksum: UploadChecksum? = nil,
-    sizeLimit: Int64? = nil, checkpoints: Bool = true
+    sizeLimit: Int64? = nil, checkpoints: Bool = true, md5: Bool = false
   ) throws -> UploadAppend {
     guard Self.isUploadID(id) else { throw UploadError.notFound(id: id) }
     // The owner first: a stranger never takes the lease, so never makes the owner's append
@@ -220,7 +222,7 @@ public final class UploadStore: Sendable {
       let session = try data.session(for: upload, cached: cached, self)
       return UploadAppend(
         upload: upload, length: length, store: self, session: session, checksum: checksum,
-        sizeLimit: sizeLimit, checkpoints: checkpoints ? self.checkpoints : nil)
+        sizeLimit: sizeLimit, checkpoints: checkpoints ? self.checkpoints : nil, md5: md5)
     } catch {
       release(id, keeping: nil)
       throw error

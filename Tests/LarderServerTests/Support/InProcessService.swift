@@ -19,9 +19,11 @@ final class InProcessService: ServiceHarness {
   let service: LarderService
   let driver: HTTPTestDriver
 
+  /// `store` opens the service's store in its data directory (nil: the service opens it).
   init(
     policy: LarderService.Options.Policy = .allowAll,
-    configure: (inout LarderService.Options) -> Void = { _ in }
+    configure: (inout LarderService.Options) -> Void = { _ in },
+    store: ((URL) throws -> Larder)? = nil
   )
     throws
   {
@@ -31,7 +33,7 @@ final class InProcessService: ServiceHarness {
     var options = LarderService.Options(dataDirectory: directory, policy: policy)
     configure(&options)
     do {
-      service = try LarderService(options: options.onTestStores())
+      service = try LarderService(options: options.onTestStores(), larder: try store?(directory))
     } catch {
       try? FileManager.default.removeItem(at: directory)
       throw error
