@@ -59,7 +59,8 @@ struct ObjectService {
       return try larder.objects.put(path, staged: staged, options: options, admission: admission)
     }
     if let declaredSize, declaredSize != staged.size { judged.admitted = false }
-    return try larder.objects.put(path, staged: staged, options: options, expecting: judged, admission: admission)
+    return try larder.objects.put(
+      path, staged: staged, options: options, expecting: judged, admission: admission)
   }
 
   // MARK: - read
@@ -83,7 +84,9 @@ struct ObjectService {
       try context.authorize(
         AccessRequest(
           operation: .get, bucket: path.bucket, name: path.name, identity: identity,
-          resource: object.map { object in memo?.value { context.resource(object) } ?? context.resource(object) }))
+          resource: object.map { object in
+            memo?.value { context.resource(object) } ?? context.resource(object)
+          }))
     }
     guard let object else { throw LarderError.notFound(bucket: path.bucket, name: path.name) }
     return (object, memo)
@@ -112,7 +115,8 @@ struct ObjectService {
   /// the row judged (its generation and metageneration), and `check` (a client's preconditions)
   /// runs on that same row, so both hold for what is changed or the answer is 412.
   func update(
-    _ patch: ObjectPatch, path: ObjectPath, identity: Identity?, check: (StoredObject) throws -> Void = { _ in }
+    _ patch: ObjectPatch, path: ObjectPath, identity: Identity?,
+    check: (StoredObject) throws -> Void = { _ in }
   ) throws -> StoredObject {
     var patch = patch
     let current = try larder.objects.find(path)
@@ -144,7 +148,8 @@ struct ObjectService {
     let current = try judged(path, operation: .delete, identity: identity, generation: generation)
     try check(current)
     try larder.objects.delete(
-      path, ifGenerationMatch: try ServiceContext.pin(asked: asked, seen: current.generation, operation: "delete"))
+      path,
+      ifGenerationMatch: try ServiceContext.pin(asked: asked, seen: current.generation, operation: "delete"))
   }
 
   // MARK: - list
@@ -152,7 +157,8 @@ struct ObjectService {
   /// One page of a listing with only the entries the caller may list: rules see the folder
   /// being listed, and each entry's own folder when the listing reaches into subfolders.
   func list(
-    bucket: String, prefix: String, delimiter: String?, maxResults: Int, pageToken: String?, identity: Identity?,
+    bucket: String, prefix: String, delimiter: String?, maxResults: Int, pageToken: String?,
+    identity: Identity?,
     range: ListingRange = .init()
   ) throws -> ObjectListing {
     // Rules see the folder being listed, as Firebase's list rules do. A prefix is a string
@@ -170,7 +176,8 @@ struct ObjectService {
       let parent = Self.folder(ofPrefix: entry.hasSuffix("/") ? String(entry.dropLast()) : entry)
       if let known = decisions[parent] { return known }
       let allowed = context.policy.decide(
-        AccessRequest(operation: .list, bucket: bucket, name: parent, identity: identity)).allowed
+        AccessRequest(operation: .list, bucket: bucket, name: parent, identity: identity)
+      ).allowed
       decisions[parent] = allowed
       return allowed
     }
@@ -251,12 +258,14 @@ struct ObjectService {
     let options = options(found[0])
     try options.validate()
     let judged = try judgeWrite(
-      .declared(bucket: destination.bucket, name: destination.name, size: total, options: options), at: destination,
+      .declared(bucket: destination.bucket, name: destination.name, size: total, options: options),
+      at: destination,
       identity: identity, check: check)
     // New content from a request of a few hundred bytes: charged whole before a byte is copied.
     try charge(total)
     // Each source's bytes are read once, into the new content.
-    let writer = try larder.files.makeWriter(options: .init(sizeLimit: context.maxUploadSize, computeMD5: true))
+    let writer = try larder.files.makeWriter(
+      options: .init(sizeLimit: context.maxUploadSize, computeMD5: true))
     do {
       for object in found { try larder.files.read(object.file) { try writer.write($0) } }
     } catch {

@@ -15,7 +15,12 @@ import Testing
   final class StatementLog: CatalogObserver {
     private let seen = Mutex<[String]>([])
     func statement(_ sql: String) { seen.withLock { $0.append(sql) } }
-    func take() -> [String] { seen.withLock { log in defer { log = [] }; return log } }
+    func take() -> [String] {
+      seen.withLock { log in
+        defer { log = [] }
+        return log
+      }
+    }
   }
 
   /// The operations the policy was asked about, in order; answers as `rules` does.
@@ -29,7 +34,12 @@ import Testing
     }
     var readsMD5Hash: Bool { rules.readsMD5Hash }
     var allowsOnlyOnKnownFields: Bool { rules.allowsOnlyOnKnownFields }
-    func take() -> [AccessOperation] { asked.withLock { log in defer { log = [] }; return log } }
+    func take() -> [AccessOperation] {
+      asked.withLock { log in
+        defer { log = [] }
+        return log
+      }
+    }
   }
 
   /// A service whose store and policy report to `statements` and `questions`; the rules read
@@ -37,7 +47,8 @@ import Testing
   static func withCountedService(
     _ body: (InProcessService, StatementLog, QuestionLog) throws -> Void
   ) throws {
-    let rulesFile = FileManager.default.temporaryDirectory.appendingPathComponent("cost-\(UUID().uuidString).rules")
+    let rulesFile = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "cost-\(UUID().uuidString).rules")
     try """
     rules_version = '2';
     service firebase.storage {
@@ -56,7 +67,8 @@ import Testing
       policy: .custom(questions),
       store: { directory in
         // No background hashing: every checksum a request answers is its own work.
-        try TestStore.open(at: directory, configuration: .init(backgroundMD5: false, catalogObserver: statements))
+        try TestStore.open(
+          at: directory, configuration: .init(backgroundMD5: false, catalogObserver: statements))
       })
     defer { s.close() }
     _ = statements.take()
@@ -65,7 +77,9 @@ import Testing
 
   /// The statements that read an object's row.
   static func rowReads(_ log: [String]) -> Int {
-    log.filter { $0.contains("FROM objects o JOIN files f ON f.id = o.file_id WHERE o.bucket = ? AND o.name = ?") }.count
+    log.filter {
+      $0.contains("FROM objects o JOIN files f ON f.id = o.file_id WHERE o.bucket = ? AND o.name = ?")
+    }.count
   }
 
   /// The statements that record checksums computed by reading a blob back.
@@ -91,7 +105,9 @@ import Testing
     try Self.withCountedService { s, statements, questions in
       #expect(try s.send(.init("POST", "/v0/b/bkt/o?name=g.txt", body: Array("hello".utf8))).status == 200)
       _ = (statements.take(), questions.take())
-      for target in ["/v0/b/bkt/o/g.txt", "/v0/b/bkt/o/g.txt?alt=media", "/storage/v1/b/bkt/o/g.txt?alt=media"] {
+      for target in [
+        "/v0/b/bkt/o/g.txt", "/v0/b/bkt/o/g.txt?alt=media", "/storage/v1/b/bkt/o/g.txt?alt=media",
+      ] {
         let r = try s.send(.get(target))
         #expect(r.status == 200, "\(target): \(r.text)")
         #expect(Self.rowReads(statements.take()) <= 1, "\(target)")
@@ -104,9 +120,12 @@ import Testing
     try Self.withCountedService { s, statements, questions in
       let content = testBytes(100_000, seed: 5)
       let r = try s.send(
-        .init("POST", "/upload/storage/v1/b/bkt/o?uploadType=media&name=m.bin&ifGenerationMatch=0", body: content))
+        .init(
+          "POST", "/upload/storage/v1/b/bkt/o?uploadType=media&name=m.bin&ifGenerationMatch=0", body: content)
+      )
       #expect(r.status == 200, "\(r.text)")
-      #expect(r.json?["crc32c"] as? String == Data(CRC32C.bytes(CRC32C.checksum(content))).base64EncodedString())
+      #expect(
+        r.json?["crc32c"] as? String == Data(CRC32C.bytes(CRC32C.checksum(content))).base64EncodedString())
       let log = statements.take()
       #expect(Self.rowReads(log) == 1, "\(log)")
       #expect(Self.readBacks(log) == 0, "\(log)")
@@ -120,7 +139,9 @@ import Testing
       let start = try s.send(
         .init(
           "POST", "/upload/storage/v1/b/bkt/o?uploadType=resumable",
-          headers: [("Content-Type", "application/json"), ("X-Upload-Content-Length", String(content.count))],
+          headers: [
+            ("Content-Type", "application/json"), ("X-Upload-Content-Length", String(content.count)),
+          ],
           body: Array(#"{"name": "big/64.bin"}"#.utf8)))
       #expect(start.status == 200, "\(start.text)")
       let location = try #require(start["Location"])
@@ -134,7 +155,8 @@ import Testing
       _ = (statements.take(), questions.take())
       let last = try s.send(
         .init(
-          "PUT", session, headers: [("Content-Range", "bytes \(split)-\(content.count - 1)/\(content.count)")],
+          "PUT", session,
+          headers: [("Content-Range", "bytes \(split)-\(content.count - 1)/\(content.count)")],
           body: Array(content[split...])))
       #expect(last.status == 200, "\(last.text)")
       let log = statements.take()
@@ -142,7 +164,8 @@ import Testing
       // The admission step, inside the write that publishes the upload.
       #expect(questions.take() == [.create])
       #expect(last.json?["size"] as? String == String(content.count))
-      #expect(last.json?["crc32c"] as? String == Data(CRC32C.bytes(CRC32C.checksum(content))).base64EncodedString())
+      #expect(
+        last.json?["crc32c"] as? String == Data(CRC32C.bytes(CRC32C.checksum(content))).base64EncodedString())
       #expect(last.json?["md5Hash"] as? String == Data(Digest.hash(.md5, content)).base64EncodedString())
     }
   }

@@ -10,7 +10,9 @@ import Testing
     #expect(DecimalCount.parse("0") == 0)
     #expect(DecimalCount.parse("007") == 7)
     #expect(DecimalCount.parse("9223372036854775807") == Int64.max)
-    for bad in ["", "+1", "-1", "1e3", " 1", "1 ", "0x10", "9223372036854775808", "99999999999999999999", "١"] {
+    for bad in [
+      "", "+1", "-1", "1e3", " 1", "1 ", "0x10", "9223372036854775808", "99999999999999999999", "١",
+    ] {
       #expect(DecimalCount.parse(bad) == nil, "\(bad)")
     }
     #expect(DecimalCount.parse(header: " 42 ") == 42)
@@ -22,7 +24,8 @@ import Testing
       let firebase = try s.send(.get("/v0/b/app/o?maxResults=1e3"))
       #expect(firebase.status == 400)
       #expect(firebase.error?["message"] as? String == "maxResults must be a non-negative integer, got '1e3'")
-      let gcs = try s.send(.init("POST", "/upload/storage/v1/b/app/o?uploadType=media&name=a&ifGenerationMatch=-1"))
+      let gcs = try s.send(
+        .init("POST", "/upload/storage/v1/b/app/o?uploadType=media&name=a&ifGenerationMatch=-1"))
       #expect(gcs.status == 400)
       #expect(gcs.text.contains("ifGenerationMatch must be a non-negative integer, got '-1'"), "\(gcs.text)")
       let tus = try s.send(
