@@ -53,7 +53,7 @@ let package = Package(
     .target(name: "LarderPostgres", dependencies: ["Larder", "CPostgres"]),
     // Blobs in an S3-compatible bucket (over LarderS3): `StoreBackends.s3`.
     .target(name: "LarderS3Store", dependencies: ["Larder", "LarderS3"]),
-    .target(name: "LarderRules", dependencies: ["CRE2"]),
+    .target(name: "LarderRules", dependencies: ["CRE2", "LarderLogging"]),
     .target(name: "LarderAuth", dependencies: ["LarderCrypto"]),
     // Image variants (libvips): thumbnails and conversions cached as derived files of the store.
     .target(name: "LarderImages", dependencies: ["CVips", "Larder"]),

@@ -44,6 +44,8 @@ public final class Larder: Sendable {
     /// identity made, no background MD5; the SQLite catalog is opened read-only and PostgreSQL
     /// sessions are read-only. The store must exist already.
     public var readOnly: Bool
+    /// Told of every statement the store runs on its catalog (tests count a request's); nil: none.
+    public var catalogObserver: (any CatalogObserver)?
     public init(
       reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true, catalog: CatalogLocation? = nil,
       blobs: BlobLocation? = nil, backends: StoreBackends = .embedded, logger: Logger = Logger(label: "larder.store"),
@@ -58,8 +60,10 @@ public final class Larder: Sendable {
     package init(
       faults: FaultInjector, reserveBytes: Int64 = 4 << 20, backgroundMD5: Bool = true,
       catalog: CatalogLocation? = nil, blobs: BlobLocation? = nil, backends: StoreBackends = .embedded,
-      logger: Logger = Logger(label: "larder.store"), catalogWriters: Int = 8, readOnly: Bool = false
+      logger: Logger = Logger(label: "larder.store"), catalogWriters: Int = 8, readOnly: Bool = false,
+      catalogObserver: (any CatalogObserver)? = nil
     ) {
+      self.catalogObserver = catalogObserver
       self.readOnly = readOnly
       self.logger = logger
       self.catalogWriters = catalogWriters
@@ -146,7 +150,8 @@ public final class Larder: Sendable {
     catalog = try Catalog(
       location: configuration.catalog ?? .dataDirectory,
       sqlitePath: self.directory.appendingPathComponent("larder.sqlite").path, backends: configuration.backends,
-      reserve: reserve, writers: configuration.catalogWriters, readOnly: readOnly)
+      reserve: reserve, writers: configuration.catalogWriters, readOnly: readOnly,
+      observer: configuration.catalogObserver)
     reserve?.replenish()
     do {
       try StoreIdentity.check(

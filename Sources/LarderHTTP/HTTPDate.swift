@@ -1,4 +1,5 @@
 import Foundation
+import LarderLogging
 
 /// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), formatted and parsed without shared state.
 public enum HTTPDate {
@@ -91,15 +92,7 @@ struct CivilTime {
   init(secondsSince1970 t: Int64) {
     days = t >= 0 ? t / 86_400 : (t - 86_399) / 86_400
     secondOfDay = Int(t - days * 86_400)
-    // Days to civil date (proleptic Gregorian), after Howard Hinnant's `civil_from_days`.
-    let z = days + 719_468
-    let era = (z >= 0 ? z : z - 146_096) / 146_097
-    let dayOfEra = z - era * 146_097
-    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-    let mp = (5 * dayOfYear + 2) / 153
-    day = Int(dayOfYear - (153 * mp + 2) / 5 + 1)
-    month = Int(mp < 10 ? mp + 3 : mp - 9)
-    year = Int(yearOfEra + era * 400 + (month <= 2 ? 1 : 0))
+    let civil = CivilDate.civil(days: days)
+    (year, month, day) = (Int(civil.year), Int(civil.month), Int(civil.day))
   }
 }

@@ -1,8 +1,8 @@
 import Foundation
 import LarderCrypto
 
-/// Streams bytes into an exclusive temporary file while hashing (SHA-256, and MD5 only to check
-/// a client's) and counting them.
+/// Streams bytes into an exclusive temporary file while hashing (SHA-256 and CRC32C, and MD5 only
+/// to check a client's or when asked) and counting them.
 ///
 /// ```swift
 /// let writer = try store.makeWriter(options: .init(sizeLimit: 5 << 20))
@@ -21,11 +21,17 @@ public final class BlobWriter {
     /// Also the only case MD5 is computed while writing: without it, MD5 is computed after the
     /// commit (``MD5Backfill``), or at once for small content (``FileStore/inlineMD5Limit``).
     public var expectedMD5: [UInt8]?
+    /// Also hash MD5 while writing, without one to check: for a write whose answer reports it
+    /// (GCS's `md5Hash`), so that no answer reads the content back for it.
+    public var computeMD5: Bool
 
-    public init(sizeLimit: Int64? = nil, expectedSHA256: [UInt8]? = nil, expectedMD5: [UInt8]? = nil) {
+    public init(
+      sizeLimit: Int64? = nil, expectedSHA256: [UInt8]? = nil, expectedMD5: [UInt8]? = nil, computeMD5: Bool = false
+    ) {
       self.sizeLimit = sizeLimit
       self.expectedSHA256 = expectedSHA256
       self.expectedMD5 = expectedMD5
+      self.computeMD5 = computeMD5
     }
   }
 
@@ -34,8 +40,10 @@ public final class BlobWriter {
   let path: String
   private var fd: Int32
   private let sha256 = Digest(.sha256)
-  /// Only when the client gave an MD5 to verify.
+  /// Only when the client gave an MD5 to verify, or ``Options/computeMD5``.
   private let md5: Digest?
+  /// Always: GCS's checksum, known at commit for every size.
+  private let crc32c = RunningCRC32C()
   private var head: [UInt8] = []
   private var done = false
   /// Buffers to blocks, writes them and hashes them on another core (see ``BlockSink``).
@@ -45,7 +53,7 @@ public final class BlobWriter {
   /// and the disk has no room to spare (see ``SpaceReserve``).
   init(directory: String, options: Options, reserve: SpaceReserve? = nil) throws {
     self.options = options
-    md5 = options.expectedMD5 == nil ? nil : Digest(.md5)
+    md5 = options.expectedMD5 == nil && !options.computeMD5 ? nil : Digest(.md5)
     try reserve?.admitContent()
     while true {
       let candidate = "\(directory)/\(SecureRandom.hexIdentifier()).part"
@@ -61,7 +69,7 @@ public final class BlobWriter {
       if let st = try? POSIX.fstat(fd, path: candidate), st.st_nlink > 0 {
         self.fd = fd
         self.path = candidate
-        sink = BlockSink(fd: fd, path: candidate, sha256: sha256, md5: md5, reserve: reserve)
+        sink = BlockSink(fd: fd, path: candidate, sha256: sha256, md5: md5, crc32c: crc32c, reserve: reserve)
         break
       }
       POSIX.close(fd)
@@ -128,7 +136,7 @@ public final class BlobWriter {
     done = true
     let staged = StagedBlob(
       path: path, descriptor: OwnedDescriptor(fd), sha256: sha, md5: md, size: byteCount,
-      contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: true)
+      contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: true, crc32c: crc32c.value)
     fd = -1
     return staged
   }

@@ -12,7 +12,8 @@ import LarderCrypto
 /// block is handed to a hashing task and this thread writes it and goes back to receiving into
 /// the second buffer; the next block waits only for the previous block's hash, never for its own.
 /// An upload is then bounded by the slower of hashing and receive+write, not their sum. MD5 (kept
-/// only to check a client's) runs as its own task beside SHA-256. Digests see the blocks in order.
+/// only to check a client's or for an answer that reports it) and CRC32C (GCS's) run as tasks of
+/// their own beside SHA-256. Digests see the blocks in order.
 /// Each written block's writeback is started at once (``POSIX/startWriteback(_:offset:count:)``),
 /// so the disk works during the body and the fsync that ends it waits for the tail alone.
 /// Shared by ``BlobWriter`` and resumable-upload appends.
@@ -29,6 +30,8 @@ final class BlockSink {
   let md5: Digest?
   /// Another digest over the same bytes (a client's per-chunk checksum).
   let extra: Digest?
+  /// The running CRC32C (nil = not kept); it covers every flushed byte, as the digests do.
+  let crc32c: RunningCRC32C?
   /// Asked before each block is written (nil: no reserve to keep).
   let reserve: SpaceReserve?
   /// Where the next block goes (`pwrite`); nil writes at the descriptor's position.
@@ -46,9 +49,10 @@ final class BlockSink {
   static let blockSize = 256 << 10
 
   init(
-    fd: Int32, path: String, sha256: Digest?, md5: Digest?, extra: Digest? = nil, at position: Int64? = nil,
-    reserve: SpaceReserve?
+    fd: Int32, path: String, sha256: Digest?, md5: Digest?, extra: Digest? = nil, crc32c: RunningCRC32C? = nil,
+    at position: Int64? = nil, reserve: SpaceReserve?
   ) {
+    self.crc32c = crc32c
     self.fd = fd
     self.path = path
     self.sha256 = sha256
@@ -105,6 +109,7 @@ final class BlockSink {
     try reserve?.admitContent(adding: block.count)
     waitForHashing()
     for digest in [sha256, extra, md5] { digest?.update(block) }
+    crc32c?.update(block)
     try put(block)
     current = 1 - current
     filled = 0
@@ -124,7 +129,7 @@ final class BlockSink {
     try reserve?.admitContent(adding: block.count)
     waitForHashing()
     let digests = [sha256, extra].compactMap { $0 }
-    if !digests.isEmpty || md5 != nil {
+    if !digests.isEmpty || md5 != nil || crc32c != nil {
       let group = DispatchGroup()
       let queue = DispatchQueue.global(qos: .userInitiated)
       if !digests.isEmpty {
@@ -133,6 +138,10 @@ final class BlockSink {
       }
       if let md5 {
         let work = BlockHashing(digests: [md5], block: block)
+        queue.async(group: group) { work.run() }
+      }
+      if let crc32c {
+        let work = BlockHashing(digests: [], crc32c: crc32c, block: block)
         queue.async(group: group) { work.run() }
       }
       hashing = group
@@ -168,12 +177,15 @@ extension BlockSink: Sendable {}
 /// unchecked sendability sound.
 final class BlockHashing: @unchecked Sendable {
   let digests: [Digest]
+  let crc32c: RunningCRC32C?
   let block: UnsafeRawBufferPointer
-  init(digests: [Digest], block: UnsafeRawBufferPointer) {
+  init(digests: [Digest], crc32c: RunningCRC32C? = nil, block: UnsafeRawBufferPointer) {
     self.digests = digests
+    self.crc32c = crc32c
     self.block = block
   }
   func run() {
     for digest in digests { digest.update(block) }
+    crc32c?.update(block)
   }
 }

@@ -35,17 +35,18 @@ public final class StagedBlob: Sendable {
   /// Set by the first ``discard()``.
   private let discarded = Atomic<Bool>(false)
   private let knownMD5: Mutex<[UInt8]?>
-  private let knownCRC32C = Mutex<UInt32?>(nil)
+  private let knownCRC32C: Mutex<UInt32?>
 
   init(
     path: String, descriptor: OwnedDescriptor, sha256: [UInt8], md5: [UInt8]?, size: Int64,
     contentType: String,
-    removeOnDiscard: Bool
+    removeOnDiscard: Bool, crc32c: UInt32? = nil
   ) {
     bytes = .file(path: path)
     holder = .file(descriptor, removeOnDiscard: removeOnDiscard)
     self.sha256 = sha256
     knownMD5 = Mutex(md5)
+    knownCRC32C = Mutex(crc32c)
     self.size = size
     self.contentType = contentType
   }
@@ -60,6 +61,7 @@ public final class StagedBlob: Sendable {
     holder = .assembled(read: read)
     self.sha256 = sha256
     knownMD5 = Mutex(nil)
+    knownCRC32C = Mutex(nil)
     self.size = size
     self.contentType = contentType
   }
@@ -107,8 +109,15 @@ public final class StagedBlob: Sendable {
     }
   }
 
-  /// The CRC32C when ``computeChecksums()`` ran.
+  /// The CRC32C when it is known: kept while the bytes were written, or ``computeChecksums()`` ran.
   public var crc32c: UInt32? { knownCRC32C.withLock { $0 } }
+
+  /// Records checksums that were kept up while these very bytes streamed in (a resumable
+  /// upload's session), so that nothing reads them back for them; one known already stays.
+  func remember(md5: [UInt8]?, crc32c: UInt32?) {
+    if let md5 { knownMD5.withLock { $0 = $0 ?? md5 } }
+    if let crc32c { knownCRC32C.withLock { $0 = $0 ?? crc32c } }
+  }
 
   /// The MD5 and the CRC32C, reading the staged bytes once when either is not known yet (then
   /// remembered): what a commit of small content records on its blob row.
@@ -164,11 +173,17 @@ public final class StagedBlob: Sendable {
       return (size, head)
     }
     var sha = knownSHA256
+    var crc32c: UInt32?
     if sha == nil {
-      // Only the address is computed here; MD5 only when a caller asks (``computeMD5()``).
+      // The address, and GCS's CRC32C in the same read; MD5 only when a caller asks (``computeMD5()``).
       let s = Digest(.sha256)
-      try BlobReader(path: path).forEachChunk { s.update($0) }
+      var crc = CRC32C()
+      try BlobReader(path: path).forEachChunk {
+        s.update($0)
+        crc.update($0)
+      }
       sha = s.finalize()
+      crc32c = crc.value
     }
     try owned.use(path: path) { fd in
       try POSIX.fsync(fd, path: path)
@@ -176,6 +191,6 @@ public final class StagedBlob: Sendable {
     }
     return StagedBlob(
       path: path, descriptor: owned, sha256: sha!, md5: knownMD5, size: size,
-      contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: removeOnDiscard)
+      contentType: ContentSniffer.shared.mimeType(of: head), removeOnDiscard: removeOnDiscard, crc32c: crc32c)
   }
 }

@@ -45,6 +45,8 @@ package final class Catalog: @unchecked Sendable {
   let reserve: SpaceReserve?
   /// Reads SQLite's commit counter; nil on PostgreSQL (see ``commitStamp()``).
   private let commitWatch: WALIndexWatch?
+  /// Told of every statement of ``read(snapshot:_:)`` and ``write(keys:releasingReserve:_:)`` (tests count them).
+  private let observer: (any CatalogObserver)?
 
   /// Writer connections a PostgreSQL catalog opens at most, unless configured otherwise.
   package static let defaultPostgresWriters = 8
@@ -62,8 +64,10 @@ package final class Catalog: @unchecked Sendable {
   /// connections (SQLite has one).
   init(
     location: CatalogLocation, sqlitePath: String, backends: StoreBackends, maxIdleReaders: Int = 8,
-    reserve: SpaceReserve? = nil, writers: Int = Catalog.defaultPostgresWriters, readOnly: Bool = false
+    reserve: SpaceReserve? = nil, writers: Int = Catalog.defaultPostgresWriters, readOnly: Bool = false,
+    observer: (any CatalogObserver)? = nil
   ) throws {
+    self.observer = observer
     self.location = location
     self.maxIdleReaders = maxIdleReaders
     self.reserve = reserve
@@ -189,7 +193,7 @@ package final class Catalog: @unchecked Sendable {
     var granted: ContinuousClock.Instant?
     func timed(_ db: Database) throws -> T {
       granted = .now
-      return try body(db)
+      return try body(ObservedDatabase.wrap(db, observer))
     }
     defer {
       if let granted {
@@ -245,7 +249,9 @@ package final class Catalog: @unchecked Sendable {
     var healthy = true
     defer { if healthy { checkin(db) } }
     do {
-      return snapshot ? try db.transaction(immediate: false, body) : try body(db)
+      let observer = observer
+      func observed(_ db: Database) throws -> T { try body(ObservedDatabase.wrap(db, observer)) }
+      return snapshot ? try db.transaction(immediate: false, observed) : try observed(db)
     } catch let error as DatabaseError where error.isConnectionLost {
       // The server went away: the idle connections went with it.
       healthy = false

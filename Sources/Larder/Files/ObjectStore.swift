@@ -36,27 +36,46 @@ public struct ObjectStore: Sendable {
     try put(path, staged: staged, options: options, admission: admission, alsoIn: { _ in })
   }
 
+  /// ``put(_:staged:options:admission:)`` replacing exactly the row a request read and judged
+  /// already (`expecting`), without reading it again: the row is written only if it is still
+  /// that generation and metageneration (and the admission step is asked only if it was not
+  /// answered on that row already, ``JudgedObject/admitted``). If the row changed meanwhile,
+  /// the write reads the new one and asks `admission` about it, as an unjudged write does.
+  /// - Throws: as ``put(bucket:name:staged:options:admission:)``.
+  public func put(
+    _ path: ObjectPath, staged: StagedBlob, options: ObjectWriteOptions = .init(), expecting: JudgedObject,
+    admission: (any ObjectAdmission)? = nil
+  ) throws -> StoredObject {
+    try put(path, staged: staged, options: options, admission: admission, expecting: expecting, alsoIn: { _ in })
+  }
+
   /// ``put(bucket:name:staged:options:admission:)`` that also runs `alsoIn` in the same write
   /// transaction (a resumable upload marks itself completed with the object it became), which
   /// is keyed by the content, the name and `keys` (what `alsoIn` changes: ``WriteKey``).
   func put(
     _ path: ObjectPath, staged: StagedBlob, options: ObjectWriteOptions,
-    admission: (any ObjectAdmission)? = nil, keys: [WriteKey] = [], alsoIn: (Database) throws -> Void
+    admission: (any ObjectAdmission)? = nil, expecting: JudgedObject? = nil, keys: [WriteKey] = [],
+    alsoIn: (Database) throws -> Void
   ) throws -> StoredObject {
     let (bucket, name) = (path.bucket, path.name)
     try options.validate()
-    if admission?.readsMD5 == true {
+    var expecting = expecting
+    if let admission, admission.readsMD5, expecting?.admitted != true {
       // Computed outside the write lock; the current object's is recorded on its blob row, where
       // the admission step's read inside the write finds it.
       _ = try staged.computeMD5()
-      if let current = try find(path), current.file.md5.isEmpty { _ = try files.withMD5(current.file) }
+      if let current = try expecting.map({ $0.current }) ?? find(path), current.file.md5.isEmpty {
+        let file = try files.withMD5(current.file)
+        expecting?.current?.file = file
+      }
     }
     return try files.commit(
       staged, filename: options.filename ?? Self.lastSegment(name), declaredContentType: options.declaredContentType,
       keys: [.object(bucket: bucket, name: name)] + keys
     ) { db, file in
       let object = try Self.insert(
-        db: db, bucket: bucket, name: name, file: file, options: options, admission: admission)
+        db: db, bucket: bucket, name: name, file: file, options: options, admission: admission,
+        expecting: expecting)
       try alsoIn(db)
       return object
     }
@@ -73,10 +92,31 @@ public struct ObjectStore: Sendable {
   }
 
   /// Writes the object row for a freshly committed file; runs inside ``FileStore/commit``.
+  ///
+  /// With `expecting`, the row is written only where it is still the one judged (one
+  /// conditional statement, no read); where it changed, as without.
   static func insert(
     db: Database, bucket: String, name: String, file: File, options: ObjectWriteOptions,
-    admission: (any ObjectAdmission)? = nil
+    admission: (any ObjectAdmission)? = nil, expecting: JudgedObject? = nil
   ) throws -> StoredObject {
+    let incoming = IncomingObject(
+      bucket: bucket, name: name, contentType: options.contentType, file: file, metadata: options.metadata)
+    if let expecting, (options.ifGenerationMatch ?? expecting.current?.generation ?? 0)
+      == (expecting.current?.generation ?? 0)
+    {
+      let current = expecting.current
+      if !expecting.admitted, let admission { try admission.admit(incoming, replacing: current) }
+      let object = newObject(bucket: bucket, name: name, file: file, options: options, replacing: current)
+      // A row that is not the judged one (replaced, changed, or there when none was) is left as
+      // it is by this statement: then `changes` is 0 and the write goes the long way below.
+      try db.execute(
+        upsert + " WHERE objects.generation = ? AND objects.metageneration = ?",
+        try values(object) + [current?.generation ?? -1, current?.metageneration ?? -1])
+      if db.changes == 1 {
+        try recordEvents(replacing: current, with: object, db: db)
+        return object
+      }
+    }
     // The generation this write replaces: its `deleted` event precedes the new one's `finalized`.
     let current = try Self.fetch(db: db, bucket: bucket, name: name)
     let currentGeneration = current?.generation
@@ -84,45 +124,57 @@ public struct ObjectStore: Sendable {
       throw LarderError.preconditionFailed(
         "generation is \(currentGeneration ?? 0), the write required \(expected)")
     }
-    if let admission {
-      // Judged on the row this transaction replaces: nothing can change it in between.
-      try admission.admit(
-        IncomingObject(
-          bucket: bucket, name: name, contentType: options.contentType, file: file, metadata: options.metadata),
-        replacing: current)
-    }
+    // Judged on the row this transaction replaces: nothing can change it in between.
+    try admission?.admit(incoming, replacing: current)
+    let object = newObject(bucket: bucket, name: name, file: file, options: options, replacing: current)
+    try db.execute(upsert, try values(object))
+    try recordEvents(replacing: current, with: object, db: db)
+    return object
+  }
+
+  /// The row a write makes of `file`, replacing `current`.
+  private static func newObject(
+    bucket: String, name: String, file: File, options: ObjectWriteOptions, replacing current: StoredObject?
+  ) -> StoredObject {
     let now = file.createdAt
     // Generations grow with time (as Firebase's do) and strictly per name.
     let micros = Int64(now.timeIntervalSince1970 * 1_000_000)
-    let generation = max(micros, (currentGeneration ?? 0) + 1)
-    let object = StoredObject(
+    let generation = max(micros, (current?.generation ?? 0) + 1)
+    return StoredObject(
       bucket: bucket, name: name, file: file, generation: generation, metageneration: 1,
       contentType: options.contentType, metadata: options.metadata, downloadTokens: [UUID().uuidString.lowercased()],
       cacheControl: options.cacheControl, contentDisposition: options.contentDisposition,
       contentEncoding: options.contentEncoding, contentLanguage: options.contentLanguage,
       timeCreated: now, updated: now)
-    try db.execute(
-      """
-      INSERT INTO objects(bucket, name, file_id, generation, metageneration, content_type, metadata,
-                          download_tokens, cache_control, content_disposition, content_encoding,
-                          content_language, created_at, updated_at)
-      VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT(bucket, name) DO UPDATE SET
-        file_id = excluded.file_id, generation = excluded.generation, metageneration = 1,
-        content_type = excluded.content_type, metadata = excluded.metadata,
-        download_tokens = excluded.download_tokens, cache_control = excluded.cache_control,
-        content_disposition = excluded.content_disposition, content_encoding = excluded.content_encoding,
-        content_language = excluded.content_language, created_at = excluded.created_at,
-        updated_at = excluded.updated_at
-      """,
-      [
-        bucket, name, file.id, generation, object.contentType, try Self.json(object.metadata),
-        object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition,
-        object.contentEncoding, object.contentLanguage, now, now,
-      ])
+  }
+
+  /// Writes a new generation's row over whatever is there (``values(_:)`` are its arguments).
+  private static let upsert = """
+    INSERT INTO objects(bucket, name, file_id, generation, metageneration, content_type, metadata,
+                        download_tokens, cache_control, content_disposition, content_encoding,
+                        content_language, created_at, updated_at)
+    VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT(bucket, name) DO UPDATE SET
+      file_id = excluded.file_id, generation = excluded.generation, metageneration = 1,
+      content_type = excluded.content_type, metadata = excluded.metadata,
+      download_tokens = excluded.download_tokens, cache_control = excluded.cache_control,
+      content_disposition = excluded.content_disposition, content_encoding = excluded.content_encoding,
+      content_language = excluded.content_language, created_at = excluded.created_at,
+      updated_at = excluded.updated_at
+    """
+
+  private static func values(_ object: StoredObject) throws -> [any SQLBindable] {
+    [
+      object.bucket, object.name, object.file.id, object.generation, object.contentType, try Self.json(object.metadata),
+      object.downloadTokens.joined(separator: ","), object.cacheControl, object.contentDisposition,
+      object.contentEncoding, object.contentLanguage, object.timeCreated, object.updated,
+    ]
+  }
+
+  private static func recordEvents(replacing current: StoredObject?, with object: StoredObject, db: Database) throws {
+    let now = object.timeCreated
     if let current { try ObjectChangeOutbox.record(.deleted, object: current, time: now, timeDeleted: now, db: db) }
     try ObjectChangeOutbox.record(.finalized, object: object, time: now, db: db)
-    return object
   }
 
   /// The object at `bucket/name`.

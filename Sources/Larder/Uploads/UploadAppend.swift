@@ -48,7 +48,7 @@ public final class UploadAppend {
 
   init(
     upload: Upload, length: Int64?, store: UploadStore, session: UploadSession, checksum: UploadChecksum?,
-    sizeLimit: Int64?, checkpoints: UploadCheckpoints?
+    sizeLimit: Int64?, checkpoints: UploadCheckpoints?, md5: Bool = false
   ) {
     self.upload = upload
     committed = upload
@@ -62,8 +62,9 @@ public final class UploadAppend {
     let checksumDigest = checksum.map { Digest($0.algorithm) }
     self.checksumDigest = checksumDigest
     sink = BlockSink(
-      fd: session.fd, path: session.path, sha256: session.sha256?.copy(), md5: nil,
-      extra: checksumDigest, at: upload.offset - session.origin, reserve: store.larder.catalog.reserve)
+      fd: session.fd, path: session.path, sha256: session.sha256?.copy(), md5: md5 ? session.md5?.copy() : nil,
+      extra: checksumDigest, crc32c: session.crc32c?.copy(), at: upload.offset - session.origin,
+      reserve: store.larder.catalog.reserve)
   }
 
   /// Shared mode: when the catalog lease was last extended (a long append keeps it).
@@ -132,6 +133,7 @@ public final class UploadAppend {
       committed = try commit(to: end)
       session.offset = end
       session.sha256 = sink.sha256?.copy()
+      (session.crc32c, session.md5) = (sink.crc32c?.copy(), sink.md5?.copy())
       lastCheckpoint = now
     } catch {
       abort(keepReceived: false)
@@ -190,6 +192,8 @@ public final class UploadAppend {
       if let length, newOffset == length, !upload.isPartial {
         let staged = try store.stage(session, upload: upload, length: length, sha256: sink.sha256)
         guard staged.size == length else { throw UploadError.dataLost(id: upload.id) }
+        // The session's checksums cover every byte when it was hot from the first one.
+        staged.remember(md5: sink.md5?.copy().finalize(), crc32c: sink.crc32c?.value)
         let done = Upload(
           id: upload.id, bucket: upload.bucket, name: upload.name, owner: upload.owner, length: length,
           offset: length, metadata: upload.metadata, concat: upload.concat, expiresAt: committed.expiresAt,
@@ -199,6 +203,7 @@ public final class UploadAppend {
       let updated = try commit(to: newOffset, finishing: upload.isPartial && newOffset == length)
       session.offset = newOffset
       session.sha256 = sink.sha256
+      (session.crc32c, session.md5) = (sink.crc32c, sink.md5)
       // A finished partial takes no more bytes: close its file. (Shared mode: a staging file
       // that cannot be compacted is dropped; the next append rebuilds it from the pieces.)
       let keep = !updated.isComplete && (try? session.compact()) != nil

@@ -17,6 +17,13 @@ final class UploadSession: @unchecked Sendable {
   /// SHA-256 of the committed prefix; nil for a session loaded with bytes already in the file.
   /// (No MD5: it is computed after the upload is committed, see ``MD5Backfill``.)
   var sha256: Digest?
+  /// CRC32C of the committed prefix, kept like `sha256` (nil when cold), so that no answer reads
+  /// the finished upload back for GCS's `crc32c`.
+  var crc32c: RunningCRC32C?
+  /// MD5 of the committed prefix while every append so far asked for it
+  /// (``UploadStore/beginAppend(id:owner:offset:length:checksum:sizeLimit:checkpoints:md5:)``):
+  /// a protocol whose answer reports `md5Hash` (GCS, Firebase); nil otherwise.
+  var md5: Digest?
   /// Shared mode (several nodes, ``SharedUploadStorage``): what the row records, as last
   /// committed; the file then holds the bytes from `shared.base` on (what the pieces hold), not
   /// the whole upload. nil: the file is the whole upload (one node).
@@ -28,6 +35,11 @@ final class UploadSession: @unchecked Sendable {
     self.offset = offset
     self.sha256 = sha256
     self.shared = shared
+    // A session that starts at its first byte keeps the other checksums too.
+    if offset == 0 {
+      crc32c = RunningCRC32C()
+      md5 = Digest(.md5)
+    }
   }
 
   /// The upload offset of the file's first byte: 0 on one node; in shared mode what the parts

@@ -184,15 +184,15 @@ public final class UploadStore: Sendable {
 
   // MARK: - appending
 
-  /// Starts an append at `offset` of the upload `id`: ``beginAppend(_:owner:offset:length:checksum:sizeLimit:checkpoints:)``
+  /// Starts an append at `offset` of the upload `id`: ``beginAppend(_:owner:offset:length:checksum:sizeLimit:checkpoints:md5:)``
   /// of the row ``upload(id:owner:)`` reads.
   public func beginAppend(
     id: String, owner: String?, offset: Int64, length declared: Int64? = nil, checksum: UploadChecksum? = nil,
-    sizeLimit: Int64? = nil, checkpoints: Bool = true
+    sizeLimit: Int64? = nil, checkpoints: Bool = true, md5: Bool = false
   ) throws -> UploadAppend {
     try beginAppend(
       upload(id: id, owner: owner), owner: owner, offset: offset, length: declared, checksum: checksum,
-      sizeLimit: sizeLimit, checkpoints: checkpoints)
+      sizeLimit: sizeLimit, checkpoints: checkpoints, md5: md5)
   }
 
   /// Starts an append at `offset` of `upload`, as the caller read it with ``upload(id:owner:)``
@@ -200,7 +200,9 @@ public final class UploadStore: Sendable {
   /// since), optionally declaring a deferred length. `sizeLimit` bounds the upload's total size
   /// while its length is still deferred. With `checkpoints` (and no `checksum`) a long append
   /// commits what it received as it goes (see ``UploadAppend``); a protocol whose clients
-  /// resend a broken chunk whole (Firebase's) passes false.
+  /// resend a broken chunk whole (Firebase's) passes false. With `md5` (a protocol whose answer
+  /// reports `md5Hash`) the MD5 is kept up as the bytes arrive, while every append of the upload
+  /// asks for it.
   ///
   /// The row is current once the lease is taken: on one node no append of this process was
   /// released since the read (only the holder of an upload's slot changes its row); with a
@@ -210,7 +212,7 @@ public final class UploadStore: Sendable {
   ///   `finalNotAppendable`, `exceedsLength` for a completed upload), I/O errors.
   public func beginAppend(
     _ read: Upload, owner: String?, offset: Int64, length declared: Int64? = nil, checksum: UploadChecksum? = nil,
-    sizeLimit: Int64? = nil, checkpoints: Bool = true
+    sizeLimit: Int64? = nil, checkpoints: Bool = true, md5: Bool = false
   ) throws -> UploadAppend {
     let id = read.id
     guard read.owner.hasSameBytes(as: owner) else { throw UploadError.notFound(id: id) }
@@ -245,7 +247,7 @@ public final class UploadStore: Sendable {
       }
       return UploadAppend(
         upload: upload, length: length, store: self, session: session, checksum: checksum,
-        sizeLimit: sizeLimit, checkpoints: checkpoints ? self.checkpoints : nil)
+        sizeLimit: sizeLimit, checkpoints: checkpoints ? self.checkpoints : nil, md5: md5)
     } catch {
       release(id, keeping: nil)
       throw error

@@ -11,7 +11,7 @@ enum Download {
   /// process dies), with the generation it holds remembered (``TransferStateFile``): the same
   /// command continues from its end, if the object is still that generation.
   static func write(
-    _ object: ObjectFacts, range: Range<Int64>, from service: any ObjectService, to output: String?,
+    _ object: ObjectFacts, range: Range<Int64>, from service: any ObjectTarget, to output: String?,
     server: String? = nil, progress: (Int64) -> Void
   ) throws {
     var fd = STDOUT_FILENO
@@ -126,7 +126,7 @@ enum BucketName {
   static func problem(_ name: String) -> String? { ObjectName.creatableBucketProblem(name) }
 
   /// Refuses a write that would create a bucket GCS would not accept.
-  static func requireCreatable(_ bucket: String, in service: any ObjectService) throws {
+  static func requireCreatable(_ bucket: String, in service: any ObjectTarget) throws {
     guard let problem = problem(bucket) else { return }
     // A name the store refuses too, or a server that cannot be asked, is the write's own error.
     guard

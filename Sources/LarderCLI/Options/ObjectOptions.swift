@@ -28,13 +28,13 @@ struct ObjectOptions: OptionGroup {
     if keyFile != nil && server == nil {
       throw UsageError("--key needs --server URL (the server to act on with the key)")
     }
-    if let server { try RemoteObjectService.validate(server: server) }
+    if let server { try RemoteObjectTarget.validate(server: server) }
   }
 
   /// The objects the options name.
-  func open() throws -> any ObjectService {
-    guard let server else { return LocalObjectService(larder: try store.open()) }
-    return try RemoteObjectService(
+  func open() throws -> any ObjectTarget {
+    guard let server else { return LocalObjectTarget(larder: try store.open()) }
+    return try RemoteObjectTarget(
       server: server, credentials: try keyFile.map { try ServiceAccountCredentials(keyFile: $0) })
   }
 }

@@ -81,7 +81,7 @@ public struct AccessResource: Sendable, Equatable {
   /// metadata of `options`, and `size` when the client declared one. `md5Hash`, `sha256` and
   /// `detectedContentType` (and an undeclared size) are ``unknownFields``.
   ///
-  ///     try context.authorizeWrite(.declared(bucket: b, name: n, size: declaredLength, options: options), identity: id)
+  ///     try service.judgeWrite(.declared(bucket: b, name: n, size: declaredLength, options: options), at: path, identity: id)
   public static func declared(bucket: String, name: String, size: Int64?, options: ObjectWriteOptions)
     -> AccessResource
   {
@@ -146,23 +146,31 @@ public struct AccessDecision: Sendable, Equatable {
 
 /// Every request of the REST and tus APIs passes through one policy.
 public protocol AccessPolicy: Sendable {
-  /// Decides `request`. A write is asked twice: before its body, with the fields only the
-  /// content tells unknown (``AccessResource/unknownFields``), where a policy must not deny on
-  /// them (it answers undecided, and the write goes on); and inside the write, with all known.
+  /// Decides `request`. A write is asked before its body, with the fields only the content
+  /// tells unknown (``AccessResource/unknownFields``), where a policy must not deny on them (it
+  /// answers undecided, and the write goes on); and again inside the write, with all known,
+  /// unless the first answer was an allow of a policy that ``allowsOnlyOnKnownFields``.
   func decide(_ request: AccessRequest) -> AccessDecision
   /// True when decisions may read `md5Hash`: the server then computes an MD5 not known yet
   /// before asking (it is computed after the upload otherwise; see `MD5Backfill`).
   var readsMD5Hash: Bool { get }
+  /// True when the policy never allows on what it does not know: an answer that depends on
+  /// ``AccessResource/unknownFields`` is undecided, never allowed (the rules' three-valued
+  /// evaluation). Its allow before the body is then final, and the write is not asked again
+  /// inside (unless the row it judged changed). False by default: every write is asked twice.
+  var allowsOnlyOnKnownFields: Bool { get }
 }
 
 extension AccessPolicy {
   public var readsMD5Hash: Bool { false }
+  public var allowsOnlyOnKnownFields: Bool { false }
 }
 
 /// Allows everything: only for `larder serve --allow-all`, which says so loudly.
 public struct AllowAllPolicy: AccessPolicy {
   public init() {}
   public func decide(_ request: AccessRequest) -> AccessDecision { .allow("--allow-all") }
+  public var allowsOnlyOnKnownFields: Bool { true }
 }
 
 /// The one place service accounts bypass the rules: every decision of every endpoint goes
@@ -190,4 +198,5 @@ public struct AdminIdentityPolicy: AccessPolicy {
   }
 
   public var readsMD5Hash: Bool { rules.readsMD5Hash }
+  public var allowsOnlyOnKnownFields: Bool { rules.allowsOnlyOnKnownFields }
 }

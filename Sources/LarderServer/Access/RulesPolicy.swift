@@ -15,6 +15,8 @@ public final class RulesPolicy: AccessPolicy {
   /// Whether the rules' text mentions `md5Hash` (then MD5s not known yet are computed first).
   private let mentionsMD5 = Mutex(false)
   public var readsMD5Hash: Bool { mentionsMD5.withLock { $0 } }
+  /// The evaluation is three-valued: what depends on an unknown field is undecided.
+  public var allowsOnlyOnKnownFields: Bool { true }
 
   /// Loads and parses the rules file.
   /// - Throws: ``RulesDiagnostics`` with `file:line:col` messages, or a read error.

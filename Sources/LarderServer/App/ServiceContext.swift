@@ -61,20 +61,6 @@ public struct ServiceContext: Sendable {
     self.logger = logger
   }
 
-  /// Asks the policy about writing `incoming` at `path`: a `create`, or an `update` of the object
-  /// stored there now. This is the early ask, on what the client declares, which only saves
-  /// work: an undecided answer (it depends on what only the bytes tell) lets the body come,
-  /// and the store's admission step (``PolicyAdmission``) decides inside the write.
-  /// - Throws: ``AccessError/denied(reason:)``, or the store's error reading the row.
-  func authorizeWrite(_ incoming: AccessResource, at path: ObjectPath, identity: Identity?) throws {
-    let existing = try larder.objects.find(path)
-    let decision = policy.decide(
-      AccessRequest(
-        operation: existing == nil ? .create : .update, bucket: incoming.bucket, name: incoming.name,
-        identity: identity, resource: existing.map(Self.asKnownNow), incoming: incoming))
-    guard decision.allowed || decision.undecided else { throw AccessError.denied(reason: decision.reason) }
-  }
-
   /// The stored object as the early ask sees it: an MD5 not computed yet is unknown (the ask
   /// is decided again inside the write, where it is computed), never read from the whole blob
   /// on the request thread before the body is even accepted.

@@ -16,7 +16,7 @@ import LarderHTTP
 /// `deleteFolder` deletes everything under the folder `P` (a prefix ending in `/`), in batches
 /// of at most ``batchSize`` objects in name order, so a folder of any size is deleted by a loop
 /// of short requests (the console shows the progress between them; nothing is held open). Each
-/// object goes through ``ServiceContext/deleteObject(_:identity:ifGenerationMatch:)``, the one
+/// object goes through ``ObjectService/delete(_:identity:ifGenerationMatch:generation:check:)``, the one
 /// delete path: the rules judge each object's `delete`, and the store records each `deleted`
 /// event. What was refused is answered by name with the reason in words, and stays; the next
 /// batch starts after the last name examined (`nextPageToken`, absent at the end).
@@ -95,7 +95,7 @@ struct ConsoleAPI {
     var listable: [String: Bool] = [folder: true]
     var batch = FolderBatch(deleted: [], refused: [], unlisted: 0, nextPageToken: page.nextPageToken)
     for object in page.items {
-      let parent = ObjectsEndpoint.folder(ofPrefix: object.name)
+      let parent = ObjectService.folder(ofPrefix: object.name)
       let mayList =
         listable[parent]
         ?? context.policy.decide(AccessRequest(operation: .list, bucket: bucket, name: parent, identity: identity))
@@ -106,7 +106,7 @@ struct ConsoleAPI {
         continue
       }
       do {
-        try context.deleteObject(try ObjectPath(bucket: bucket, name: object.name), identity: identity)
+        try ObjectService(context: context).delete(try ObjectPath(bucket: bucket, name: object.name), identity: identity)
         batch.deleted.append(object.name)
       } catch is AccessError {
         batch.refused.append(Refusal(name: object.name, reason: "the rules do not allow you to delete it"))

@@ -21,6 +21,9 @@ final class FirebaseMultipartSink: HTTPBodySink {
   private var options = ObjectWriteOptions()
   private var resource = FirebaseUploadMetadata()
   private let completion: WriteCompletion?
+  /// The row the JSON part's question judged, and the content size it was asked about.
+  private var judged: JudgedObject?
+  private var declaredSize: Int64?
 
   init(
     context: ServiceContext, bucket: String, name: String?, identity: Identity?, ifGenerationMatch: Int64?,
@@ -64,12 +67,13 @@ final class FirebaseMultipartSink: HTTPBodySink {
     path = try ObjectPath(bucket: bucket, name: try resource.objectName(query: queryName, bucket: bucket))
     options = resource.writeOptions(declaredFallback: part.contentPartType, ifGenerationMatch: ifGenerationMatch)
     try options.validate()
-    try FirebaseUploads.authorize(
-      context: context, path: path!,
-      size: declaredLength.map { max(0, $0 - part.contentOffset - part.closingLength) },
-      options: options, identity: identity)
+    declaredSize = declaredLength.map { max(0, $0 - part.contentOffset - part.closingLength) }
+    judged = try ObjectService(context: context).judgeWrite(
+      .declared(bucket: bucket, name: path!.name, size: declaredSize, options: options),
+      at: path!, identity: identity, check: completion?.check ?? { _ in })
+    // Its answer reports `md5Hash`: hashed as the bytes arrive rather than read back.
     writer = try context.larder.files.makeWriter(
-      options: .init(sizeLimit: context.maxUploadSize, expectedMD5: try resource.expectedMD5()))
+      options: .init(sizeLimit: context.maxUploadSize, expectedMD5: try resource.expectedMD5(), computeMD5: true))
   }
 
   func finish() throws -> HTTPResponse {
@@ -83,7 +87,8 @@ final class FirebaseMultipartSink: HTTPBodySink {
     self.writer = nil
     // Firebase's answers always carry md5Hash (the SDK reads it), computed after the commit if need be.
     return try context.publish(
-      writer, at: path, options: options, identity: identity, withMD5: true, completion: completion,
+      writer, at: path, options: options, identity: identity, withMD5: true, judged: judged, declaredSize: declaredSize,
+      completion: completion,
       check: resource.checkCRC32C)
   }
 

@@ -110,14 +110,16 @@ struct FirebaseUploadMetadata: Codable, Equatable, Sendable {
     return data.reduce(0) { $0 << 8 | UInt32($1) }
   }
 
-  /// Checks `staged` against the `crc32c` given, reading it once (before it is published).
+  /// Checks `staged` against the `crc32c` given (before it is published): on the CRC32C kept as
+  /// its bytes arrived, else reading them once (a session resumed cold).
   /// - Throws: ``LarderError/checksumMismatch(algorithm:expected:actual:)``, I/O errors.
   func checkCRC32C(_ staged: StagedBlob) throws {
     guard let expected = try expectedCRC32C() else { return }
-    var crc = CRC32C()
-    try staged.read { crc.update($0) }
-    guard crc.value == expected else {
-      throw LarderError.checksumMismatch(algorithm: "crc32c", expected: crc32c ?? "", actual: crc.base64)
+    if staged.crc32c == nil { try staged.computeChecksums() }
+    let actual = staged.crc32c ?? 0
+    guard actual == expected else {
+      throw LarderError.checksumMismatch(
+        algorithm: "crc32c", expected: crc32c ?? "", actual: Data(CRC32C.bytes(actual)).base64EncodedString())
     }
   }
 

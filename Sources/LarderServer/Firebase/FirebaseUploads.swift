@@ -126,7 +126,7 @@ struct FirebaseUploads {
       try context.charged(
         FirebaseMultipartSink(
           context: context, bucket: bucket, name: name, identity: identity,
-          ifGenerationMatch: try ObjectsEndpoint.count(request, "ifGenerationMatch"), boundary: boundary,
+          ifGenerationMatch: try DecimalCount.query(request, "ifGenerationMatch"), boundary: boundary,
           requestLength: request.contentLength, completion: completion), request, identity: identity))
   }
 
@@ -148,7 +148,9 @@ struct FirebaseUploads {
         try options.validate()
         _ = try resource.expectedMD5()
         _ = try resource.expectedCRC32C()
-        try Self.authorize(context: context, path: path, size: length, options: options, identity: identity)
+        // The session's early question; the last byte's is asked inside the write that publishes it.
+        _ = try ObjectService(context: context).judgeWrite(
+          .declared(bucket: bucket, name: name, size: length, options: options), at: path, identity: identity)
         let metadata = try resource.uploadMetadata(name: name, declaredType: options.declaredContentType)
         let upload = try context.creatingUpload(request, identity: identity) {
           try store.create(bucket: bucket, name: name, owner: identity?.uid, length: length, metadata: metadata)
@@ -165,7 +167,7 @@ struct FirebaseUploads {
   /// The upload's length a start request declares in `header`, if it does (within the limit).
   func declaredLength(_ request: HTTPRequest, header: String) throws -> Int64? {
     guard let text = request.headers[header] else { return nil }
-    guard let n = Self.parseCount(text) else { throw Self.badRequest("\(header) must be a non-negative integer") }
+    guard let n = DecimalCount.parse(header: text) else { throw Self.badRequest("\(header) must be a non-negative integer") }
     guard n <= context.maxUploadSize else { throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize) }
     return n
   }
@@ -225,7 +227,7 @@ struct FirebaseUploads {
   func append(_ request: HTTPRequest, command: Command, upload: Upload, identity: Identity?) throws
     -> HTTPHeadDecision.Action
   {
-    guard let offset = request.headers["X-Goog-Upload-Offset"].flatMap(Self.parseCount) else {
+    guard let offset = request.headers["X-Goog-Upload-Offset"].flatMap({ DecimalCount.parse(header: $0) }) else {
       throw Self.badRequest("X-Goog-Upload-Offset must be a non-negative integer")
     }
     let bodyLength = try Self.chunkLength(request)
@@ -237,7 +239,7 @@ struct FirebaseUploads {
       guard let object = try context.larder.objects.find(bucket: upload.bucket, name: upload.name ?? "") else {
         throw UploadError.notFound(id: upload.id)
       }
-      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context, withMD5: true)
+      var r = ObjectsEndpoint(context: context).writeResponse(object, identity: identity, withMD5: true)
       r.headers.set("X-Goog-Upload-Status", "final")
       return .respond(r)
     }
@@ -269,7 +271,8 @@ struct FirebaseUploads {
       append = try store.beginAppend(
         upload, owner: identity?.uid, offset: offset, length: declare, sizeLimit: context.maxUploadSize,
         // The SDK resends a broken chunk whole: nothing of it is kept, so nothing is checkpointed.
-        checkpoints: false)
+        // Its answer reports `md5Hash`: hashed as the bytes arrive.
+        checkpoints: false, md5: true)
     } catch UploadError.locked {
       // Another request holds the session: a chunk still running, or one on a node that died,
       // whose lease runs out (`--upload-lease`). The SDKs retry a 503 with backoff; a 423 would
@@ -317,7 +320,7 @@ struct FirebaseUploads {
       let object = try store.publish(
         completed, options: options, admission: completion?.admission ?? context.admission(for: identity))
       if let completion { return try completion.answer(object) }
-      var r = ObjectsEndpoint.writeResponse(object, identity: identity, context: context, withMD5: true)
+      var r = ObjectsEndpoint(context: context).writeResponse(object, identity: identity, withMD5: true)
       r.headers.set("X-Goog-Upload-Status", "final")
       return r
     }
@@ -337,20 +340,4 @@ struct FirebaseUploads {
     return r
   }
 
-  /// Asks the rules about writing `path` with what the client declares (before any byte); the
-  /// admission step asks again on the real content, inside the write that publishes it.
-  static func authorize(
-    context: ServiceContext, path: ObjectPath, size: Int64?, options: ObjectWriteOptions, identity: Identity?
-  ) throws {
-    try context.authorizeWrite(
-      .declared(bucket: path.bucket, name: path.name, size: size, options: options), at: path,
-      identity: identity)
-  }
-
-  /// Decimal digits only, within 64 bits.
-  static func parseCount(_ text: String) -> Int64? {
-    let t = text.trimmingCharacters(in: .whitespaces)
-    guard !t.isEmpty, t.utf8.count <= 19, t.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-    return Int64(t)
-  }
 }

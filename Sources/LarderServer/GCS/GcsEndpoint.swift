@@ -30,9 +30,12 @@ import LarderHTTP
 /// on `/b/{bucket}/o/{name}`, so rules (and any identity the authenticator knows) hold alike.
 /// Preconditions (`ifGenerationMatch`, `ifGenerationNotMatch`, `ifMetagenerationMatch`,
 /// `ifMetagenerationNotMatch`) answer 412; errors are GCS-shaped (``APIError``).
+///
+/// An adapter over ``ObjectService``, as ``ObjectsEndpoint`` is for the Firebase API.
 struct GcsEndpoint {
   let context: ServiceContext
   var objects: ObjectsEndpoint { ObjectsEndpoint(context: context) }
+  var service: ObjectService { ObjectService(context: context) }
 
   static let exposedHeaders = [
     "X-Goog-Hash", "X-Goog-Generation", "X-Goog-Metageneration", "X-Goog-Storage-Class", "Range",
@@ -97,7 +100,7 @@ struct GcsEndpoint {
           BufferedBodySink { body in
             let patch = try ObjectsEndpoint.parsePatch(
               body, replacing: method == "PUT", ignoring: Self.ignoredResourceFields)
-            let updated = try objects.apply(patch, path: path, identity: identity, check: conditions.check)
+            let updated = try service.update(patch, path: path, identity: identity, check: { try conditions.check($0) })
             return try resource(updated, request: request)
           })
       }
@@ -200,31 +203,23 @@ struct GcsEndpoint {
 
   // MARK: - delete, list
 
-  /// The object at `path` once the policy allowed `operation` on it (asked about it, or about
-  /// nothing there), of the `generation` the request names if it names one.
+  /// The object at `path` once the policy allowed `operation` on it, of the `generation` the
+  /// request names if it names one.
   /// - Throws: 403 (``AccessError``), 404.
   func judged(_ request: HTTPRequest, path: ObjectPath, identity: Identity?, operation: AccessOperation)
     throws
     -> StoredObject
   {
-    let object = try context.larder.objects.find(path)
-    try context.authorize(
-      AccessRequest(
-        operation: operation, bucket: path.bucket, name: path.name, identity: identity,
-        resource: object.map(context.resource)))
-    guard let object,
-      try ObjectsEndpoint.count(request, "generation").map({ $0 == object.generation }) ?? true
-    else {
-      throw LarderError.notFound(bucket: path.bucket, name: path.name)
-    }
-    return object
+    try service.judged(
+      path, operation: operation, identity: identity, generation: try DecimalCount.query(request, "generation"))
   }
 
   func delete(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
-    let current = try judged(request, path: path, identity: identity, operation: .delete)
-    try GcsPreconditions(request).check(current)
+    let conditions = try GcsPreconditions(request)
     // Only the row that was judged goes: if it was replaced meanwhile, 412.
-    try context.larder.objects.delete(path, ifGenerationMatch: current.generation)
+    try service.delete(
+      path, identity: identity, generation: try DecimalCount.query(request, "generation"),
+      check: { try conditions.check($0) })
     return HTTPResponse(status: 204)
   }
 
@@ -262,12 +257,7 @@ struct GcsEndpoint {
     // Permission to list does not grant an object's metadata: items the caller may not `get`
     // are listed by name only (as the Firebase API lists every item).
     let items = page.items.map { object -> Item in
-      let mayGet = context.policy.decide(
-        AccessRequest(
-          operation: .get, bucket: object.bucket, name: object.name, identity: identity,
-          resource: context.resource(object))
-      ).allowed
-      return mayGet
+      service.mayGet(object, identity: identity)
         ? .full(GcsObjectResource(object, base: base))
         : .minimal(Minimal(name: object.name, bucket: object.bucket))
     }
@@ -350,28 +340,13 @@ struct GcsEndpoint {
     identity: Identity?,
     rewrite: Bool
   ) throws -> HTTPResponse {
-    let sourceGeneration = try ObjectsEndpoint.count(request, "sourceGeneration")
+    let sourceGeneration = try DecimalCount.query(request, "sourceGeneration")
     let sourceConditions = try GcsPreconditions(request, source: true)
     let conditions = try GcsPreconditions(request)
     // The source as the policy judged it for `get`; the copy is pinned to that very row.
-    let judged = try context.larder.objects.find(source)
-    try context.authorize(
-      AccessRequest(
-        operation: .get, bucket: source.bucket, name: source.name, identity: identity,
-        resource: judged.map(context.resource)))
-    guard let judged, sourceGeneration.map({ $0 == judged.generation }) ?? true else {
-      throw LarderError.notFound(bucket: source.bucket, name: source.name)
-    }
-    try sourceConditions.check(judged)
-    _ = try Self.options(copying: judged, overriding: body)
-    let object = try context.larder.objects.copy(
-      from: source, to: destination,
-      check: { found in
-        guard found.generation == judged.generation, found.metageneration == judged.metageneration else {
-          throw LarderError.preconditionFailed("the source object changed during the copy")
-        }
-      },
-      options: { try Self.options(copying: $0, overriding: body) },
+    let object = try service.copy(
+      from: source, to: destination, identity: identity, sourceGeneration: sourceGeneration,
+      check: { try sourceConditions.check($0) }, options: { try Self.options(copying: $0, overriding: body) },
       admission: GcsAdmission(base: context.admission(for: identity), conditions: conditions))
     guard rewrite else { return try resource(object, request: request) }
     struct Rewrite: Encodable {
@@ -401,53 +376,20 @@ struct GcsEndpoint {
       throw LarderError.invalidArgument("compose takes 1 to \(Self.maxComposeSources) sourceObjects")
     }
     let conditions = try GcsPreconditions(request)
-    var found: [StoredObject] = []
-    var total: Int64 = 0
-    for source in sources {
+    let parsed = try sources.map { source -> ObjectService.ComposeSource in
       guard let name = source["name"] as? String else {
         throw LarderError.invalidArgument("every source object needs a name")
       }
-      let path = try ObjectPath(bucket: destination.bucket, name: name)
-      let object = try context.larder.objects.find(path)
-      try context.authorize(
-        AccessRequest(
-          operation: .get, bucket: path.bucket, name: name, identity: identity,
-          resource: object.map(context.resource)))
-      let generation = try Self.generation(source["generation"])
-      guard let object, generation.map({ $0 == object.generation }) ?? true else {
-        throw LarderError.notFound(bucket: path.bucket, name: name)
-      }
-      if let preconditions = source["objectPreconditions"] as? [String: Any],
-        let match = try Self.generation(preconditions["ifGenerationMatch"]), match != object.generation
-      {
-        throw LarderError.preconditionFailed(
-          "source \(name.prefix(100)): the generation is \(object.generation), not \(match)")
-      }
-      found.append(object)
-      total += object.file.size
+      let preconditions = source["objectPreconditions"] as? [String: Any]
+      return ObjectService.ComposeSource(
+        name: name, generation: try Self.generation(source["generation"]),
+        ifGenerationMatch: try Self.generation(preconditions?["ifGenerationMatch"]))
     }
-    if total > context.maxUploadSize { throw LarderError.sizeLimitExceeded(limit: context.maxUploadSize) }
     let resourceJSON = json["destination"].flatMap { try? JSONSerialization.data(withJSONObject: $0) }
     let given = try FirebaseUploadMetadata.parse(resourceJSON.map { Array($0) } ?? [])
-    let options = given.writeOptions(declaredFallback: found[0].contentType)
-    try options.validate()
-    try context.authorizeWrite(
-      .declared(bucket: destination.bucket, name: destination.name, size: total, options: options),
-      at: destination,
-      identity: identity)
-    try conditions.check(try context.larder.objects.find(destination))
-    // New content from a request of a few hundred bytes: charged whole before a byte is copied.
-    try context.chargeWrite(total, request, identity: identity)
-    // Each source's bytes are read once, into the new content.
-    let writer = try context.larder.files.makeWriter(options: .init(sizeLimit: context.maxUploadSize))
-    do {
-      for object in found { try context.larder.files.read(object.file) { try writer.write($0) } }
-    } catch {
-      writer.cancel()
-      throw error
-    }
-    let object = try context.larder.objects.put(
-      destination, staged: try writer.finish(), options: options,
+    let object = try service.compose(
+      parsed, to: destination, options: { given.writeOptions(declaredFallback: $0.contentType) }, identity: identity,
+      check: { try conditions.check($0) }, charge: { try context.chargeWrite($0, request, identity: identity) },
       admission: GcsAdmission(base: context.admission(for: identity), conditions: conditions))
     return try resource(object, request: request)
   }
@@ -457,7 +399,7 @@ struct GcsEndpoint {
     switch value {
     case nil, is NSNull: return nil
     case let s as String:
-      guard let n = FirebaseUploads.parseCount(s) else {
+      guard let n = DecimalCount.parse(s) else {
         throw LarderError.invalidArgument("generation must be a count")
       }
       return n

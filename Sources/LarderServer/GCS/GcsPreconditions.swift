@@ -21,10 +21,10 @@ struct GcsPreconditions: Codable, Sendable, Equatable {
   /// - Throws: ``LarderError/invalidArgument(_:)`` for a value that is not a count.
   init(_ request: HTTPRequest, source: Bool = false) throws {
     let p = source ? "ifSource" : "if"
-    ifGenerationMatch = try ObjectsEndpoint.count(request, p + "GenerationMatch")
-    ifGenerationNotMatch = try ObjectsEndpoint.count(request, p + "GenerationNotMatch")
-    ifMetagenerationMatch = try ObjectsEndpoint.count(request, p + "MetagenerationMatch")
-    ifMetagenerationNotMatch = try ObjectsEndpoint.count(request, p + "MetagenerationNotMatch")
+    ifGenerationMatch = try DecimalCount.query(request, p + "GenerationMatch")
+    ifGenerationNotMatch = try DecimalCount.query(request, p + "GenerationNotMatch")
+    ifMetagenerationMatch = try DecimalCount.query(request, p + "MetagenerationMatch")
+    ifMetagenerationNotMatch = try DecimalCount.query(request, p + "MetagenerationNotMatch")
   }
 
   var isEmpty: Bool { self == GcsPreconditions() }

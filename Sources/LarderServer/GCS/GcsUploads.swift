@@ -66,7 +66,7 @@ struct GcsUploads {
     let endpoint = GcsEndpoint(context: context)
     return WriteCompletion(
       admission: GcsAdmission(base: context.admission(for: identity), conditions: conditions),
-      answer: { try endpoint.resource($0, request: request) })
+      answer: { try endpoint.resource($0, request: request) }, check: { try conditions.check($0) })
   }
 
   func start(_ request: HTTPRequest, bucket: String, identity: Identity?) throws -> HTTPHeadDecision.Action {
@@ -74,11 +74,10 @@ struct GcsUploads {
     let done = completion(request, conditions: conditions, identity: identity)
     switch request.queryValue("uploadType") {
     case "media":
-      guard let name = request.queryValue("name") else {
+      guard request.queryValue("name") != nil else {
         throw LarderError.invalidArgument("uploadType=media needs the object's name: ?name=NAME")
       }
-      // Refused before the body when it would fail anyway.
-      try conditions.check(try context.larder.objects.find(try ObjectPath(bucket: bucket, name: name)))
+      // The preconditions are checked on the row the early question judges, before the body.
       return .receiveBody(
         try ObjectsEndpoint(context: context).upload(
           request, bucket: bucket, identity: identity, completion: done))
@@ -116,9 +115,11 @@ struct GcsUploads {
         try options.validate()
         _ = try resource.expectedMD5()
         _ = try resource.expectedCRC32C()
-        try conditions.check(try context.larder.objects.find(path))
-        try FirebaseUploads.authorize(
-          context: context, path: path, size: length, options: options, identity: identity)
+        // The session's early question (with its preconditions, on the same row); the last byte's
+        // is asked inside the write that publishes it.
+        _ = try ObjectService(context: context).judgeWrite(
+          .declared(bucket: bucket, name: path.name, size: length, options: options), at: path, identity: identity,
+          check: { try conditions.check($0) })
         var metadata = try resource.uploadMetadata(name: path.name, declaredType: options.declaredContentType)
         if !conditions.isEmpty { metadata[GcsPreconditions.uploadMetadataKey] = try conditions.stored() }
         let upload = try context.creatingUpload(request, identity: identity) {
@@ -174,21 +175,21 @@ struct GcsUploads {
       let totalText = String(text[text.index(after: slash)...])
       var total: Int64?
       if totalText != "*" {
-        guard let n = FirebaseUploads.parseCount(totalText) else {
+        guard let n = DecimalCount.parse(header: totalText) else {
           throw LarderError.invalidArgument("Content-Range's total must be a count or '*'")
         }
         total = n
       }
       if span == "*" { return .status(total: total) }
       let ends = span.split(separator: "-", omittingEmptySubsequences: false)
-      if ends.count == 2, ends[1] == "*", let first = FirebaseUploads.parseCount(String(ends[0])) {
+      if ends.count == 2, ends[1] == "*", let first = DecimalCount.parse(header: String(ends[0])) {
         if let total, first > total {
           throw LarderError.invalidArgument("Content-Range starts at \(first), beyond its total \(total)")
         }
         return .open(first: first, total: total)
       }
-      guard ends.count == 2, let first = FirebaseUploads.parseCount(String(ends[0])),
-        let last = FirebaseUploads.parseCount(String(ends[1])), first <= last
+      guard ends.count == 2, let first = DecimalCount.parse(header: String(ends[0])),
+        let last = DecimalCount.parse(header: String(ends[1])), first <= last
       else { throw LarderError.invalidArgument("Content-Range's span must be 'a-b' with a <= b") }
       if let total, last >= total {
         throw LarderError.invalidArgument("Content-Range ends at \(last), beyond its total \(total)")
@@ -222,8 +223,7 @@ struct GcsUploads {
     let range = try ChunkRange.parse(request.headers["Content-Range"], bodyLength: bodyLength)
     if upload.completedAt != nil {
       // The last chunk's answer was lost: the object it made, if it is still that upload's.
-      guard let object = try context.larder.objects.find(bucket: upload.bucket, name: upload.name ?? "")
-      else {
+      guard let object = try context.larder.objects.find(bucket: upload.bucket, name: upload.name ?? "") else {
         throw UploadError.notFound(id: upload.id)
       }
       return .respond(try GcsEndpoint(context: context).resource(object, request: request))
@@ -270,7 +270,7 @@ struct GcsUploads {
     do {
       append = try store.beginAppend(
         upload, owner: identity?.uid, offset: first, length: upload.length == nil ? total : nil,
-        sizeLimit: context.maxUploadSize, checkpoints: false)
+        sizeLimit: context.maxUploadSize, checkpoints: false, md5: true)
     } catch UploadError.locked {
       throw HTTPResponseError(APIError.retryLater("the upload session is busy with another request; retry"))
     } catch UploadError.offsetMismatch(let expected, _) {

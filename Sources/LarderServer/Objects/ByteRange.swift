@@ -22,7 +22,7 @@ enum ByteRange: Equatable {
     let lastText = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
     func number(_ s: String) -> Int64?? {
       // .none: not digits; .some(nil): digits that overflow 64 bits.
-      guard !s.isEmpty, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return .none }
+      guard DecimalCount.isDigits(s) else { return .none }
       return .some(Int64(s))
     }
     if firstText.isEmpty {

@@ -12,19 +12,28 @@ final class ObjectUploadSink: HTTPBodySink {
   private let identity: Identity?
   private let options: ObjectWriteOptions
   private let completion: WriteCompletion?
+  /// The row the request judged before its body (``ObjectService/judgeWrite(_:at:identity:check:)``).
+  private let judged: JudgedObject
+  /// The size the early question was asked about (the request's `Content-Length`).
+  private let declaredSize: Int64?
   private var writer: BlobWriter?
 
   init(
     context: ServiceContext, path: ObjectPath, identity: Identity?, options: ObjectWriteOptions, expectedMD5: [UInt8]?,
-    completion: WriteCompletion? = nil
+    judged: JudgedObject, declaredSize: Int64?, completion: WriteCompletion? = nil
   ) throws {
+    self.declaredSize = declaredSize
     self.context = context
     self.path = path
     self.identity = identity
     self.options = options
+    self.judged = judged
     self.completion = completion
+    // GCS answers report `md5Hash` (and small content has it known at commit anyway): hashed
+    // as the bytes arrive rather than read back.
+    let reportsMD5 = completion != nil || (declaredSize ?? .max) <= FileStore.inlineMD5Limit
     writer = try context.larder.files.makeWriter(
-      options: .init(sizeLimit: context.maxUploadSize, expectedMD5: expectedMD5))
+      options: .init(sizeLimit: context.maxUploadSize, expectedMD5: expectedMD5, computeMD5: reportsMD5))
   }
 
   func receive(_ chunk: UnsafeRawBufferPointer) throws {
@@ -35,7 +44,9 @@ final class ObjectUploadSink: HTTPBodySink {
   func finish() throws -> HTTPResponse {
     guard let writer else { throw LarderError.cancelled }
     self.writer = nil
-    return try context.publish(writer, at: path, options: options, identity: identity, completion: completion)
+    return try context.publish(
+      writer, at: path, options: options, identity: identity, judged: judged, declaredSize: declaredSize,
+      completion: completion)
   }
 
   func cancel() {
@@ -49,22 +60,27 @@ final class ObjectUploadSink: HTTPBodySink {
 struct WriteCompletion {
   var admission: any ObjectAdmission
   var answer: (StoredObject) throws -> HTTPResponse
+  /// The protocol's preconditions on the row the write replaces, checked on the row the early
+  /// question judges (they are checked again by `admission` if the row changes).
+  var check: (StoredObject?) throws -> Void = { _ in }
 }
 
 extension ServiceContext {
   /// Finishes a single-request upload's writer and publishes it at `path`: the policy is asked
   /// again on the real size and detected type, inside the write, about the row it replaces (the
-  /// admission step). Answers the object's metadata (with `md5Hash` even when it is not yet
+  /// admission step) where the early question (`judged`) left it open or the row changed. Answers the object's metadata (with `md5Hash` even when it is not yet
   /// known for large content, if `withMD5`).
   func publish(
     _ writer: BlobWriter, at path: ObjectPath, options: ObjectWriteOptions, identity: Identity?, withMD5: Bool = false,
-    completion: WriteCompletion? = nil, check: ((StagedBlob) throws -> Void)? = nil
+    judged: JudgedObject? = nil, declaredSize: Int64? = nil, completion: WriteCompletion? = nil,
+    check: ((StagedBlob) throws -> Void)? = nil
   ) throws -> HTTPResponse {
     let staged = try writer.finish()
     try check?(staged)
-    let object = try larder.objects.put(
-      path, staged: staged, options: options, admission: completion?.admission ?? admission(for: identity))
+    let object = try ObjectService(context: self).publish(
+      staged, at: path, options: options, judged: judged, declaredSize: declaredSize, identity: identity,
+      admission: completion?.admission)
     if let completion { return try completion.answer(object) }
-    return ObjectsEndpoint.writeResponse(object, identity: identity, context: self, withMD5: withMD5)
+    return ObjectsEndpoint(context: self).writeResponse(object, identity: identity, withMD5: withMD5)
   }
 }

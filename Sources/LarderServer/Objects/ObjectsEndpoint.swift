@@ -14,8 +14,11 @@ import LarderHTTP
 /// DELETE /v0/b/{bucket}/o/{name}                                          → 204
 /// GET    /v0/b/{bucket}/o?prefix=&delimiter=&maxResults=&pageToken=       list
 /// ```
+///
+/// An adapter over ``ObjectService``: it parses requests and shapes answers as Firebase does.
 struct ObjectsEndpoint {
   let context: ServiceContext
+  var service: ObjectService { ObjectService(context: context) }
 
   /// Response headers a browser script may read: object answers, and Firebase's resumable
   /// upload protocol (`X-Goog-Upload-*`).
@@ -132,38 +135,25 @@ struct ObjectsEndpoint {
       contentDisposition: request.headers["X-Goog-Content-Disposition"] ?? request.queryValue("contentDisposition"),
       contentEncoding: request.headers["X-Goog-Content-Encoding"] ?? request.queryValue("contentEncoding"),
       contentLanguage: request.headers["X-Goog-Content-Language"] ?? request.queryValue("contentLanguage"),
-      ifGenerationMatch: try Self.count(request, "ifGenerationMatch"))
+      ifGenerationMatch: try DecimalCount.query(request, "ifGenerationMatch"))
     // These become response headers on download: refused now, before a byte is stored.
     try options.validate()
-    // Ask before reading a byte, on what the client declares; asked again on the real content.
-    try context.authorizeWrite(
+    // Asked once before reading a byte, on what the client declares and the row there now; asked
+    // again inside the write only if the answer depends on the bytes or the row changes.
+    let judged = try service.judgeWrite(
       .declared(bucket: bucket, name: name, size: request.contentLength, options: options), at: path,
-      identity: identity)
+      identity: identity, check: completion?.check ?? { _ in })
     return try context.charged(
       ObjectUploadSink(
         context: context, path: path, identity: identity, options: options, expectedMD5: expectedMD5,
-        completion: completion), request, identity: identity)
+        judged: judged, declaredSize: request.contentLength, completion: completion), request, identity: identity)
   }
 
   // MARK: read
 
   func read(_ request: HTTPRequest, path: ObjectPath, identity: Identity?, media: Bool) throws -> HTTPResponse {
-    let (bucket, name) = (path.bucket, path.name)
-    let (found, rowMemo) = try context.larder.objects.findMemoized(path)
-    let object = found.map(context.knowingMD5)
-    // What is derived from the cached row serves that row only, not one whose MD5 was just computed.
-    let memo = object?.file.md5 == found?.file.md5 ? rowMemo : nil
-    let token = request.queryValue("token").map { Array($0.utf8) }
-    let tokenGrants =
-      media && token != nil
-      && object?.downloadTokens.contains { constantTimeEquals(Array($0.utf8), token!) } == true
-    if !tokenGrants {
-      try context.authorize(
-        AccessRequest(
-          operation: .get, bucket: bucket, name: name, identity: identity,
-          resource: object.map { object in memo?.value { context.resource(object) } ?? context.resource(object) }))
-    }
-    guard let object else { throw LarderError.notFound(bucket: bucket, name: name) }
+    let (object, memo) = try service.read(
+      path, identity: identity, token: request.queryValue("token"), media: media)
     guard media else {
       // Encoded once per cached row: JSON encoding and its dates were most of a metadata GET.
       var r = memo?.value { MetadataAnswer(object) }.response ?? MetadataAnswer(object).response
@@ -256,7 +246,7 @@ struct ObjectsEndpoint {
   func download(_ request: HTTPRequest, object: StoredObject, head: DownloadHead, inline: [UInt8]? = nil) throws
     -> HTTPResponse
   {
-    let maxSize = try Self.count(request, "maxSize")
+    let maxSize = try DecimalCount.query(request, "maxSize")
     let size = object.file.size
     let etag = head.etag
 
@@ -372,8 +362,8 @@ struct ObjectsEndpoint {
   // MARK: patch, delete, list
 
   func patch(_ body: [UInt8], path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
-    let updated = try apply(try Self.parsePatch(body), path: path, identity: identity)
-    return Self.writeResponse(updated, identity: identity, context: context)
+    let updated = try service.update(try Self.parsePatch(body), path: path, identity: identity)
+    return writeResponse(updated, identity: identity)
   }
 
   /// A PATCH body as a change: `null` clears a field, `metadata` merges (a key set to `null` goes,
@@ -430,33 +420,6 @@ struct ObjectsEndpoint {
     return patch
   }
 
-  /// Applies `patch` to the object at `path` as the policy judged it: the update is pinned to
-  /// the row judged (its generation and metageneration), and `check` (a client's preconditions)
-  /// runs on that same row, so both hold for what is changed or the answer is 412.
-  func apply(
-    _ patch: ObjectPatch, path: ObjectPath, identity: Identity?, check: (StoredObject) throws -> Void = { _ in }
-  ) throws -> StoredObject {
-    var patch = patch
-    let (bucket, name) = (path.bucket, path.name)
-    let current = try context.larder.objects.find(path)
-    let incoming = current.map { object -> AccessResource in
-      var next = context.resource(object)
-      if let t = patch.contentType { next.contentType = t ?? "application/octet-stream" }
-      if patch.clearMetadata { next.metadata = [:] }
-      for (k, v) in patch.metadata ?? [:] { next.metadata[k] = v }
-      return next
-    }
-    try context.authorize(
-      AccessRequest(
-        operation: .update, bucket: bucket, name: name, identity: identity, resource: current.map(context.resource),
-        incoming: incoming))
-    // Applied only to the row that was judged (same generation and metageneration), else 412.
-    if let current { try check(current) }
-    patch.ifGenerationMatch = current?.generation
-    patch.ifMetagenerationMatch = current?.metageneration
-    return try context.larder.objects.update(path, patch: patch)
-  }
-
   /// What a PATCH may change (`rotateDownloadToken` is Larder's own).
   static let writableFields: Set<String> = [
     "contentType", "cacheControl", "contentDisposition", "contentEncoding", "contentLanguage", "metadata",
@@ -473,7 +436,7 @@ struct ObjectsEndpoint {
   ]
 
   func delete(_ request: HTTPRequest, path: ObjectPath, identity: Identity?) throws -> HTTPResponse {
-    try context.deleteObject(path, identity: identity, ifGenerationMatch: try Self.count(request, "ifGenerationMatch"))
+    try service.delete(path, identity: identity, ifGenerationMatch: try DecimalCount.query(request, "ifGenerationMatch"))
     return HTTPResponse(status: 204)
   }
 
@@ -504,37 +467,11 @@ struct ObjectsEndpoint {
     _ request: HTTPRequest, bucket: String, identity: Identity?, range: ListingRange = .init(),
     maxResultsCap: Int64 = .max
   ) throws -> ObjectListing {
-    let prefix = request.queryValue("prefix") ?? ""
-    let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
-    let maxResults = try Self.count(request, "maxResults").map { Int(clamping: min($0, maxResultsCap)) } ?? 1000
-    // Rules see the folder being listed, as Firebase's list rules do. A prefix is a string
-    // prefix, so `users/al` also matches `users/alice/…`: the folder asked about is the deepest
-    // whole folder the prefix names (`users`), never `users/al`, which a user `al` could own.
-    let folder = Self.folder(ofPrefix: prefix)
-    try context.authorize(AccessRequest(operation: .list, bucket: bucket, name: folder, identity: identity))
-    let page = try context.larder.objects.list(
-      bucket: bucket, prefix: prefix, delimiter: delimiter, maxResults: maxResults,
-      pageToken: request.queryValue("pageToken"), range: range)
-    // Without a `/` delimiter a listing reaches into subfolders: each entry is shown only if
-    // its own folder may be listed too (one decision per folder).
-    var decisions: [String: Bool] = [folder: true]
-    func listable(_ entry: String) -> Bool {
-      let parent = Self.folder(ofPrefix: entry.hasSuffix("/") ? String(entry.dropLast()) : entry)
-      if let known = decisions[parent] { return known }
-      let allowed = context.policy.decide(
-        AccessRequest(operation: .list, bucket: bucket, name: parent, identity: identity)).allowed
-      decisions[parent] = allowed
-      return allowed
-    }
-    return ObjectListing(
-      prefixes: page.prefixes.filter(listable), items: page.items.filter { listable($0.name) },
-      nextPageToken: page.nextPageToken)
-  }
-
-  /// The folder a list prefix names: everything before its last `/` (`a/b/c` → `a/b`, `a/b/` → `a/b`).
-  static func folder(ofPrefix prefix: String) -> String {
-    guard let slash = prefix.lastIndex(of: "/") else { return "" }
-    return String(prefix[..<slash])
+    let maxResults = try DecimalCount.query(request, "maxResults").map { Int(clamping: min($0, maxResultsCap)) } ?? 1000
+    return try service.list(
+      bucket: bucket, prefix: request.queryValue("prefix") ?? "",
+      delimiter: request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }, maxResults: maxResults,
+      pageToken: request.queryValue("pageToken"), identity: identity, range: range)
   }
 
   /// An object's metadata as answered to a write (upload, PATCH): `downloadTokens` only for a
@@ -544,29 +481,11 @@ struct ObjectsEndpoint {
   /// With `withMD5` (the Firebase upload protocols, whose SDKs hand `md5Hash` to the app as part of
   /// the finished upload's metadata) an MD5 not known yet is computed now, after the commit (and
   /// recorded); other answers omit it until the background hasher has it (``MD5Backfill``).
-  static func writeResponse(
-    _ object: StoredObject, identity: Identity?, context: ServiceContext, withMD5: Bool = false
-  ) -> HTTPResponse {
+  func writeResponse(_ object: StoredObject, identity: Identity?, withMD5: Bool = false) -> HTTPResponse {
     var object = context.knowingMD5(object)
     if withMD5, object.file.md5.isEmpty, let file = try? context.larder.files.withMD5(object.file) {
       object.file = file
     }
-    let mayGet = context.policy.decide(
-      AccessRequest(
-        operation: .get, bucket: object.bucket, name: object.name, identity: identity,
-        resource: context.resource(object))
-    ).allowed
-    return .json(object.firebaseMetadata(includingTokens: mayGet))
-  }
-
-  /// A query parameter that must be a count of bytes or a generation: decimal digits only
-  /// (no sign, no exponent), within 64 bits. Nil when absent.
-  /// - Throws: ``LarderError/invalidArgument(_:)`` naming the parameter.
-  static func count(_ request: HTTPRequest, _ name: String) throws -> Int64? {
-    guard let text = request.queryValue(name) else { return nil }
-    guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int64(text) else {
-      throw LarderError.invalidArgument("\(name) must be a non-negative integer, got '\(text.prefix(40))'")
-    }
-    return n
+    return .json(object.firebaseMetadata(includingTokens: service.mayGet(object, identity: identity)))
   }
 }

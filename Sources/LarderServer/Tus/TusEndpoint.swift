@@ -139,7 +139,7 @@ struct TusEndpoint {
     var length: Int64?
     switch (lengthHeader, deferHeader) {
     case (let value?, nil):
-      guard let n = TusProtocol.parseCount(value) else {
+      guard let n = DecimalCount.parse(value) else {
         throw TusProtocol.badRequest("Upload-Length must be a non-negative integer")
       }
       length = n
@@ -299,12 +299,12 @@ struct TusEndpoint {
     guard request.headers["Content-Type"].map(Self.isOffsetStream) == true else {
       throw RequestError.unsupportedMediaType(expected: TusProtocol.offsetContentType)
     }
-    guard let offset = TusProtocol.parseCount(request.headers["Upload-Offset"]) else {
+    guard let offset = request.headers["Upload-Offset"].flatMap({ DecimalCount.parse($0) }) else {
       throw TusProtocol.badRequest("Upload-Offset must be a non-negative integer")
     }
     var declared: Int64?
     if let value = request.headers["Upload-Length"] {
-      guard let n = TusProtocol.parseCount(value) else {
+      guard let n = DecimalCount.parse(value) else {
         throw TusProtocol.badRequest("Upload-Length must be a non-negative integer")
       }
       if n > context.maxUploadSize { throw tooLarge() }
@@ -391,7 +391,7 @@ struct TusEndpoint {
   /// Asks on what the client declares (before any byte); the admission step asks again on the
   /// real content when the upload is published.
   func authorize(_ path: ObjectPath, identity: Identity?, size: Int64?, options: ObjectWriteOptions) throws {
-    try context.authorizeWrite(
+    _ = try ObjectService(context: context).judgeWrite(
       .declared(bucket: path.bucket, name: path.name, size: size, options: options), at: path,
       identity: identity)
   }

@@ -12,14 +12,6 @@ enum TusProtocol {
   static let checksumAlgorithms = UploadChecksum.supportedAlgorithms.map(\.rawValue).joined(separator: ",")
   static let offsetContentType = "application/offset+octet-stream"
 
-  /// A non-negative decimal header value (`Upload-Length`, `Upload-Offset`), strictly digits.
-  static func parseCount(_ value: String?) -> Int64? {
-    guard let value, !value.isEmpty, value.utf8.count <= 19,
-      value.utf8.allSatisfy({ (0x30...0x39).contains($0) })
-    else { return nil }
-    return Int64(value)
-  }
-
   /// `Upload-Checksum: <algorithm> <base64 digest>`.
   /// - Throws: ``RequestError/badRequest(_:)`` for an unsupported algorithm or a malformed digest.
   static func parseChecksum(_ value: String?) throws -> UploadChecksum? {

@@ -19,11 +19,13 @@ final class InProcessService: ServiceHarness {
   let service: LarderService
   let driver: HTTPTestDriver
 
-  /// `uploads`: the service's upload store, made on its store and options (by default the
+  /// `store` opens the service's store in its data directory (nil: the service opens it);
+  /// `uploads`: the service's upload store, made on that store and the options (by default the
   /// service makes its own).
   init(
     policy: LarderService.Options.Policy = .allowAll,
     configure: (inout LarderService.Options) -> Void = { _ in },
+    store: ((URL) throws -> Larder)? = nil,
     uploads: ((Larder, LarderService.Options) -> UploadStore)? = nil
   )
     throws
@@ -35,12 +37,9 @@ final class InProcessService: ServiceHarness {
     configure(&options)
     options = options.onTestStores()
     do {
-      if let uploads {
-        let larder = try TestStore.open(at: directory)
-        service = try LarderService(options: options, larder: larder, uploads: uploads(larder, options))
-      } else {
-        service = try LarderService(options: options)
-      }
+      let larder = try store?(directory) ?? (uploads == nil ? nil : try TestStore.open(at: directory))
+      service = try LarderService(
+        options: options, larder: larder, uploads: larder.flatMap { l in uploads.map { $0(l, options) } })
     } catch {
       try? FileManager.default.removeItem(at: directory)
       throw error

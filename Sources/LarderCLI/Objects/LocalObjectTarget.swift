@@ -5,7 +5,7 @@ import LarderCrypto
 
 /// The objects of a data directory (or the catalog and blobs the store options name), opened
 /// in this process.
-struct LocalObjectService: ObjectService {
+struct LocalObjectTarget: ObjectTarget {
   let larder: Larder
 
   func buckets() throws -> [(name: String, objects: Int?)] {

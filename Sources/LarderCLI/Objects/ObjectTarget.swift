@@ -2,10 +2,10 @@ import Foundation
 import LarderAuth
 
 /// Where `put`, `get`, `ls`, `stat`, `rm` and `cp` act: a data directory opened in this process
-/// (``LocalObjectService``) or a server reached over the GCS JSON API with a service-account key
-/// (``RemoteObjectService``). The commands' own logic (folders, recursion, partial files,
+/// (``LocalObjectTarget``) or a server reached over the GCS JSON API with a service-account key
+/// (``RemoteObjectTarget``). The commands' own logic (folders, recursion, partial files,
 /// bucket names, output) is written once above this protocol.
-protocol ObjectService {
+protocol ObjectTarget {
   /// The buckets, with their object counts where they are known cheaply (locally).
   func buckets() throws -> [(name: String, objects: Int?)]
   /// One page of the listing of `bucket` under `prefix`, folded at `delimiter` when given.

@@ -6,7 +6,7 @@ import LarderClient
 /// The objects of a Larder server, over the GCS JSON API (``LarderClient``'s `gcs…` calls) with
 /// a service-account key's access token (or none: the server's rules then judge an anonymous
 /// caller).
-struct RemoteObjectService: ObjectService {
+struct RemoteObjectTarget: ObjectTarget {
   let server: String
   let client: LarderClient
   /// Files from this size up go through a resumable session (remembered across runs); smaller
