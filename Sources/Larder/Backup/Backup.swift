@@ -12,9 +12,11 @@ public struct BackupProgress: Sendable {
 /// Takes a consistent snapshot of a live store into a backup destination (issue 35, ARCHITECTURE §7f).
 ///
 /// 1. pin (``SnapshotPins``), so the collector removes no blob from here on;
-/// 2. the catalog as of one instant: SQLite's `VACUUM INTO` on a reader, into the snapshot's directory;
-/// 3. every blob row of that snapshot not already in the destination, re-hashed while copied;
-/// 4. the manifest, last; then the pin goes.
+/// 2. the catalog as of one instant into the snapshot's directory (``CatalogSnapshotSource``:
+///    SQLite's `VACUUM INTO`, PostgreSQL's REPEATABLE READ snapshot copied into an SQLite file);
+/// 3. every blob row of that snapshot not already in the destination, re-hashed while copied,
+///    from wherever the store keeps it (its ``ContentStore``: the data directory or S3);
+/// 4. one flush of the destination for every blob copied, then the manifest, last; then the pin goes.
 /// A run killed anywhere leaves no manifest, so nothing listed; the next run reuses the blobs.
 /// ```swift
 /// let manifest = try Backup(larder: larder, destination: BackupDestination("/backups/larder")).run()
@@ -35,18 +37,7 @@ package struct Backup {
     self.progress = progress
   }
 
-  /// Refuses what this version cannot snapshot (before anything is written anywhere).
-  static func checkSupported(_ larder: Larder) throws {
-    guard !larder.catalog.isShared else {
-      throw BackupError.notSupportedYet("a backup of a PostgreSQL catalog")
-    }
-    guard larder.content is LocalContentStore else {
-      throw BackupError.notSupportedYet("a backup of blobs in S3")
-    }
-  }
-
   package func run() throws -> BackupManifest {
-    try Self.checkSupported(larder)
     guard let storeID = try larder.catalog.read({ db in try StoreIdentity.read(db) }) else {
       throw LarderError.invalidArgument("the store has no identity yet (open it once with this Larder)")
     }
@@ -64,7 +55,12 @@ package struct Backup {
     defer { try? pins.release(id) }
     let createdAt = Date()
     let catalogPath = "\(directory)/catalog.sqlite"
-    try larder.catalog.read(snapshot: false) { db in try db.execute("VACUUM INTO ?", [catalogPath]) }
+    try larder.catalog.read(snapshot: false) { db in
+      guard let source = db as? any CatalogSnapshotSource else {
+        throw LarderError.invalidArgument("this catalog engine cannot take a backup snapshot")
+      }
+      try source.writeSnapshot(to: catalogPath)
+    }
     let contents = try Self.contents(ofCatalogAt: catalogPath)
     var total = BackupProgress(blobsTotal: Int64(contents.blobs.count), bytesTotal: contents.bytes)
     progress?(total)
@@ -83,7 +79,7 @@ package struct Backup {
         try POSIX.makeDirectory(parent)
         touched.insert(parent)
         touched.insert((parent as NSString).deletingLastPathComponent)
-        try BlobCopy.copy(hex: hex, size: size, to: target, through: destination.tmp) { body in
+        try BlobCopy.copy(hex: hex, size: size, to: target, through: destination.tmp, durable: false) { body in
           try larder.content.read(sha256, range: nil, body)
         }
         copiedBlobs += 1
@@ -97,7 +93,11 @@ package struct Backup {
         renewed = .now
       }
     }
-    // Every new name durable before the manifest says the snapshot is whole.
+    // Every new blob and name durable before the manifest says the snapshot is whole: one
+    // flush of the destination's filesystem for them all (a crash before it loses no snapshot,
+    // only copies the next run makes again; a blob at its name is checked by size and, deep,
+    // by hash), then the directories, as the manifest's own rename needs them.
+    if copiedBlobs > 0 { try POSIX.syncFilesystem(of: destination.root) }
     for dir in touched.sorted(by: >) { try POSIX.fsyncDirectory(dir) }
     try POSIX.fsyncDirectory(destination.blobsRoot)
     let (checksum, catalogBytes) = try BackupDestination.sha256(ofFile: catalogPath)
@@ -158,11 +158,12 @@ package struct Backup {
 }
 
 /// One blob copied whole or not at all: into a temp file, hashed on the way (bytes that do not
-/// hash to their name are refused, not copied), fsynced, renamed to `target`. The caller fsyncs
+/// hash to their name are refused, not copied), fsynced (unless `durable` is false: the caller
+/// then flushes the filesystem once for a whole batch), renamed to `target`. The caller fsyncs
 /// the target's directory.
 enum BlobCopy {
   static func copy(
-    hex: String, size: Int64, to target: String, through tmp: String,
+    hex: String, size: Int64, to target: String, through tmp: String, durable: Bool = true,
     _ read: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
   ) throws {
     let temp = "\(tmp)/\(hex).\(SecureRandom.hexIdentifier(byteCount: 4)).part"
@@ -186,7 +187,7 @@ enum BlobCopy {
     }
     // Read-only, as the store keeps its blobs (the verifier checks it).
     try POSIX.fchmod(fd, 0o444, path: temp)
-    try POSIX.fsync(fd, path: temp)
+    if durable { try POSIX.fsync(fd, path: temp) }
     POSIX.close(fd)
     open = false
     guard POSIX.rename(temp, target) else { throw LarderError.posix("rename", target) }
