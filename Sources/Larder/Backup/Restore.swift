@@ -60,9 +60,11 @@ package struct Restore {
           what: "blob \(hex) is \(problem)\(names.isEmpty ? "" : " (\(names.joined(separator: ", ")))")")
       }
     }
-    var target = try BlobTarget(blobs, backends: backends, directory: directory)
-    try target.checkEmpty(restoring: manifest.storeID)
+    // Checked before anything is made, the data directory included.
+    let backend = try BlobTarget.backend(blobs, backends: backends)
+    try BlobTarget.checkEmpty(backend, restoring: manifest.storeID)
     if case .postgres = catalog { try checkEmptyCatalog() }
+    var target = BlobTarget(store: try BlobStore(root: directory), backend: backend)
 
     // The identity first (as a store records it: blob store before catalog), the catalog last.
     try target.recorder?.recordStoreIdentity(manifest.storeID)
@@ -133,18 +135,18 @@ private struct BlobTarget {
   let backend: (any BlobBackend)?
   var touched: Set<String> = []
 
-  init(_ location: BlobLocation, backends: StoreBackends, directory: URL) throws {
-    switch location {
-    case .dataDirectory:
-      backend = nil
-    case .s3(let url, let credentialsFile):
-      guard let open = backends.s3 else {
-        throw LarderError.invalidArgument("restoring into S3 needs the LarderS3Store module (backends: [.s3])")
-      }
-      backend = try open(url, credentialsFile)
+  init(store: BlobStore, backend: (any BlobBackend)?) {
+    self.store = store
+    self.backend = backend
+  }
+
+  /// The backend of `location`; nil for the data directory's `blobs/`.
+  static func backend(_ location: BlobLocation, backends: StoreBackends) throws -> (any BlobBackend)? {
+    guard case .s3(let url, let credentialsFile) = location else { return nil }
+    guard let open = backends.s3 else {
+      throw LarderError.invalidArgument("restoring into S3 needs the LarderS3Store module (backends: [.s3])")
     }
-    // Created only now, after the data directory was found empty: staging (and the local blobs).
-    store = try BlobStore(root: directory)
+    return try open(url, credentialsFile)
   }
 
   /// Whether rows keep their fences (S3) or are all at fence 0 (the filesystem).
@@ -156,9 +158,9 @@ private struct BlobTarget {
   }
 
   /// An S3 prefix may hold only what a killed restore of the same store left there.
-  func checkEmpty(restoring storeID: String) throws {
+  static func checkEmpty(_ backend: (any BlobBackend)?, restoring storeID: String) throws {
     guard let backend else { return }
-    let identities = try recorder?.recordedStoreIdentities() ?? []
+    let identities = try (backend as? any StoreIdentityRecording)?.recordedStoreIdentities() ?? []
     if let other = identities.first(where: { $0 != storeID }) {
       throw BackupError.notEmpty(directory: backend.location, entry: "store \(other)'s identity")
     }
