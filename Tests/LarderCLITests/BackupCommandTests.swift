@@ -267,7 +267,7 @@ private struct BackedUpPet: Model, Equatable {
     #expect(refused.status == 1)
     #expect(
       refused.stderr.hasPrefix("larder: error: \(other.dataPath) is not empty (it holds "), "\(refused)")
-    #expect(refused.stderr.hasSuffix("): restore only into an empty data directory\n"), "\(refused)")
+    #expect(refused.stderr.hasSuffix("): restore only into an empty store\n"), "\(refused)")
     #expect(try FileManager.default.contentsOfDirectory(atPath: other.dataPath).sorted() == before)
     #expect(
       FileManager.default.contents(atPath: other.data.appendingPathComponent("larder.sqlite").path) == sqlite)

@@ -9,8 +9,8 @@ import LarderCrypto
 /// and no other store's identity), the snapshot's catalog matches its checksum and every blob
 /// it references is present with its size. Blobs are re-hashed while copied, made durable in
 /// one flush, and the catalog goes in last, in one step (a rename, or one PostgreSQL
-/// transaction), so a restore killed halfway leaves no catalog. Run it again: into the data
-/// directory after removing it; into S3 directly (the blobs already there are kept). The
+/// transaction), so a restore killed halfway leaves no catalog: empty the target (the data
+/// directory, the S3 prefix) and run it again. The
 /// snapshot's pins, resumable uploads (whose bytes a backup does not copy) and pending S3
 /// deletions (of the old bucket's addresses) are dropped.
 /// ```swift
@@ -62,7 +62,7 @@ package struct Restore {
     }
     // Checked before anything is made, the data directory included.
     let backend = try BlobTarget.backend(blobs, backends: backends)
-    try BlobTarget.checkEmpty(backend, restoring: manifest.storeID)
+    try BlobTarget.checkEmpty(backend)
     if case .postgres = catalog { try checkEmptyCatalog() }
     var target = BlobTarget(store: try BlobStore(root: directory), backend: backend)
 
@@ -157,25 +157,23 @@ private struct BlobTarget {
     return backend as? any StoreIdentityRecording
   }
 
-  /// An S3 prefix may hold only what a killed restore of the same store left there.
-  static func checkEmpty(_ backend: (any BlobBackend)?, restoring storeID: String) throws {
+  /// An S3 prefix must hold no store: no identity and no blob. Even the snapshot's own store's
+  /// content is refused: that may be the live store, and two catalogs on one prefix would
+  /// collect each other's blobs.
+  static func checkEmpty(_ backend: (any BlobBackend)?) throws {
     guard let backend else { return }
-    let identities = try (backend as? any StoreIdentityRecording)?.recordedStoreIdentities() ?? []
-    if let other = identities.first(where: { $0 != storeID }) {
-      throw BackupError.notEmpty(directory: backend.location, entry: "store \(other)'s identity")
+    if let identity = try (backend as? any StoreIdentityRecording)?.recordedStoreIdentities().sorted().first {
+      throw BackupError.notEmpty(directory: backend.location, entry: "store \(identity)'s identity")
     }
-    if identities.isEmpty {
-      struct Found: Error { let address: BlobAddress }
-      do {
-        try backend.forEachStoredBlob { address, _ in throw Found(address: address) }
-      } catch let found as Found {
-        throw BackupError.notEmpty(directory: backend.location, entry: "blob \(found.address)")
-      }
+    struct Found: Error { let address: BlobAddress }
+    do {
+      try backend.forEachStoredBlob { address, _ in throw Found(address: address) }
+    } catch let found as Found {
+      throw BackupError.notEmpty(directory: backend.location, entry: "blob \(found.address)")
     }
   }
 
-  /// Stores the blob `address` (whose bytes `read` streams), re-hashed on the way; in S3, not
-  /// again when a killed run stored it already.
+  /// Stores the blob `address` (whose bytes `read` streams), re-hashed on the way.
   mutating func put(
     _ address: BlobAddress, size: Int64, _ read: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
   ) throws {
@@ -188,7 +186,6 @@ private struct BlobTarget {
       try BlobCopy.copy(hex: address.hex, size: size, to: target, through: tmp, durable: false, read)
       return
     }
-    if try backend.storedSize(of: address) == size { return }
     let staged = "\(tmp)/restore-\(address.hex)"
     try BlobCopy.copy(hex: address.hex, size: size, to: staged, through: tmp, durable: false, read)
     let blob = try StagedBlob.adopting(path: staged, sha256: Hex.decode(address.hex), removeOnDiscard: true)
