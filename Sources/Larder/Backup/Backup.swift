@@ -76,9 +76,7 @@ package struct Backup {
       let target = destination.blobPath(hex)
       if POSIX.lstat(target).map({ Int64($0.st_size) }) != size {
         let parent = (target as NSString).deletingLastPathComponent
-        try POSIX.makeDirectory(parent)
-        touched.insert(parent)
-        touched.insert((parent as NSString).deletingLastPathComponent)
+        if touched.insert(parent).inserted { try POSIX.makeDirectory(parent) }
         try BlobCopy.copy(hex: hex, size: size, to: target, through: destination.tmp, durable: false) { body in
           try larder.content.read(sha256, range: nil, body)
         }
@@ -94,12 +92,12 @@ package struct Backup {
       }
     }
     // Every new blob and name durable before the manifest says the snapshot is whole: one
-    // flush of the destination's filesystem for them all (a crash before it loses no snapshot,
-    // only copies the next run makes again; a blob at its name is checked by size and, deep,
-    // by hash), then the directories, as the manifest's own rename needs them.
-    if copiedBlobs > 0 { try POSIX.syncFilesystem(of: destination.root) }
-    for dir in touched.sorted(by: >) { try POSIX.fsyncDirectory(dir) }
-    try POSIX.fsyncDirectory(destination.blobsRoot)
+    // flush of the destination's filesystem (data and metadata, the new directories and names
+    // included) for them all, instead of an fsync per blob and per directory. A crash before
+    // it loses no snapshot, only copies the next run makes again (a blob at its name is
+    // checked by size, and by hash when deep). Also when this run copied nothing: blobs a
+    // killed run left may still be only in the page cache.
+    try POSIX.syncFilesystem(of: destination.root)
     let (checksum, catalogBytes) = try BackupDestination.sha256(ofFile: catalogPath)
     let manifest = BackupManifest(
       id: id, createdAt: createdAt, storeID: storeID, catalogFormat: "sqlite", catalogFile: "catalog.sqlite",
@@ -169,9 +167,10 @@ enum BlobCopy {
     let temp = "\(tmp)/\(hex).\(SecureRandom.hexIdentifier(byteCount: 4)).part"
     let fd = try POSIX.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode: 0o644)
     var open = true
+    var placed = false
     defer {
       if open { POSIX.close(fd) }
-      _ = POSIX.unlink(temp)
+      if !placed { _ = POSIX.unlink(temp) }
     }
     let digest = Digest(.sha256)
     var written: Int64 = 0
@@ -191,5 +190,6 @@ enum BlobCopy {
     POSIX.close(fd)
     open = false
     guard POSIX.rename(temp, target) else { throw LarderError.posix("rename", target) }
+    placed = true
   }
 }

@@ -181,8 +181,7 @@ private struct BlobTarget {
     guard let backend else {
       let target = store.path(forHex: address.hex)
       let parent = (target as NSString).deletingLastPathComponent
-      if try POSIX.makeDirectory(parent) { touched.insert((parent as NSString).deletingLastPathComponent) }
-      touched.insert(parent)
+      if touched.insert(parent).inserted { try POSIX.makeDirectory(parent) }
       try BlobCopy.copy(hex: address.hex, size: size, to: target, through: tmp, durable: false, read)
       return
     }
@@ -193,10 +192,10 @@ private struct BlobTarget {
     try backend.publish(blob, at: address)
   }
 
-  /// Local blobs durable, with their names, before the catalog names them.
+  /// Local blobs durable, with their names and directories, before the catalog names them:
+  /// one flush of the filesystem for them all.
   func finish() throws {
     guard backend == nil, !touched.isEmpty else { return }
     try POSIX.syncFilesystem(of: store.blobsPath)
-    for dir in touched.sorted(by: >) { try POSIX.fsyncDirectory(dir) }
   }
 }
