@@ -93,6 +93,7 @@ bench: deps
 	Benchmarks/model-observe/run.sh
 	Benchmarks/catalog-commit/run.sh
 	Benchmarks/events/run.sh
+	Benchmarks/backup/run.sh
 
 # Alone: cross-process observation latency on SQLite, p50/p99 over 1,000 commits.
 bench-observe: deps
