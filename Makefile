@@ -59,7 +59,7 @@ S3_TEST_DIR ?= /tmp/larder-test-s3
 S3_TEST_PORT ?= 15500
 S3_PG_TEST_DIR ?= /tmp/larder-test-s3-pg
 S3_PG_TEST_PORT ?= 15434
-S3_SUITES ?= GCDryRunTests|UploadRowReadTests|StoreIdentityTests|KeyedWriteTests|KeyedWriteNodeTests|ObjectEndpointTests|ImageVariantDownloadTests|ImageVariantPolicyTests|VariantCacheTests|RangeAndConditionalTests|CachedDownloadTests|TusConformanceTests|FirebaseResumableUploadTests|FirebaseMultipartUploadTests|GcsClientWireTests|LarderS3Tests|MultiNodeTests|S3FailureAnswerTests|S3StreamingDownloadTests|S3CommandTests
+S3_SUITES ?= GCDryRunTests|UploadRowReadTests|StoreIdentityTests|KeyedWriteTests|KeyedWriteNodeTests|ObjectEndpointTests|ImageVariantDownloadTests|ImageVariantPolicyTests|VariantCacheTests|RangeAndConditionalTests|CachedDownloadTests|TusConformanceTests|FirebaseResumableUploadTests|FirebaseMultipartUploadTests|GcsClientWireTests|LarderS3Tests|MultiNodeTests|S3FailureAnswerTests|S3StreamingDownloadTests|S3CommandTests|BackupCommandTests
 test-swift-s3:
 	@if ! command -v swift-proxy-server >/dev/null; then \
 	  echo "*** SKIPPED: the S3 pass (no OpenStack Swift; scripts/deps.sh installs swift-proxy swift-account swift-container swift-object memcached) ***"; exit 0; fi; \
@@ -93,6 +93,7 @@ bench: deps
 	Benchmarks/model-observe/run.sh
 	Benchmarks/catalog-commit/run.sh
 	Benchmarks/events/run.sh
+	Benchmarks/backup/run.sh
 
 # Alone: cross-process observation latency on SQLite, p50/p99 over 1,000 commits.
 bench-observe: deps

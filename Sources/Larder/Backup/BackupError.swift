@@ -7,7 +7,7 @@ public enum BackupError: Error, Equatable, CustomStringConvertible {
   case otherStore(destination: String, holds: String, store: String)
   /// No complete snapshot with this id (or none at all when `id` is nil).
   case unknownSnapshot(id: String?, destination: String)
-  /// A restore target that already holds something.
+  /// A restore target (data directory, catalog or blob store) that already holds something.
   case notEmpty(directory: String, entry: String)
   /// Another backup or prune holds the destination's lock.
   case busy(lockPath: String)
@@ -29,7 +29,7 @@ public enum BackupError: Error, Equatable, CustomStringConvertible {
       "no complete snapshot \(id) in \(destination) (see larder backup list)"
     case .unknownSnapshot(nil, let destination): "no complete snapshot in \(destination)"
     case .notEmpty(let directory, let entry):
-      "\(directory) is not empty (it holds \(entry)): restore only into an empty data directory"
+      "\(directory) is not empty (it holds \(entry)): restore only into an empty store"
     case .busy(let lockPath): "another backup or prune is running on this destination (\(lockPath) is locked)"
     case .unwritable(let path, let reason): "cannot write the backup destination \(path): \(reason)"
     case .damaged(let snapshot, let what): "snapshot \(snapshot) is damaged: \(what)"

@@ -1,13 +1,18 @@
 import Foundation
 import LarderCrypto
 
-/// Restores a snapshot into an empty data directory (issue 35).
+/// Restores a snapshot into an empty store (issue 35): the data directory's SQLite or an empty
+/// PostgreSQL catalog, and blobs in the data directory or in an empty S3 bucket prefix.
 ///
-/// Everything is checked before anything is written: the target is empty (or absent), the
-/// snapshot's catalog matches its checksum and every blob it references is present with its
-/// size. Blobs are re-hashed while copied. The catalog is renamed into place last, so a restore
-/// killed halfway leaves no `larder.sqlite` (remove the directory and run it again). The
-/// snapshot's pins and resumable uploads (whose bytes a backup does not copy) are dropped.
+/// Everything is checked before anything is written: the targets are empty (the data
+/// directory empty or absent; a PostgreSQL catalog without a store; an S3 prefix with no blob
+/// and no other store's identity), the snapshot's catalog matches its checksum and every blob
+/// it references is present with its size. Blobs are re-hashed while copied, made durable in
+/// one flush, and the catalog goes in last, in one step (a rename, or one PostgreSQL
+/// transaction), so a restore killed halfway leaves no catalog: empty the target (the data
+/// directory, the S3 prefix) and run it again. The
+/// snapshot's pins, resumable uploads (whose bytes a backup does not copy) and pending S3
+/// deletions (of the old bucket's addresses) are dropped.
 /// ```swift
 /// let manifest = try Restore(destination: dest, snapshot: nil, directory: dataURL).run()
 /// ```
@@ -15,15 +20,22 @@ package struct Restore {
   let destination: BackupDestination
   let snapshot: String?
   let directory: URL
+  let catalog: CatalogLocation
+  let blobs: BlobLocation
+  let backends: StoreBackends
   var progress: (@Sendable (BackupProgress) -> Void)?
 
   package init(
-    destination: BackupDestination, snapshot: String?, directory: URL,
+    destination: BackupDestination, snapshot: String?, directory: URL, catalog: CatalogLocation? = nil,
+    blobs: BlobLocation? = nil, backends: StoreBackends = .embedded,
     progress: (@Sendable (BackupProgress) -> Void)? = nil
   ) {
     self.destination = destination
     self.snapshot = snapshot
     self.directory = directory.standardizedFileURL
+    self.catalog = catalog ?? .dataDirectory
+    self.blobs = blobs ?? .dataDirectory
+    self.backends = backends
     self.progress = progress
   }
 
@@ -48,48 +60,142 @@ package struct Restore {
           what: "blob \(hex) is \(problem)\(names.isEmpty ? "" : " (\(names.joined(separator: ", ")))")")
       }
     }
+    // Checked before anything is made, the data directory included.
+    let backend = try BlobTarget.backend(blobs, backends: backends)
+    try BlobTarget.checkEmpty(backend)
+    if case .postgres = catalog { try checkEmptyCatalog() }
+    var target = BlobTarget(store: try BlobStore(root: directory), backend: backend)
 
-    let store = try BlobStore(root: directory)
+    // The identity first (as a store records it: blob store before catalog), the catalog last.
+    try target.recorder?.recordStoreIdentity(manifest.storeID)
+    let fences = try Dictionary(
+      source.rows("SELECT sha256, fence FROM blobs").compactMap { row in
+        row.bytes("sha256").map { (Hex.encode($0), row.int("fence") ?? 0) }
+      }, uniquingKeysWith: { a, _ in a })
     var done = BackupProgress(blobsTotal: Int64(contents.blobs.count), bytesTotal: contents.bytes)
-    var touched: Set<String> = []
     for (sha256, size) in contents.blobs {
       let hex = Hex.encode(sha256)
-      let target = store.path(forHex: hex)
-      let parent = (target as NSString).deletingLastPathComponent
-      if try POSIX.makeDirectory(parent) {
-        touched.insert(parent)
-        touched.insert((parent as NSString).deletingLastPathComponent)
+      try target.put(BlobAddress(hex: hex, fence: target.keepsFences ? fences[hex] ?? 0 : 0), size: size) { body in
+        try BlobReader(path: destination.blobPath(hex)).forEachChunk(in: nil, body)
       }
-      let from = destination.blobPath(hex)
-      try BlobCopy.copy(hex: hex, size: size, to: target, through: store.tmpDirectory.path) { body in
-        let reader = try BlobReader(path: from)
-        try reader.forEachChunk(in: nil, body)
-      }
-      touched.insert(parent)
       done.blobsDone += 1
       done.bytesDone += size
       progress?(done)
     }
-    for dir in touched.sorted(by: >) { try POSIX.fsyncDirectory(dir) }
+    try target.finish()
 
-    // The identity first (as a store records it: blob store before catalog), the catalog last.
-    try FilesystemBlobBackend(store: store).recordStoreIdentity(manifest.storeID)
-    let staged = store.tmpDirectory.appendingPathComponent("restore-\(manifest.id).sqlite").path
+    let staged = target.store.tmpDirectory.appendingPathComponent("restore-\(manifest.id).sqlite").path
     try FileManager.default.copyItem(
       atPath: "\(destination.snapshotDirectory(manifest.id))/\(manifest.catalogFile)", toPath: staged)
     try withExtendedLifetime(try SQLiteDatabase(path: staged)) { db in
       try db.execute("DELETE FROM snapshot_pins")
       try db.execute("DELETE FROM uploads")
+      try db.execute("DELETE FROM blob_deletions")
+      // The filesystem keeps every blob at fence 0 (an S3 store's rows name their fences).
+      if !target.keepsFences { try db.execute("UPDATE blobs SET fence = 0 WHERE fence <> 0") }
       // Back to a rollback journal: the file is whole on its own when it is renamed.
       try db.execute("PRAGMA journal_mode=DELETE")
     }
-    let fd = try POSIX.open(staged, O_RDONLY | O_CLOEXEC)
-    try POSIX.fsync(fd, path: staged)
-    POSIX.close(fd)
-    guard POSIX.rename(staged, directory.appendingPathComponent("larder.sqlite").path) else {
-      throw LarderError.posix("rename", root)
+    switch catalog {
+    case .dataDirectory:
+      let fd = try POSIX.open(staged, O_RDONLY | O_CLOEXEC)
+      try POSIX.fsync(fd, path: staged)
+      POSIX.close(fd)
+      guard POSIX.rename(staged, directory.appendingPathComponent("larder.sqlite").path) else {
+        throw LarderError.posix("rename", root)
+      }
+      try POSIX.fsyncDirectory(root)
+    case .postgres:
+      defer { _ = POSIX.unlink(staged) }
+      _ = try CatalogCopy.run(fromCatalogAt: staged, to: catalog, backends: backends)
     }
-    try POSIX.fsyncDirectory(root)
     return manifest
+  }
+
+  /// A PostgreSQL target must hold no store: no identity and no row of content.
+  private func checkEmptyCatalog() throws {
+    let target = try Catalog(
+      location: catalog, sqlitePath: directory.appendingPathComponent("larder.sqlite").path, backends: backends)
+    let held = try target.read { db -> String? in
+      if try StoreIdentity.read(db) != nil { return "a store identity" }
+      for table in ["objects", "files", "blobs", "records"] {
+        if try db.row("SELECT count(*) AS n FROM \(table)")?.int("n") != 0 { return "rows in \(table)" }
+      }
+      return nil
+    }
+    if let held {
+      throw BackupError.notEmpty(directory: "\(catalog)", entry: held)
+    }
+  }
+}
+
+/// Where a restore puts the blobs: the data directory's `blobs/` or a blob backend (S3).
+private struct BlobTarget {
+  let store: BlobStore
+  let backend: (any BlobBackend)?
+  var touched: Set<String> = []
+
+  init(store: BlobStore, backend: (any BlobBackend)?) {
+    self.store = store
+    self.backend = backend
+  }
+
+  /// The backend of `location`; nil for the data directory's `blobs/`.
+  static func backend(_ location: BlobLocation, backends: StoreBackends) throws -> (any BlobBackend)? {
+    guard case .s3(let url, let credentialsFile) = location else { return nil }
+    guard let open = backends.s3 else {
+      throw LarderError.invalidArgument("restoring into S3 needs the LarderS3Store module (backends: [.s3])")
+    }
+    return try open(url, credentialsFile)
+  }
+
+  /// Whether rows keep their fences (S3) or are all at fence 0 (the filesystem).
+  var keepsFences: Bool { backend != nil }
+
+  var recorder: (any StoreIdentityRecording)? {
+    guard let backend else { return FilesystemBlobBackend(store: store) }
+    return backend as? any StoreIdentityRecording
+  }
+
+  /// An S3 prefix must hold no store: no identity and no blob. Even the snapshot's own store's
+  /// content is refused: that may be the live store, and two catalogs on one prefix would
+  /// collect each other's blobs.
+  static func checkEmpty(_ backend: (any BlobBackend)?) throws {
+    guard let backend else { return }
+    if let identity = try (backend as? any StoreIdentityRecording)?.recordedStoreIdentities().sorted().first {
+      throw BackupError.notEmpty(directory: backend.location, entry: "store \(identity)'s identity")
+    }
+    struct Found: Error { let address: BlobAddress }
+    do {
+      try backend.forEachStoredBlob { address, _ in throw Found(address: address) }
+    } catch let found as Found {
+      throw BackupError.notEmpty(directory: backend.location, entry: "blob \(found.address)")
+    }
+  }
+
+  /// Stores the blob `address` (whose bytes `read` streams), re-hashed on the way.
+  mutating func put(
+    _ address: BlobAddress, size: Int64, _ read: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+  ) throws {
+    let tmp = store.tmpDirectory.path
+    guard let backend else {
+      let target = store.path(forHex: address.hex)
+      let parent = (target as NSString).deletingLastPathComponent
+      if touched.insert(parent).inserted { try POSIX.makeDirectory(parent) }
+      try BlobCopy.copy(hex: address.hex, size: size, to: target, through: tmp, durable: false, read)
+      return
+    }
+    let staged = "\(tmp)/restore-\(address.hex)"
+    try BlobCopy.copy(hex: address.hex, size: size, to: staged, through: tmp, durable: false, read)
+    let blob = try StagedBlob.adopting(path: staged, sha256: Hex.decode(address.hex), removeOnDiscard: true)
+    defer { blob.discard() }
+    try backend.publish(blob, at: address)
+  }
+
+  /// Local blobs durable, with their names and directories, before the catalog names them:
+  /// one flush of the filesystem for them all.
+  func finish() throws {
+    guard backend == nil, !touched.isEmpty else { return }
+    try POSIX.syncFilesystem(of: store.blobsPath)
   }
 }

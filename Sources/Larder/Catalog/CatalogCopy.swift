@@ -28,6 +28,13 @@ package enum CatalogCopy {
     guard FileManager.default.fileExists(atPath: sqlitePath) else {
       throw LarderError.invalidArgument("no catalog at \(sqlitePath)")
     }
+    return try run(fromCatalogAt: sqlitePath, to: destination, backends: backends)
+  }
+
+  /// Same, from the SQLite catalog file at `sqlitePath` (a backup snapshot's, say).
+  package static func run(
+    fromCatalogAt sqlitePath: String, to destination: CatalogLocation, backends: StoreBackends
+  ) throws -> [(String, Int64)] {
     let source = try Catalog(path: sqlitePath)
     let target = try Catalog(location: destination, sqlitePath: sqlitePath + ".copy-target", backends: backends)
     return try source.read { from in

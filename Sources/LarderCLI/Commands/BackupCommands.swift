@@ -191,10 +191,12 @@ struct BackupPruneCommand: Command {
 
 struct RestoreCommand: Command {
   static let configuration = CommandConfiguration(
-    name: "restore", summary: "restore a backup snapshot into an empty data directory",
+    name: "restore", summary: "restore a backup snapshot into an empty store",
     discussion: """
-      Refuses a data directory that holds anything. Checks the snapshot before writing,
-      re-hashes every blob it copies, and writes the catalog last.
+      Restores into an empty data directory, and into an empty PostgreSQL catalog (--catalog)
+      and an empty S3 prefix (--blobs) when given; refuses a target that holds anything.
+      Checks the snapshot before writing, re-hashes every blob it copies, and writes the
+      catalog last.
       """,
     positionals: [destinationArgument], options: [snapshotOption], groups: [StoreOptions.self])
 
@@ -206,16 +208,12 @@ struct RestoreCommand: Command {
     store = try StoreOptions(arguments)
     destination = try BackupCommandsSupport.destination(arguments.required(destinationArgument))
     snapshot = arguments.value(snapshotOption)
-    if store.catalog.map({ $0 != .dataDirectory }) ?? false {
-      throw UsageError("--catalog: restoring into a PostgreSQL catalog is not supported yet")
-    }
-    if store.blobs != nil { throw UsageError("--blobs: restoring into S3 is not supported yet") }
   }
 
   func run() throws {
     let manifest = try Restore(
-      destination: destination, snapshot: snapshot, directory: store.data.directory,
-      progress: progressLine("restore")
+      destination: destination, snapshot: snapshot, directory: store.data.directory, catalog: store.catalog,
+      blobs: store.blobs, backends: StoreOptions.backends, progress: progressLine("restore")
     ).run()
     endProgressLine()
     // Opening checks the identity and brings the schema up to date.

@@ -18,10 +18,6 @@ public struct EventDeliveryOptions: Sendable {
   /// The longest a deliverer sleeps without looking (a missed wake-up costs at most this), and
   /// how often the list of subscriptions is read again.
   public var pollInterval: Duration = .seconds(1)
-  /// After sending a batch that did not fill, a worker waits this long before claiming again,
-  /// so that under a stream of uploads one claim and one acknowledgement cover several events
-  /// (each is a catalog write the uploads wait behind) at the price of this much delay.
-  public var batchWindow: Duration = .milliseconds(10)
   /// A claimed delivery's lease lasts `timeout` plus this: another node takes it over only
   /// once its deliverer must have given up on it.
   public var leaseGrace: Duration = .seconds(5)
@@ -211,7 +207,6 @@ public final class EventDeliverer: Sendable {
         continue
       }
       counters.withLock { $0[id, default: Counts()].delivered += acknowledged.count }
-      if batch.count < Self.batchLimit && worker.isActive { Thread.sleep(forTimeInterval: options.batchWindow.timeInterval) }
     }
   }
 
