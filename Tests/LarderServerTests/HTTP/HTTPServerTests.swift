@@ -412,6 +412,8 @@ import Testing
       #expect(try b.readResponse().status == 200)
       let c = try WireConnection(port: server.boundPort)
       try? c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+      // libmicrohttpd resets; the epoll engine answers 503 first (EpollEngineTests).
+      if server.configuration.engine == .epoll { #expect(try c.readResponse().status == 503) }
       #expect(c.isClosedByServer())
     }
   }
