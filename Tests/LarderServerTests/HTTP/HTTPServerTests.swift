@@ -241,6 +241,7 @@ import Testing
   @Test func gracefulShutdownFinishesInFlightAndRefusesNew() throws {
     let events = SinkEvents()
     var configuration = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
+    configuration.engine = TestHTTPEngine.selected
     configuration.threadPoolSize = 2
     configuration.accessLog = .disabled
     let server = HTTPServer(configuration: configuration, handler: testRouter(events: events))
@@ -275,6 +276,7 @@ import Testing
   @Test func shutdownDeadlineCancelsStalledUpload() throws {
     let events = SinkEvents()
     var configuration = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
+    configuration.engine = TestHTTPEngine.selected
     configuration.accessLog = .disabled
     let server = HTTPServer(configuration: configuration, handler: testRouter(events: events))
     try server.start()
@@ -370,6 +372,7 @@ import Testing
     #expect(throws: HTTPServerError.invalidHost("not-an-ip")) { try bad.start() }
     try withServer(handler: testRouter()) { server in
       var configuration = HTTPServer.Configuration(host: "127.0.0.1", port: server.boundPort)
+      configuration.engine = TestHTTPEngine.selected
       configuration.accessLog = .disabled
       let second = HTTPServer(configuration: configuration, handler: testRouter())
       #expect(throws: HTTPServerError.self) { try second.start() }
@@ -420,6 +423,7 @@ import Testing
 
   @Test func accessLogFileThatCannotBeOpenedFailsStart() throws {
     var configuration = HTTPServer.Configuration()
+    configuration.engine = TestHTTPEngine.selected
     configuration.accessLog = .file("/nonexistent-dir/access.log")
     let server = HTTPServer(configuration: configuration, handler: testRouter())
     #expect(throws: HTTPServerError.accessLog(path: "/nonexistent-dir/access.log", errno: ENOENT)) { try server.start() }
