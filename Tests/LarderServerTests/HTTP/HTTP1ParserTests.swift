@@ -63,7 +63,7 @@ private func decodeChunked(_ input: [UInt8], step: Int) throws -> ([UInt8], Int)
       ("GET / HTTP/1.1\nHost: x\n\n", .malformedHead("a line ends in LF without CR")),
       ("GET / HTTP/1.1\r\nHost : x\r\n\r\n", .malformedHead("malformed header field")),
       ("GET / HTTP/1.1\r\n: x\r\n\r\n", .malformedHead("malformed header field")),
-      ("GET / HTTP/1.1\r\nX-A: a\u{0}b\r\n\r\n", .malformedHead("a control character in a header field")),
+      ("GET / HTTP/1.1\r\nX-A: a\u{0}b\r\n\r\n", .malformedHead("a NUL in a header field")),
       ("GET  / HTTP/1.1\r\n\r\n", .malformedHead("malformed request line")),
       ("GET /a b HTTP/1.1\r\n\r\n", .malformedHead("malformed HTTP version")),
       ("G(T / HTTP/1.1\r\n\r\n", .malformedHead("malformed request line")),
