@@ -83,9 +83,12 @@ final class EpollServer: @unchecked Sendable {
     return drained
   }
 
-  /// Counts a connection from `address`; false when a limit says no.
+  /// At the connection limit new connections wait in the listen backlog, costing no descriptor,
+  /// until one closes (as with libmicrohttpd).
+  var isFull: Bool { openConnections.load(ordering: .relaxed) >= connectionLimit }
+
+  /// Counts a connection from `address`; false when its address is at its limit.
   func admit(_ address: String) -> Bool {
-    if openConnections.load(ordering: .relaxed) >= connectionLimit { return false }
     let limit = configuration.perIPConnectionLimit
     let admitted = perAddress.withLock { counts -> Bool in
       let current = counts[address, default: 0]
@@ -182,6 +185,8 @@ final class EventLoop: @unchecked Sendable {
   private let stopping = Atomic<Bool>(false)
   private let exited = Atomic<Bool>(false)
   private var accepting = true
+  /// Not watching the listen socket while the server is full (``EpollServer/isFull``).
+  private var paused = false
   private var lastTick = ContinuousClock.now
 
   static let listenKey = UInt64.max
@@ -244,13 +249,21 @@ final class EventLoop: @unchecked Sendable {
   func beginDrain() {
     if accepting {
       accepting = false
-      LinuxIO.remove(epoll, server.listen.descriptor)
+      if !paused { LinuxIO.remove(epoll, server.listen.descriptor) }
     }
     for connection in Array(connections.values) where connection.isIdle { connection.close(outcome: nil) }
   }
 
   func forget(_ connection: Connection) {
     connections.removeValue(forKey: connection.fd)
+    resumeAccepting()
+  }
+
+  private func resumeAccepting() {
+    guard paused, accepting, !server.isFull else { return }
+    paused = false
+    LinuxIO.add(
+      epoll, server.listen.descriptor, events: LinuxIO.readable | LinuxIO.exclusive, data: Self.listenKey)
   }
 
   private func run() {
@@ -281,6 +294,7 @@ final class EventLoop: @unchecked Sendable {
       let now = ContinuousClock.now
       if now - lastTick > .milliseconds(250) {
         lastTick = now
+        resumeAccepting()
         for connection in Array(connections.values) { connection.checkTimeouts(now: now) }
       }
     }
@@ -298,6 +312,11 @@ final class EventLoop: @unchecked Sendable {
 
   private func acceptAll() {
     while accepting {
+      if server.isFull {
+        paused = true
+        LinuxIO.remove(epoll, server.listen.descriptor)
+        return
+      }
       let fd = LinuxIO.accept(server.listen.descriptor)
       if fd < 0 {
         if errno == EINTR || errno == ECONNABORTED { continue }
@@ -328,7 +347,7 @@ final class EventLoop: @unchecked Sendable {
     }
   }
 
-  /// Past a connection limit: a 503 with `Retry-After`, then a lingering close so the client
+  /// Past the per-address limit: a 503 with `Retry-After`, then a lingering close so the client
   /// reads it rather than a reset.
   private func refuse(_ fd: Int32) {
     let response = HTTPResponse.error(status: 503, message: "too many connections; retry later")
