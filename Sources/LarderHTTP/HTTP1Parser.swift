@@ -196,7 +196,7 @@ struct ChunkedDecoder {
       let c = b[i]
       switch state {
       case .size(let digits, let value):
-        if let d = Self.hexValue(c) {
+        if let d = PercentEncoding.hexValue(c) {
           guard digits < 15 else { throw .invalidChunk("chunk size too large") }
           state = .size(digits: digits + 1, value: value << 4 | Int64(d))
           i += 1
@@ -266,14 +266,5 @@ struct ChunkedDecoder {
       }
     }
     return i
-  }
-
-  static func hexValue(_ c: UInt8) -> UInt8? {
-    switch c {
-    case 0x30...0x39: c - 0x30
-    case 0x41...0x46: c - 0x41 + 10
-    case 0x61...0x66: c - 0x61 + 10
-    default: nil
-    }
   }
 }
