@@ -121,7 +121,7 @@ final class Connection: @unchecked Sendable {
         }
       case .head:
         if count > 0 {
-          switch parser.parse(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) {
+          switch parser.parse(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])) {
           case .complete(let length):
             begin(headLength: length)
             continue

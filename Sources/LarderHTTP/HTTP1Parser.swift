@@ -53,8 +53,8 @@ struct RequestHeadParser {
   }
 
   /// Scans `buffer` (the whole input so far, from the request's first byte) from where the
-  /// previous call stopped.
-  mutating func parse(_ buffer: UnsafeRawBufferPointer) -> Outcome {
+  /// previous call stopped. A NUL in a field value is replaced with SP in place.
+  mutating func parse(_ buffer: UnsafeMutableRawBufferPointer) -> Outcome {
     let bytes = buffer.bindMemory(to: UInt8.self)
     while position < bytes.count {
       let byte = bytes[position]
@@ -97,7 +97,7 @@ struct RequestHeadParser {
     return position - fieldsStart > maxHeaderBytes ? .headersTooLarge(limit: maxHeaderBytes) : nil
   }
 
-  private mutating func requestLine(_ b: UnsafeBufferPointer<UInt8>, _ line: Range<Int>) -> HTTPRequestError? {
+  private mutating func requestLine(_ b: UnsafeMutableBufferPointer<UInt8>, _ line: Range<Int>) -> HTTPRequestError? {
     // method SP request-target SP HTTP-version, single spaces (§3).
     var i = line.lowerBound
     while i < line.upperBound, Self.isTokenByte(b[i]) { i += 1 }
@@ -121,7 +121,7 @@ struct RequestHeadParser {
     return nil
   }
 
-  private mutating func field(_ b: UnsafeBufferPointer<UInt8>, _ line: Range<Int>) -> HTTPRequestError? {
+  private mutating func field(_ b: UnsafeMutableBufferPointer<UInt8>, _ line: Range<Int>) -> HTTPRequestError? {
     let first = b[line.lowerBound]
     if first == 0x20 || first == 0x09 { return .malformedHead("obsolete line folding") }
     var i = line.lowerBound
@@ -135,9 +135,9 @@ struct RequestHeadParser {
     while i < line.upperBound, b[i] == 0x20 || b[i] == 0x09 { i += 1 }
     var end = line.upperBound
     while end > i, b[end - 1] == 0x20 || b[end - 1] == 0x09 { end -= 1 }
-    // CR and LF never get here (a lone CR was refused above); NUL is refused too (RFC 9110 §5.5:
-    // the dangerous three), other control bytes are kept, as §5.5 allows, for the handler to judge.
-    for j in i..<end where b[j] == 0 { return .malformedHead("a NUL in a header field") }
+    // CR and LF never get here (a lone CR was refused above); a NUL becomes SP, the other choice
+    // RFC 9110 §5.5 gives; other control bytes are kept, as §5.5 allows, for the handler to judge.
+    for j in i..<end where b[j] == 0 { b[j] = 0x20 }
     guard fields.count < maxFields else { return .headersTooLarge(limit: maxHeaderBytes) }
     fields.append(Field(name: name, value: i..<end))
     return nil
