@@ -30,6 +30,8 @@ let package = Package(
       name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
     .systemLibrary(
       name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+    // Linux calls Swift's Glibc leaves out (epoll, eventfd, sendfile, accept4): the HTTP engine's.
+    .systemLibrary(name: "CLinuxIO"),
     .systemLibrary(
       name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     // libvips is variadic: its shim.h holds inline C functions with the options fixed.
@@ -59,7 +61,7 @@ let package = Package(
     .target(name: "LarderImages", dependencies: ["CVips", "Larder"]),
     // The HTTP layer (libmicrohttpd, requests, responses, router, metrics, access log): it
     // imports no storage module, so "HTTP knows nothing of storage" is checked by the compiler.
-    .target(name: "LarderHTTP", dependencies: ["CMicroHTTPD", "LarderLogging"]),
+    .target(name: "LarderHTTP", dependencies: ["CMicroHTTPD", "CLinuxIO", "LarderLogging"]),
     .target(
       name: "LarderServer",
       dependencies: [

@@ -26,6 +26,17 @@ public enum HTTPRequestError: Error, Sendable, Equatable {
   case unsupportedTransferEncoding(String)
   /// An HTTP/1.1 request without `Host` (RFC 9112 §3.2).
   case missingHost
+  /// A request head RFC 9112 does not allow: a bare CR or LF, obs-fold, whitespace before a
+  /// field's colon, a control character, a malformed request line.
+  case malformedHead(String)
+  /// A request line longer than the server reads (414).
+  case targetTooLong(limit: Int)
+  /// An HTTP version other than 1.0 and 1.1 (505).
+  case unsupportedVersion
+  /// A chunked body whose framing is broken: a size that is not hex or too large, a missing CRLF.
+  case invalidChunk(String)
+  /// A chunk extension longer than the server reads (413).
+  case chunkExtensionTooLong(limit: Int)
 
   public var code: String {
     switch self {
@@ -39,17 +50,24 @@ public enum HTTPRequestError: Error, Sendable, Equatable {
     case .contentLengthWithTransferEncoding: "content_length_with_transfer_encoding"
     case .unsupportedTransferEncoding: "unsupported_transfer_encoding"
     case .missingHost: "missing_host"
+    case .malformedHead: "malformed_head"
+    case .targetTooLong: "target_too_long"
+    case .unsupportedVersion: "unsupported_version"
+    case .invalidChunk: "invalid_chunk"
+    case .chunkExtensionTooLong: "chunk_extension_too_long"
     }
   }
 
   public var status: Int {
     switch self {
     case .malformedPercentEncoding, .invalidUTF8, .malformedTarget, .invalidContentLength,
-      .conflictingContentLength, .contentLengthWithTransferEncoding, .missingHost:
+      .conflictingContentLength, .contentLengthWithTransferEncoding, .missingHost, .malformedHead, .invalidChunk:
       400
     case .unsupportedTransferEncoding: 501
     case .headersTooLarge: 431
-    case .bodyTooLarge: 413
+    case .bodyTooLarge, .chunkExtensionTooLong: 413
+    case .targetTooLong: 414
+    case .unsupportedVersion: 505
     }
   }
 
@@ -66,6 +84,11 @@ public enum HTTPRequestError: Error, Sendable, Equatable {
     case .unsupportedTransferEncoding(let s):
       "unsupported Transfer-Encoding \(s.prefix(100).debugDescription)"
     case .missingHost: "an HTTP/1.1 request needs a Host header"
+    case .malformedHead(let why): "malformed request head: \(why)"
+    case .targetTooLong(let limit): "request line exceeds \(limit) bytes"
+    case .unsupportedVersion: "only HTTP/1.0 and HTTP/1.1 are supported"
+    case .invalidChunk(let why): "malformed chunked body: \(why)"
+    case .chunkExtensionTooLong(let limit): "chunk extension exceeds \(limit) bytes"
     }
   }
 }

@@ -16,9 +16,38 @@ import Synchronization
 public final class HTTPServer: Sendable {
   private enum State {
     case idle
-    case running(daemon: OpaquePointer, listenSocket: Int32, port: Int, core: ServerCore)
-    case stopping(port: Int, core: ServerCore)
+    case running(Engine, port: Int)
+    case stopping(Engine, port: Int)
     case stopped(port: Int)
+  }
+
+  /// The engine serving, with what it needs to stop.
+  private enum Engine {
+    case microhttpd(daemon: OpaquePointer, listenSocket: Int32, core: ServerCore)
+    case epoll(EpollServer)
+
+    var inFlight: Int {
+      switch self {
+      case .microhttpd(_, _, let core): core.inFlight.load(ordering: .relaxed)
+      case .epoll(let server): server.inFlight.load(ordering: .relaxed)
+      }
+    }
+
+    var contextCounts: (made: Int, ended: Int) {
+      switch self {
+      case .microhttpd(_, _, let core):
+        (core.contextsMade.load(ordering: .relaxed), core.contextsEnded.load(ordering: .relaxed))
+      case .epoll(let server):
+        (server.contextsMade.load(ordering: .relaxed), server.contextsEnded.load(ordering: .relaxed))
+      }
+    }
+
+    var openConnections: Int {
+      switch self {
+      case .microhttpd(_, _, let core): core.connections.count
+      case .epoll(let server): server.openConnections.load(ordering: .relaxed)
+      }
+    }
   }
 
   public let configuration: Configuration
@@ -34,10 +63,15 @@ public final class HTTPServer: Sendable {
   }
 
   deinit {
-    if case .running(let daemon, let fd, _, let core) = state.withLock({ $0 }) {
+    switch state.withLock({ $0 }) {
+    case .running(.microhttpd(let daemon, let fd, let core), _):
       MHD_stop_daemon(daemon)
       core.reaper.stop()
       close(fd)
+    case .running(.epoll(let server), _):
+      _ = server.shutdown(deadline: .now)
+    default:
+      break
     }
   }
 
@@ -46,7 +80,7 @@ public final class HTTPServer: Sendable {
     state.withLock { s in
       switch s {
       case .idle: 0
-      case .running(_, _, let port, _), .stopping(let port, _), .stopped(let port): port
+      case .running(_, let port), .stopping(_, let port), .stopped(let port): port
       }
     }
   }
@@ -55,7 +89,7 @@ public final class HTTPServer: Sendable {
   public var inFlightRequests: Int {
     state.withLock { s in
       switch s {
-      case .running(_, _, _, let core), .stopping(_, let core): core.inFlight.load(ordering: .relaxed)
+      case .running(let engine, _), .stopping(let engine, _): engine.inFlight
       case .idle, .stopped: 0
       }
     }
@@ -66,8 +100,7 @@ public final class HTTPServer: Sendable {
   public var requestContextCounts: (made: Int, ended: Int) {
     state.withLock { s in
       switch s {
-      case .running(_, _, _, let core), .stopping(_, let core):
-        (core.contextsMade.load(ordering: .relaxed), core.contextsEnded.load(ordering: .relaxed))
+      case .running(let engine, _), .stopping(let engine, _): engine.contextCounts
       case .idle, .stopped: (0, 0)
       }
     }
@@ -77,7 +110,7 @@ public final class HTTPServer: Sendable {
   public var openConnections: Int {
     state.withLock { s in
       switch s {
-      case .running(_, _, _, let core), .stopping(_, let core): core.connections.count
+      case .running(let engine, _), .stopping(let engine, _): engine.openConnections
       case .idle, .stopped: 0
       }
     }
@@ -101,20 +134,42 @@ public final class HTTPServer: Sendable {
         configuration.logger.warning(
           "connection limit lowered to \(connectionLimit): \(openFiles) open files allowed (RLIMIT_NOFILE)")
       }
-      let core = ServerCore(
-        configuration: configuration, handler: handler, metrics: metrics, accessLog: log,
-        maxLingering: ResourceLimits.lingeringLimit(openFiles: openFiles, connectionLimit: connectionLimit))
-      guard let daemon = Self.startDaemon(core: core, socket: socket, connectionLimit: connectionLimit) else {
-        close(socket.descriptor)
-        core.reaper.stop()
-        throw .daemonStartFailed
+      let maxLingering = ResourceLimits.lingeringLimit(openFiles: openFiles, connectionLimit: connectionLimit)
+      let engine: Engine
+      switch configuration.engine {
+      case .epoll:
+        let server = EpollServer(
+          configuration: configuration, handler: handler, metrics: metrics, accessLog: log, listen: socket,
+          connectionLimit: connectionLimit, maxLingering: maxLingering)
+        do throws(HTTPServerError) {
+          try server.start()
+        } catch {
+          close(socket.descriptor)
+          throw error
+        }
+        metrics.registerGauge(
+          "\(metrics.namespace)_http_requests_in_flight", help: "Requests begun and not yet completed."
+        ) {
+          [weak server] in Double(server?.inFlight.load(ordering: .relaxed) ?? 0)
+        }
+        engine = .epoll(server)
+      case .microhttpd:
+        let core = ServerCore(
+          configuration: configuration, handler: handler, metrics: metrics, accessLog: log,
+          maxLingering: maxLingering)
+        guard let daemon = Self.startDaemon(core: core, socket: socket, connectionLimit: connectionLimit) else {
+          close(socket.descriptor)
+          core.reaper.stop()
+          throw .daemonStartFailed
+        }
+        metrics.registerGauge(
+          "\(metrics.namespace)_http_requests_in_flight", help: "Requests begun and not yet completed."
+        ) {
+          [weak core] in Double(core?.inFlight.load(ordering: .relaxed) ?? 0)
+        }
+        engine = .microhttpd(daemon: daemon, listenSocket: socket.descriptor, core: core)
       }
-      metrics.registerGauge(
-        "\(metrics.namespace)_http_requests_in_flight", help: "Requests begun and not yet completed."
-      ) {
-        [weak core] in Double(core?.inFlight.load(ordering: .relaxed) ?? 0)
-      }
-      s = .running(daemon: daemon, listenSocket: socket.descriptor, port: socket.port, core: core)
+      s = .running(engine, port: socket.port)
     }
   }
 
@@ -124,12 +179,27 @@ public final class HTTPServer: Sendable {
   /// - Returns: `true` when every request in flight finished before the deadline.
   @discardableResult
   public func shutdown(deadline: ContinuousClock.Instant) -> Bool {
-    let running: (OpaquePointer, Int32, ServerCore)? = state.withLock { s in
-      guard case .running(let daemon, let fd, let port, let core) = s else { return nil }
-      s = .stopping(port: port, core: core)
-      return (daemon, fd, core)
+    let running: Engine? = state.withLock { s in
+      guard case .running(let engine, let port) = s else { return nil }
+      s = .stopping(engine, port: port)
+      return engine
     }
-    guard let (daemon, fd, core) = running else { return true }
+    let drained: Bool
+    switch running {
+    case nil: return true
+    case .epoll(let server): drained = server.shutdown(deadline: deadline)
+    case .microhttpd(let daemon, let fd, let core):
+      drained = Self.stop(daemon: daemon, listenSocket: fd, core: core, deadline: deadline)
+    }
+    state.withLock { s in
+      if case .stopping(_, let port) = s { s = .stopped(port: port) }
+    }
+    return drained
+  }
+
+  private static func stop(
+    daemon: OpaquePointer, listenSocket fd: Int32, core: ServerCore, deadline: ContinuousClock.Instant
+  ) -> Bool {
     core.draining.store(true, ordering: .relaxed)
     _ = MHD_quiesce_daemon(daemon)
     // Quiescing only stops polling the socket; shutting it down makes the kernel refuse
@@ -147,9 +217,6 @@ public final class HTTPServer: Sendable {
     core.accessLog.flush()
     core.reaper.stop()
     close(fd)
-    state.withLock { s in
-      if case .stopping(let port, _) = s { s = .stopped(port: port) }
-    }
     return drained
   }
 

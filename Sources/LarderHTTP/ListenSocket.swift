@@ -72,3 +72,20 @@ struct ListenSocket {
     return ListenSocket(descriptor: fd, port: Int(UInt16(bigEndian: actual)), isIPv6: isIPv6)
   }
 }
+
+enum SocketAddress {
+  /// An IPv4 or IPv6 address as text (`127.0.0.1`, `::1`), `""` for another family.
+  static func text(_ address: UnsafePointer<sockaddr>) -> String {
+    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+    switch Int32(address.pointee.sa_family) {
+    case AF_INET:
+      var a = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+      guard inet_ntop(AF_INET, &a, &buffer, socklen_t(buffer.count)) != nil else { return "" }
+    case AF_INET6:
+      var a = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+      guard inet_ntop(AF_INET6, &a, &buffer, socklen_t(buffer.count)) != nil else { return "" }
+    default: return ""
+    }
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+}

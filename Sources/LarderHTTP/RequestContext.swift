@@ -38,3 +38,23 @@ final class RequestContext {
 
   init(rawTarget: String) { self.rawTarget = rawTarget }
 }
+
+extension RequestContext {
+  /// Records the request's end in the metrics and the access log (both engines); `outcome` is
+  /// `ok`, `timeout`, `shutdown`, `client_abort`, `read_error`, `dropped` or `error`. Only a
+  /// completed response counts its bytes out.
+  func record(outcome: String, metrics: Metrics, accessLog: AccessLog, remote: () -> String) {
+    let bytesOut = outcome == "ok" ? self.bytesOut : 0
+    let elapsed = ContinuousClock.now - started
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let route = routeLabel ?? "unmatched"
+    metrics.recordRequest(route: route, status: status, bytesIn: bytesIn, bytesOut: bytesOut, seconds: seconds)
+    guard accessLog.isEnabled else { return }
+    let path = request.map { String($0.path) } ?? String(rawTarget.prefix { $0 != "?" })
+    accessLog.record(
+      AccessLogEntry(
+        time: wallClockStart, requestID: request?.id ?? "", method: method, path: path, route: route,
+        status: status, bytesIn: bytesIn, bytesOut: bytesOut, durationMilliseconds: seconds * 1000,
+        remote: request?.remoteAddress ?? remote(), outcome: outcome))
+  }
+}

@@ -448,8 +448,7 @@ final class ServerCore: Sendable {
       context.sinkSettled = true
       sink.cancel()
     }
-    var status = context.status
-    if status == 0 { status = ConnectionInfo.queuedStatus(connection) ?? 0 }
+    if context.status == 0 { context.status = ConnectionInfo.queuedStatus(connection) ?? 0 }
     let outcome: String
     switch code {
     case nil: outcome = "dropped"
@@ -460,21 +459,8 @@ final class ServerCore: Sendable {
     case .REQUEST_TERMINATED_CLIENT_ABORT: outcome = "client_abort"
     default: outcome = "error"
     }
-    let bytesOut = outcome == "ok" ? context.bytesOut : 0
-    let elapsed = ContinuousClock.now - context.started
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    let route = context.routeLabel ?? "unmatched"
-    metrics.recordRequest(
-      route: route, status: status, bytesIn: context.bytesIn, bytesOut: bytesOut, seconds: seconds)
-    guard accessLog.isEnabled else { return }
-    let path = context.request.map { String($0.path) } ?? String(context.rawTarget.prefix { $0 != "?" })
-    accessLog.record(
-      AccessLogEntry(
-        time: context.wallClockStart, requestID: context.request?.id ?? "", method: context.method,
-        path: path,
-        route: route, status: status, bytesIn: context.bytesIn, bytesOut: bytesOut,
-        durationMilliseconds: seconds * 1000,
-        remote: context.request?.remoteAddress ?? ConnectionInfo.remoteAddress(connection),
-        outcome: outcome))
+    context.record(
+      outcome: outcome, metrics: metrics, accessLog: accessLog,
+      remote: { ConnectionInfo.remoteAddress(connection) })
   }
 }

@@ -5,6 +5,7 @@ extension LarderService.Options {
   public func onTestStores() -> Self {
     var options = self
     TestStore.fill(&options.catalog, &options.blobs, for: dataDirectory)
+    options.http.engine = TestHTTPEngine.selected
     return options
   }
 }

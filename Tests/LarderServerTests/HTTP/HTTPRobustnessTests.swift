@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderTestSupport
 import LarderLogging
 import Synchronization
 import Testing
@@ -161,11 +162,13 @@ private func sendWholeBodyThenRead(
   @Test func requestsTheLibraryDropsAreEndedExactlyOnce() throws {
     let metrics = Metrics()
     let dropped = Atomic<Int>(0)
-    let server = try startedServer(handler: testRouter(metrics: metrics), metrics: metrics) { line in
-      if line.contains(#""outcome":"dropped""#) { dropped.add(1, ordering: .relaxed) }
-    }
     // libmicrohttpd 0.9.75 runs out of pool for the argument records and closes without an
-    // answer and without a completion callback: only the connection's close ends these.
+    // answer and without a completion callback: only the connection's close ends these. The
+    // epoll engine answers them.
+    let outcome = TestHTTPEngine.selected == .epoll ? "ok" : "dropped"
+    let server = try startedServer(handler: testRouter(metrics: metrics), metrics: metrics) { line in
+      if line.contains(#""outcome":"\#(outcome)""#) { dropped.add(1, ordering: .relaxed) }
+    }
     let query = Array(repeating: "a=1", count: 1000).joined(separator: "&")
     for _ in 0..<1000 {
       let c = try WireConnection(port: server.boundPort)
@@ -251,8 +254,7 @@ private func sendWholeBodyThenRead(
 private func startedServer(
   handler: any HTTPHandler, metrics: Metrics, accessLog: @escaping @Sendable (String) -> Void
 ) throws -> HTTPServer {
-  var configuration = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
-  configuration.threadPoolSize = 2
+  var configuration = HTTPServer.Configuration.loopback
   configuration.accessLog = .custom(accessLog)
   let server = HTTPServer(configuration: configuration, handler: handler, metrics: metrics)
   try server.start()

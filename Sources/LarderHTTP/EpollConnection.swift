@@ -1,0 +1,705 @@
+import Foundation
+import Synchronization
+
+/// One request and its answer on a connection. HTTP/1.1 runs them one after another (answers
+/// go out in order); the connection holds its current one, so a multiplexing protocol can hold
+/// several without changing this type.
+final class Exchange {
+  let context: RequestContext
+  let request: HTTPRequest
+  /// A body follows the head (declared by `Content-Length` > 0 or chunked).
+  let hasBody: Bool
+  let expectsContinue: Bool
+  var sink: (any HTTPBodySink)?
+  /// `Content-Length` bytes still to come.
+  var remaining: Int64
+  var chunked: ChunkedDecoder?
+  /// A chunked body's decoded bytes, handed to the sink (storage reused between pieces).
+  var decoded: [UInt8] = []
+
+  init(context: RequestContext, request: HTTPRequest, hasBody: Bool, expectsContinue: Bool, chunked: Bool) {
+    self.context = context
+    self.request = request
+    self.hasBody = hasBody
+    self.expectsContinue = expectsContinue
+    remaining = chunked ? 0 : max(0, request.contentLength ?? 0)
+    self.chunked = chunked ? ChunkedDecoder() : nil
+  }
+
+  var bodyComplete: Bool { chunked.map(\.isDone) ?? (remaining == 0) }
+}
+
+/// A closure handed between a loop and the workers. The state it touches is owned by whichever
+/// side runs it (see ``Connection``), which the type system cannot see.
+struct Job: @unchecked Sendable {
+  let run: () -> Void
+}
+
+/// A client connection on an event loop: its input buffer, the request head parser, the
+/// current exchange and the answer being written.
+///
+/// Everything here runs on the loop's thread, except while `phase` is `.working`: then one
+/// worker owns the exchange (it runs the handler or the sink) and the loop neither reads nor
+/// writes, until the worker posts its continuation back. A close meanwhile only marks the
+/// connection closed; the continuation sees that and releases what the worker held.
+final class Connection: @unchecked Sendable {
+  enum Phase: Equatable {
+    case head
+    case working
+    case body
+    case responding
+    case lingering
+    case closed
+  }
+
+  let fd: Int32
+  unowned let loop: EventLoop
+  let remote: String
+  /// Counted against the connection limits (a refused connection lingering is not).
+  let counted: Bool
+  var server: EpollServer { loop.server }
+
+  private(set) var phase = Phase.head
+  private let buffer: UnsafeMutableRawBufferPointer
+  private var count = 0
+  private var parser = RequestHeadParser()
+  private var exchange: Exchange?
+  private var lastActivity = ContinuousClock.now
+  /// Waiting for a request head since (accept, or the end of the previous answer).
+  private var headSince: ContinuousClock.Instant? = .now
+  private var closeAfter = false
+  private var lingerAfter = false
+  private var lingerDeadline = ContinuousClock.now
+  private var discarded = 0
+  private var minorVersion = 1
+
+  private var out: [UInt8] = []
+  private var outOffset = 0
+  private var outBody: [UInt8] = []
+  private var outBodyOffset = 0
+  private var file: (fd: Int32, offset: Int64, remaining: Int64)?
+  private var stream: (fd: Int32, remaining: Int64)?
+
+  init(fd: Int32, loop: EventLoop, remote: String, counted: Bool = true) {
+    self.fd = fd
+    self.loop = loop
+    self.remote = remote
+    self.counted = counted
+    let c = loop.server.configuration
+    parser.maxHeaderBytes = c.maxHeaderBytes
+    // Room for the longest head the parser accepts, so a full buffer always means a refusal.
+    let capacity = max(c.connectionMemoryLimit, parser.maxRequestLine + c.maxHeaderBytes + 256)
+    buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+    out.reserveCapacity(512)
+  }
+
+  deinit { buffer.deallocate() }
+
+  /// Waiting for a request that has not begun: safe to close when draining.
+  var isIdle: Bool { phase == .head && count == 0 && exchange == nil }
+
+  func onEvents(_ events: UInt32) {
+    advance()
+  }
+
+  /// Moves the connection on as far as it can without waiting.
+  func advance() {
+    while true {
+      switch phase {
+      case .closed, .working:
+        return
+      case .lingering:
+        drainLinger()
+        return
+      case .responding:
+        switch flush() {
+        case .wait: return
+        case .failed:
+          close(outcome: "client_abort")
+          return
+        case .done: finishResponse()
+        }
+      case .head:
+        if count > 0 {
+          switch parser.parse(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])) {
+          case .complete(let length):
+            begin(headLength: length)
+            continue
+          case .failed(let error):
+            refuse(error)
+            continue
+          case .incomplete:
+            if count == buffer.count {
+              refuse(.headersTooLarge(limit: server.configuration.maxHeaderBytes))
+              continue
+            }
+          }
+        }
+        if !fill() { return }
+      case .body:
+        if !pumpBody() { return }
+      }
+    }
+  }
+
+  // MARK: Reading
+
+  /// Reads what the socket holds into the buffer; false when nothing came (or the peer left).
+  private func fill() -> Bool {
+    guard count < buffer.count else { return false }
+    while true {
+      let n = recv(fd, buffer.baseAddress! + count, buffer.count - count, 0)
+      if n > 0 {
+        count += n
+        lastActivity = .now
+        return true
+      }
+      if n < 0 && errno == EINTR { continue }
+      if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return false }
+      close(outcome: exchange == nil ? nil : "client_abort")
+      return false
+    }
+  }
+
+  private func consume(_ n: Int) {
+    guard n > 0 else { return }
+    if n < count { memmove(buffer.baseAddress!, buffer.baseAddress! + n, count - n) }
+    count -= n
+  }
+
+  /// A complete head of `headLength` bytes is at the start of the buffer.
+  private func begin(headLength: Int) {
+    let raw = UnsafeRawBufferPointer(rebasing: buffer[0..<headLength])
+    func text(_ r: Range<Int>) -> String { String(decoding: raw[r], as: UTF8.self) }
+    let method = text(parser.method)
+    let target = text(parser.target)
+    var headers = HTTPHeaders(capacity: parser.fields.count)
+    for field in parser.fields { headers.add(text(field.name), text(field.value)) }
+    minorVersion = parser.minorVersion
+    let version = minorVersion == 1 ? "HTTP/1.1" : "HTTP/1.0"
+    consume(headLength)
+    parser.reset()
+    headSince = nil
+
+    let context = RequestContext(rawTarget: target)
+    context.method = method
+    server.inFlight.add(1, ordering: .relaxed)
+    server.contextsMade.add(1, ordering: .relaxed)
+    // Persistence (RFC 9112 §9.3): 1.1 unless `close`, 1.0 only with `keep-alive`.
+    let tokens = headers.values(for: "Connection").joined(separator: ",").lowercased()
+    closeAfter = minorVersion == 0 ? !tokens.contains("keep-alive") : tokens.contains("close")
+    let chunked = headers.contains("Transfer-Encoding")
+    let declaresBody = chunked || (headers["Content-Length"].map { $0 != "0" } ?? false)
+
+    let request: HTTPRequest
+    do {
+      request = try HTTPRequest(
+        method: method, target: target, headers: headers, remoteAddress: remote, id: headers["X-Request-Id"],
+        version: version)
+    } catch {
+      let fallback = HTTPRequest(
+        unvalidated: method, target: target, headers: headers, remoteAddress: remote,
+        id: headers["X-Request-Id"], version: version)
+      context.request = fallback
+      exchange = Exchange(
+        context: context, request: fallback, hasBody: declaresBody, expectsContinue: false, chunked: false)
+      let framing = HTTPRequest.framingError(headers: headers, version: version)
+      respond(
+        server.handler.errorResponse(for: framing ?? error, request: fallback),
+        unreadBody: framing != nil || declaresBody)
+      return
+    }
+    context.request = request
+    let expects =
+      minorVersion == 1 && headers["Expect"].map { HTTPHeaders.same($0, "100-continue") } == true
+    let exchange = Exchange(
+      context: context, request: request, hasBody: declaresBody, expectsContinue: expects, chunked: chunked)
+    self.exchange = exchange
+    if let framing = HTTPRequest.framingError(headers: headers, version: version) {
+      respond(server.handler.errorResponse(for: framing, request: request), unreadBody: true)
+      return
+    }
+    if let limit = server.configuration.maxBodyBytes, let declared = request.contentLength, declared > limit {
+      respond(
+        server.handler.errorResponse(for: HTTPRequestError.bodyTooLarge(limit: limit), request: request),
+        unreadBody: declaresBody)
+      return
+    }
+    phase = .working
+    let handler = server.handler
+    server.workers.submit { [self] in
+      let decision = handler.head(request)
+      loop.post(Job { self.decided(decision, exchange) })
+    }
+  }
+
+  /// The handler judged the head (on a worker); back on the loop.
+  private func decided(_ decision: HTTPHeadDecision, _ exchange: Exchange) {
+    guard phase != .closed else {
+      if case .receiveBody(let sink) = decision.action { sink.cancel() }
+      return
+    }
+    exchange.context.routeLabel = decision.routeLabel
+    switch decision.action {
+    case .respond(let response):
+      respond(response, unreadBody: exchange.hasBody)
+    case .receiveBody(let sink):
+      exchange.sink = sink
+      exchange.context.sink = sink
+      // The head is judged: only now is the client told to send its body.
+      if exchange.expectsContinue && exchange.hasBody && count == 0 {
+        out.append(contentsOf: "HTTP/1.1 100 Continue\r\n\r\n".utf8)
+      }
+      phase = .body
+    }
+    advance()
+  }
+
+  /// Hands the next piece of the body to the sink, or finishes; false when waiting for bytes.
+  private func pumpBody() -> Bool {
+    guard let exchange, let sink = exchange.sink else { return false }
+    if outOffset < out.count {
+      switch flush() {
+      case .wait: return false
+      case .failed:
+        close(outcome: "client_abort")
+        return false
+      case .done: break
+      }
+    }
+    if count > 0 && !exchange.bodyComplete {
+      let piece: Piece
+      if var decoder = exchange.chunked {
+        var decoded = exchange.decoded
+        decoded.removeAll(keepingCapacity: true)
+        let used: Int
+        do {
+          used = try decoder.decode(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) {
+            decoded.append(contentsOf: $0)
+          }
+        } catch {
+          exchange.chunked = decoder
+          fail(error, exchange)
+          return true
+        }
+        exchange.chunked = decoder
+        exchange.decoded = decoded
+        consume(used)
+        piece = .decoded(decoded)
+      } else {
+        let n = Int(min(exchange.remaining, Int64(count)))
+        exchange.remaining -= Int64(n)
+        piece = .buffered(n)
+      }
+      if piece.count > 0 {
+        exchange.context.bytesIn += Int64(piece.count)
+        if let limit = server.configuration.maxBodyBytes, exchange.context.bytesIn > limit {
+          fail(HTTPRequestError.bodyTooLarge(limit: limit), exchange)
+          return true
+        }
+        deliver(piece, sink: sink, exchange)
+        return true
+      }
+    }
+    if exchange.bodyComplete {
+      finishBody(sink, exchange)
+      return true
+    }
+    return fill()
+  }
+
+  /// Body bytes for a sink: the first `n` bytes of the input buffer (a `Content-Length` body,
+  /// handed over without a copy), or a chunked body's decoded bytes.
+  private enum Piece {
+    case buffered(Int)
+    case decoded([UInt8])
+
+    var count: Int {
+      switch self {
+      case .buffered(let n): n
+      case .decoded(let bytes): bytes.count
+      }
+    }
+  }
+
+  /// The sink takes `piece` on a worker; the connection reads nothing more meanwhile, so the
+  /// input buffer holding it is untouched until the worker is done.
+  private func deliver(_ piece: Piece, sink: any HTTPBodySink, _ exchange: Exchange) {
+    phase = .working
+    let input = UnsafeRawBufferPointer(buffer)
+    server.workers.submit { [self] in
+      var failure: (any Error)?
+      do {
+        switch piece {
+        case .buffered(let n): try sink.receive(UnsafeRawBufferPointer(rebasing: input[0..<n]))
+        case .decoded(let bytes): try bytes.withUnsafeBytes { try sink.receive($0) }
+        }
+      } catch {
+        failure = error
+      }
+      loop.post(
+        Job {
+          guard self.phase != .closed else {
+            self.cancelSink(exchange)
+            return
+          }
+          if case .buffered(let n) = piece { self.consume(n) }
+          if let failure {
+            self.fail(failure, exchange)
+          } else {
+            self.phase = .body
+          }
+          self.advance()
+        })
+    }
+  }
+
+  private func finishBody(_ sink: any HTTPBodySink, _ exchange: Exchange) {
+    phase = .working
+    exchange.context.sinkSettled = true
+    let handler = server.handler
+    server.workers.submit { [self] in
+      let response: HTTPResponse
+      do {
+        response = try sink.finish()
+      } catch {
+        response = handler.errorResponse(for: error, request: exchange.request)
+      }
+      loop.post(
+        Job {
+          guard self.phase != .closed else { return }
+          self.respond(response, unreadBody: false)
+          self.advance()
+        })
+    }
+  }
+
+  /// The body cannot be taken: the sink is cancelled (its temporary file and locks released)
+  /// before the answer can reach the client, and the rest of the body is never read.
+  private func fail(_ error: any Error, _ exchange: Exchange) {
+    phase = .working
+    let sink = exchange.context.sinkSettled ? nil : exchange.sink
+    exchange.context.sinkSettled = true
+    let handler = server.handler
+    server.workers.submit { [self] in
+      sink?.cancel()
+      let response = handler.errorResponse(for: error, request: exchange.request)
+      loop.post(
+        Job {
+          guard self.phase != .closed else { return }
+          self.respond(response, unreadBody: true)
+          self.advance()
+        })
+    }
+  }
+
+  private func cancelSink(_ exchange: Exchange) {
+    guard let sink = exchange.sink, !exchange.context.sinkSettled else { return }
+    exchange.context.sinkSettled = true
+    sink.cancel()
+  }
+
+  /// A head the parser refused: answered as the handler maps the error, then closed.
+  private func refuse(_ error: HTTPRequestError) {
+    let target = "/"
+    let context = RequestContext(rawTarget: target)
+    server.inFlight.add(1, ordering: .relaxed)
+    server.contextsMade.add(1, ordering: .relaxed)
+    let fallback = HTTPRequest(
+      unvalidated: "", target: target, headers: [:], remoteAddress: remote, id: nil, version: "HTTP/1.1")
+    context.request = fallback
+    exchange = Exchange(context: context, request: fallback, hasBody: true, expectsContinue: false, chunked: false)
+    parser.reset()
+    headSince = nil
+    closeAfter = true
+    respond(server.handler.errorResponse(for: error, request: fallback), unreadBody: true)
+  }
+
+  // MARK: Writing
+
+  /// Queues `response`; with `unreadBody` the connection closes after it, lingering.
+  private func respond(_ response: HTTPResponse, unreadBody: Bool) {
+    guard let exchange else { return }
+    let isHead = exchange.context.method == "HEAD"
+    var closing = closeAfter || unreadBody || server.draining.load(ordering: .relaxed)
+    if case .lengthOnly = response.body, !isHead { closing = true }
+    if let asked = response.headers["Connection"], asked.lowercased().contains("close") { closing = true }
+    closeAfter = closing
+    lingerAfter = unreadBody
+    let status = response.status
+    exchange.context.status = status
+    let length = response.body.length
+    out.append(contentsOf: "HTTP/1.1 \(status) \(Self.reason(status))\r\n".utf8)
+    for field in response.headers
+    where !HTTPHeaders.same(field.name, "Content-Length") && !HTTPHeaders.same(field.name, "Connection") {
+      guard !field.name.utf8.contains(where: { $0 == 13 || $0 == 10 }),
+        !field.value.utf8.contains(where: { $0 == 13 || $0 == 10 })
+      else {
+        server.configuration.logger.warning(
+          "dropped invalid response header \(field.name.debugDescription)",
+          metadata: ["request_id": exchange.request.id])
+        continue
+      }
+      out.append(contentsOf: field.name.utf8)
+      out.append(contentsOf: ": ".utf8)
+      out.append(contentsOf: field.value.utf8)
+      out.append(contentsOf: "\r\n".utf8)
+    }
+    out.append(contentsOf: "X-Request-Id: ".utf8)
+    out.append(contentsOf: exchange.request.id.utf8)
+    out.append(contentsOf: "\r\nDate: ".utf8)
+    out.append(contentsOf: loop.date.utf8)
+    out.append(contentsOf: "\r\n".utf8)
+    if status != 204 && status != 304 && status >= 200 {
+      out.append(contentsOf: "Content-Length: \(length)\r\n".utf8)
+    }
+    if closing {
+      out.append(contentsOf: "Connection: close\r\n".utf8)
+    } else if minorVersion == 0 {
+      out.append(contentsOf: "Connection: keep-alive\r\n".utf8)
+    }
+    out.append(contentsOf: "\r\n".utf8)
+    exchange.context.bytesOut = isHead ? 0 : length
+    phase = .responding
+    guard !isHead else { return }
+    switch response.body {
+    case .empty, .lengthOnly: break
+    case .bytes(let bytes):
+      // Small bodies ride in the head's write; large ones go beside it in one writev.
+      if bytes.count <= 16 * 1024 { out.append(contentsOf: bytes) } else { outBody = bytes }
+    case .file(let body):
+      if let descriptor = body.take() {
+        file = (descriptor, body.offset, body.length)
+      } else {
+        closeAfter = true
+      }
+    case .stream(let body):
+      if let descriptor = body.take() {
+        stream = (descriptor, body.length)
+      } else {
+        closeAfter = true
+      }
+    }
+  }
+
+  private enum Flush { case done, wait, failed }
+
+  private func flush() -> Flush {
+    while outOffset < out.count || outBodyOffset < outBody.count {
+      let n = out.withUnsafeBytes { head in
+        outBody.withUnsafeBytes { body in
+          var vectors = (
+            iovec(
+              iov_base: UnsafeMutableRawPointer(mutating: head.baseAddress.map { $0 + outOffset }),
+              iov_len: head.count - outOffset),
+            iovec(
+              iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress.map { $0 + outBodyOffset }),
+              iov_len: body.count - outBodyOffset)
+          )
+          return withUnsafePointer(to: &vectors) {
+            $0.withMemoryRebound(to: iovec.self, capacity: 2) { writev(fd, $0, 2) }
+          }
+        }
+      }
+      if n < 0 {
+        if errno == EINTR { continue }
+        return errno == EAGAIN || errno == EWOULDBLOCK ? .wait : .failed
+      }
+      lastActivity = .now
+      let fromHead = min(n, out.count - outOffset)
+      outOffset += fromHead
+      outBodyOffset += n - fromHead
+    }
+    out.removeAll(keepingCapacity: true)
+    outOffset = 0
+    outBody = []
+    outBodyOffset = 0
+    if var f = file {
+      while f.remaining > 0 {
+        let n = LinuxIO.sendFile(fd, f.fd, offset: &f.offset, count: Int(min(f.remaining, 1 << 20)))
+        if n > 0 {
+          f.remaining -= Int64(n)
+          lastActivity = .now
+          continue
+        }
+        if n < 0 && errno == EINTR { continue }
+        if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+          file = f
+          return .wait
+        }
+        // The file ended short of its announced length, or the peer went away.
+        return .failed
+      }
+      Glibc.close(f.fd)
+      file = nil
+    }
+    if let s = stream {
+      guard s.remaining > 0 else {
+        Glibc.close(s.fd)
+        stream = nil
+        return .done
+      }
+      readStream(s.fd, upTo: Int(min(s.remaining, 64 * 1024)))
+      return .wait
+    }
+    return .done
+  }
+
+  /// The next piece of a stream body, read from its pipe on a worker (the producer may stall).
+  private func readStream(_ pipe: Int32, upTo size: Int) {
+    phase = .working
+    server.workers.submit { [self] in
+      var chunk = [UInt8](repeating: 0, count: size)
+      var got = 0
+      while true {
+        got = chunk.withUnsafeMutableBytes { read(pipe, $0.baseAddress, size) }
+        if got < 0 && errno == EINTR { continue }
+        break
+      }
+      if got > 0 && got < size { chunk.removeSubrange(got...) }
+      let piece = chunk
+      loop.post(
+        Job {
+          guard self.phase != .closed else {
+            Glibc.close(pipe)
+            return
+          }
+          guard got > 0 else {
+            // The producer ended short: the client sees the body cut against its length.
+            self.phase = .responding
+            self.close(outcome: "error")
+            return
+          }
+          self.outBody = piece
+          self.stream?.remaining -= Int64(got)
+          self.phase = .responding
+          self.advance()
+        })
+    }
+  }
+
+  private func finishResponse() {
+    guard let exchange else { return }
+    self.exchange = nil
+    server.end(exchange.context, outcome: "ok", remote: remote)
+    if closeAfter || server.draining.load(ordering: .relaxed) {
+      if lingerAfter { linger() } else { close(outcome: nil) }
+      return
+    }
+    phase = .head
+    headSince = .now
+  }
+
+  // MARK: Closing
+
+  /// Half-closes and reads the client's unwanted bytes until it closes, `discardBudget` or
+  /// `lingerTime` (RFC 9112 §9.6): closing with unread bytes would reset the connection, and
+  /// the reset can destroy the answer before the client reads it.
+  func linger() {
+    Glibc.shutdown(fd, Int32(SHUT_WR))
+    phase = .lingering
+    lingerDeadline = .now + EpollServer.lingerTime
+    discarded = 0
+    server.lingering.add(1, ordering: .relaxed)
+    drainLinger()
+  }
+
+  private func drainLinger() {
+    while true {
+      let n = recv(fd, buffer.baseAddress!, buffer.count, 0)
+      if n > 0 {
+        discarded += n
+        if discarded > EpollServer.discardBudget { break }
+        continue
+      }
+      if n < 0 && errno == EINTR { continue }
+      if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
+      break
+    }
+    close(outcome: nil)
+  }
+
+  func checkTimeouts(now: ContinuousClock.Instant) {
+    let c = server.configuration
+    let idle = c.connectionTimeout > 0 && now - lastActivity > .seconds(c.connectionTimeout)
+    switch phase {
+    case .head:
+      let headLate = c.requestHeadTimeout > 0 && headSince.map { now - $0 > .seconds(c.requestHeadTimeout) } == true
+      if idle || headLate { close(outcome: nil) }
+    case .body, .responding:
+      if idle { close(outcome: "timeout") }
+    case .lingering:
+      if now > lingerDeadline { close(outcome: nil) }
+    case .working, .closed:
+      break
+    }
+  }
+
+  /// Closes the socket and ends the current exchange with `outcome` (nil: none was under way,
+  /// or it ended already). A sink a worker is using is cancelled by that worker's continuation.
+  func close(outcome: String?) {
+    guard phase != .closed else { return }
+    let working = phase == .working
+    if phase == .lingering { server.lingering.subtract(1, ordering: .relaxed) }
+    phase = .closed
+    loop.forget(self)
+    Glibc.close(fd)
+    if counted { server.release(remote) }
+    if let f = file { Glibc.close(f.fd) }
+    file = nil
+    if !working, let s = stream { Glibc.close(s.fd) }
+    stream = nil
+    if let exchange {
+      if !working { cancelSink(exchange) }
+      server.end(exchange.context, outcome: outcome ?? "client_abort", remote: remote)
+    }
+    exchange = nil
+  }
+
+  /// The reason phrase of `status` (RFC 9110 §15).
+  static func reason(_ status: Int) -> String {
+    switch status {
+    case 100: "Continue"
+    case 200: "OK"
+    case 201: "Created"
+    case 202: "Accepted"
+    case 204: "No Content"
+    case 206: "Partial Content"
+    case 301: "Moved Permanently"
+    case 302: "Found"
+    case 303: "See Other"
+    case 304: "Not Modified"
+    case 307: "Temporary Redirect"
+    case 308: "Permanent Redirect"
+    case 400: "Bad Request"
+    case 401: "Unauthorized"
+    case 403: "Forbidden"
+    case 404: "Not Found"
+    case 405: "Method Not Allowed"
+    case 408: "Request Timeout"
+    case 409: "Conflict"
+    case 410: "Gone"
+    case 411: "Length Required"
+    case 412: "Precondition Failed"
+    case 413: "Content Too Large"
+    case 414: "URI Too Long"
+    case 415: "Unsupported Media Type"
+    case 416: "Range Not Satisfiable"
+    case 417: "Expectation Failed"
+    case 422: "Unprocessable Content"
+    case 423: "Locked"
+    case 428: "Precondition Required"
+    case 429: "Too Many Requests"
+    case 431: "Request Header Fields Too Large"
+    case 460: "Checksum Mismatch"
+    case 500: "Internal Server Error"
+    case 501: "Not Implemented"
+    case 502: "Bad Gateway"
+    case 503: "Service Unavailable"
+    case 504: "Gateway Timeout"
+    case 505: "HTTP Version Not Supported"
+    case 507: "Insufficient Storage"
+    default: "Unknown"
+    }
+  }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import LarderHTTP
+
+/// Runs `body` against a bare server on Larder's own epoll engine.
+private func withEpollServer<T>(
+  _ configure: (inout HTTPServer.Configuration) -> Void = { _ in }, handler: any HTTPHandler,
+  _ body: (HTTPServer) throws -> T
+) throws -> T {
+  try withServer(
+    {
+      $0.engine = .epoll
+      configure(&$0)
+    }, handler: handler, body)
+}
+
+/// Sends `text` on a new connection and reads one answer; the pipelined `GET /hello` after it
+/// must never be answered.
+private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, closed: Bool) {
+  let c = try WireConnection(port: port)
+  try c.send(text + "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+  let r = try c.readResponse()
+  return (r, c.isClosedByServer())
+}
+
+/// RFC 9112's request-smuggling list (§6.1, §6.3, §11.2) and the head errors libmicrohttpd answered
+/// with a 500 or a silent close: each gets its status, a JSON error, `Connection: close`, and
+/// nothing after it on the connection is served.
+@Suite struct RequestSmugglingTests {
+  @Test func everyAmbiguousOrMalformedHeadIsAnsweredAndClosed() throws {
+    let cases: [(String, Int)] = [
+      ("GET /hello HTTP/1.1\r\nHost: x\r\nX-A: b\r\n folded\r\n\r\n", 400),
+      ("GET /hello HTTP/1.1\r\nHost: x\r\nX-A: b\rc\r\n\r\n", 400),
+      ("GET /hello HTTP/1.1\nHost: x\n\n", 400),
+      ("GET /hello HTTP/1.1\r\nHost : x\r\n\r\n", 400),
+      ("GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400),
+      ("GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\nhello", 400),
+      ("GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello", 400),
+      ("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 400),
+      ("PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n", 501),
+      ("PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n", 501),
+      ("PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", 400),
+      ("PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n", 400),
+      ("PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n", 400),
+      ("PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello!\r\n0\r\n\r\n", 400),
+      ("PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;" + String(repeating: "e", count: 8192) + "\r\nhello\r\n0\r\n\r\n", 413),
+      ("GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "b", count: 17 * 1024) + "\r\n\r\n", 431),
+      ("GET /" + String(repeating: "a", count: 17 * 1024) + " HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+      ("GET /hello HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+      ("GET /hello HTTP/1.1\r\n\r\n", 400),
+    ]
+    let events = SinkEvents()
+    try withEpollServer(handler: testRouter(events: events)) { server in
+      for (text, status) in cases {
+        let (r, closed) = try refusal(server.boundPort, text)
+        let what = String(text.prefix(60)).debugDescription
+        #expect(r.status == status, "\(what)")
+        #expect(r.headers["Connection"] == "close", "\(what)")
+        #expect(r.error?["code"] as? Int == status, "\(what)")
+        #expect(closed, "\(what)")
+      }
+      #expect(events.read().finishes == 0)
+      #expect(pollUntil { server.inFlightRequests == 0 })
+      let counts = server.requestContextCounts
+      #expect(counts.made == cases.count && counts.ended == cases.count)
+    }
+  }
+
+  @Test func aChunkedBodyWithExtensionsAndTrailersIsDecodedAndThePipelinedRequestServed() throws {
+    try withEpollServer(handler: testRouter()) { server in
+      let c = try WireConnection(port: server.boundPort)
+      try c.send(
+        "PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+          + "5;a=b\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+      let r = try c.readResponse()
+      let json = try JSONSerialization.jsonObject(with: Data(r.body)) as? [String: String]
+      #expect(json?["size"] == "11")
+      #expect(try c.readResponse().text == "hello world")
+    }
+  }
+}
+
+@Suite struct EpollEngineTests {
+  @Test func pastThePerAddressLimitIs503WithRetryAfterNotAReset() throws {
+    try withEpollServer({ $0.perIPConnectionLimit = 2 }, handler: testRouter()) { server in
+      let admitted = try (0..<2).map { _ in try WireConnection(port: server.boundPort) }
+      for c in admitted {
+        try c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try c.readResponse().status == 200)
+      }
+      for _ in 0..<5 {
+        let c = try WireConnection(port: server.boundPort)
+        try? c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        let r = try c.readResponse()
+        #expect(r.status == 503)
+        #expect(r.headers["Retry-After"] == "1")
+        #expect(r.error?["status"] as? String == "UNAVAILABLE")
+        #expect(c.isClosedByServer())
+      }
+      admitted[0].close()
+      #expect(pollUntil { server.openConnections == 1 })
+      let d = try WireConnection(port: server.boundPort)
+      try d.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+      #expect(try d.readResponse().text == "hello world")
+    }
+  }
+
+  /// `100 Continue` goes out only once the handler has judged the head: a refused upload costs
+  /// no body, and an accepted one gets its `100` before the client sends a byte.
+  @Test func continueIsSentOnlyAfterTheHandlerAcceptsTheHead() throws {
+    let judged = Atomic<Int>(0)
+    var router = testRouter()
+    router.add("PUT", "/slow-judge", route: "slow") { _, _ in
+      usleep(300_000)
+      judged.add(1, ordering: .relaxed)
+      return .respond(.error(status: 423, message: "locked"))
+    }
+    try withEpollServer(handler: router) { server in
+      let c = try WireConnection(port: server.boundPort)
+      try c.send("PUT /slow-judge HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n\r\n")
+      let r = try c.readResponse(interim: true)
+      #expect(r.status == 423)
+      #expect(judged.load(ordering: .relaxed) == 1)
+      #expect(c.isClosedByServer())
+
+      let d = try WireConnection(port: server.boundPort)
+      try d.send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+      #expect(try d.readResponse(interim: true).status == 100)
+      try d.send("hello")
+      #expect(try d.readResponse().status == 200)
+    }
+  }
+
+  /// A handler that blocks (a render, a store read) holds a worker, not a loop: with one loop,
+  /// small requests on other connections are answered meanwhile.
+  @Test func aBlockedHandlerDoesNotHoldTheLoop() throws {
+    let release = Atomic<Bool>(false)
+    var router = testRouter()
+    router.add("GET", "/block", route: "block") { _, _ in
+      while !release.load(ordering: .relaxed) { usleep(5_000) }
+      return .respond(.text("done"))
+    }
+    try withEpollServer({ $0.threadPoolSize = 1 }, handler: router) { server in
+      var blocked: [WireConnection] = []
+      for _ in 0..<4 {
+        let c = try WireConnection(port: server.boundPort)
+        try c.send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+        blocked.append(c)
+      }
+      for _ in 0..<20 {
+        let c = try WireConnection(port: server.boundPort)
+        try c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try c.readResponse().text == "hello world")
+      }
+      release.store(true, ordering: .relaxed)
+      for c in blocked { #expect(try c.readResponse().text == "done") }
+    }
+  }
+
+  @Test func largeBytesFilesAndHeadsGoOutExactlyOnOneKeptConnection() throws {
+    let path = NSTemporaryDirectory() + "larder-epoll-\(UUID().uuidString)"
+    let bytes = testBytes(3 * 1024 * 1024 + 17)
+    #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+    defer { unlink(path) }
+    var router = testRouter(file: path)
+    let big = testBytes(200_000, seed: 9)
+    router.add("GET", "/big", route: "big") { _, _ in .respond(HTTPResponse(body: .bytes(big))) }
+    try withEpollServer(handler: router) { server in
+      let c = try WireConnection(port: server.boundPort)
+      for _ in 0..<3 {
+        try c.send("GET /file HTTP/1.1\r\nHost: x\r\n\r\nGET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try c.readResponse().body == bytes)
+        #expect(try c.readResponse().body == big)
+        try c.send("HEAD /size HTTP/1.1\r\nHost: x\r\n\r\nGET /file?offset=5&length=3 HTTP/1.1\r\nHost: x\r\n\r\n")
+        let head = try c.readResponse(head: true)
+        #expect(head.headers["Content-Length"] == "123456")
+        #expect(try c.readResponse().body == Array(bytes[5..<8]))
+      }
+    }
+  }
+}
