@@ -120,6 +120,7 @@ let package = Package(
       dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder", "LarderTestSupport", "LarderImages"]),
     .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderS3Store", "LarderTestSupport", "LarderImages"]),
     .testTarget(
-      name: "LarderS3Tests", dependencies: ["LarderS3", "LarderS3Store", "Larder", "LarderCrypto", "LarderTestSupport"]),
+      name: "LarderS3Tests",
+      dependencies: ["LarderS3", "LarderS3Store", "LarderPostgres", "Larder", "LarderCrypto", "LarderTestSupport"]),
   ]
 )

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import Larder
+import LarderPostgres
 
 /// Fenced deletion (ARCHITECTURE.md) when the collector's locks and sessions are lost, on the
 /// real PostgreSQL and S3 engines: what was measured to lose acknowledged uploads before (27 of
@@ -43,7 +44,7 @@ struct FencedDeletionTests {
   /// (asked of that connection itself) and the key of its collector lock (`LRDG`).
   static func sessions(of larder: Larder) throws -> (writer: Int64, lockKey: Int64) {
     let pid = try larder.catalog.write { db in try db.row("SELECT pg_backend_pid() AS pid")?.int("pid") ?? 0 }
-    let key = try #require(try larder.catalog.dedicatedConnection() as? any SessionLockingDatabase).collectorLockKey
+    let key = try #require(try larder.catalog.dedicatedConnection() as? PostgresDatabase).collectorLockKey
     return (pid, key)
   }
 

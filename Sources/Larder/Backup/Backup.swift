@@ -37,7 +37,7 @@ package struct Backup {
 
   /// Refuses what this version cannot snapshot (before anything is written anywhere).
   static func checkSupported(_ larder: Larder) throws {
-    guard !larder.catalog.isShared else {
+    guard larder.catalog.engine.snapshotFormat != nil else {
       throw BackupError.notSupportedYet("a backup of a PostgreSQL catalog")
     }
     guard larder.content is LocalContentStore else {
@@ -64,7 +64,7 @@ package struct Backup {
     defer { try? pins.release(id) }
     let createdAt = Date()
     let catalogPath = "\(directory)/catalog.sqlite"
-    try larder.catalog.read(snapshot: false) { db in try db.execute("VACUUM INTO ?", [catalogPath]) }
+    try larder.catalog.read(snapshot: false) { db in try larder.catalog.engine.snapshot(db, into: catalogPath) }
     let contents = try Self.contents(ofCatalogAt: catalogPath)
     var total = BackupProgress(blobsTotal: Int64(contents.blobs.count), bytesTotal: contents.bytes)
     progress?(total)

@@ -122,9 +122,7 @@ public struct FileStore: Sendable {
     // file. An upload assembled in the shared store would be read back whole over the network
     // before the answer; its MD5 is left to the backfill.
     // The CRC32C (GCS's) comes in the same read, whether or not the MD5 was known.
-    if staged.size <= Self.inlineMD5Limit, case .file = staged.bytes {
-      try staged.computeChecksums()
-    }
+    try staged.computeChecksumsIfLocal(upTo: Self.inlineMD5Limit)
     let ingest = try content.ingest(staged, faults: faults)
     // What the blob row says once committed: nil leaves it to the backfill.
     var recordedMD5: [UInt8]?

@@ -77,9 +77,15 @@ public struct Verifier: Sendable {
 
   private func checkCatalog(_ report: inout VerifyReport) throws {
     try catalog.read { db in
-      // PostgreSQL has no integrity_check and enforces every foreign key at once, so both
-      // PRAGMA checks are SQLite's alone; the size check below is the catalog's own.
-      if !catalog.isShared { try checkSQLiteFile(db, &report) }
+      // The engine's own checks (SQLite's integrity and foreign-key checks; none on
+      // PostgreSQL, which enforces every foreign key at once); the size check below is ours.
+      for problem in try catalog.engine.integrityProblems(db) {
+        switch problem {
+        case .corrupt(let line): report.add(.init(kind: .integrity, detail: line))
+        case .danglingReference(let table, let parent):
+          report.add(.init(kind: .foreignKey, detail: "a row of \(table) refers to a missing row of \(parent)"))
+        }
+      }
       for row in try db.rows(
         "SELECT f.id, f.size AS fsize, b.size AS bsize, f.blob_sha256 FROM files f JOIN blobs b ON b.sha256 = f.blob_sha256 WHERE f.size != b.size"
       ) {
@@ -90,18 +96,6 @@ public struct Verifier: Sendable {
               "file \(row.string("id") ?? "?") says \(row.int("fsize") ?? -1) bytes, its blob \(row.int("bsize") ?? -1)"
           ))
       }
-    }
-  }
-
-  private func checkSQLiteFile(_ db: Database, _ report: inout VerifyReport) throws {
-    for row in try db.rows("PRAGMA integrity_check") {
-      let line = row.values.first.flatMap { if case .text(let t) = $0 { t } else { nil } } ?? "?"
-      if line != "ok" { report.add(.init(kind: .integrity, detail: line)) }
-    }
-    for row in try db.rows("PRAGMA foreign_key_check") {
-      let table = row.string("table") ?? "?"
-      let parent = row.string("parent") ?? "?"
-      report.add(.init(kind: .foreignKey, detail: "a row of \(table) refers to a missing row of \(parent)"))
     }
   }
 
