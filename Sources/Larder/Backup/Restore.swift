@@ -73,7 +73,7 @@ package struct Restore {
     for dir in touched.sorted(by: >) { try POSIX.fsyncDirectory(dir) }
 
     // The identity first (as a store records it: blob store before catalog), the catalog last.
-    try FilesystemBlobBackend(store: store).recordStoreIdentity(manifest.storeID)
+    try store.recordStoreIdentity(manifest.storeID)
     let staged = store.tmpDirectory.appendingPathComponent("restore-\(manifest.id).sqlite").path
     try FileManager.default.copyItem(
       atPath: "\(destination.snapshotDirectory(manifest.id))/\(manifest.catalogFile)", toPath: staged)

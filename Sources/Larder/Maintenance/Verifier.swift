@@ -56,15 +56,11 @@ public struct Verifier: Sendable {
     let lock = try CollectorLock.acquire(in: larder.directory, create: true, catalog: catalog)
     defer { lock?.release() }
     var report = VerifyReport(repair: repair)
-    if repair {
-      // A collection that died left deletion intents: their addresses have no row, so finishing
-      // them is the collector's work, done here too before anything is judged a stray.
-      _ = try content.finishInterruptedDeletions(batchSize: 500)
-    }
+    // What a collection that died left, first: a blob it moved aside goes back before its
+    // address is checked (not reported, or repaired, as missing), and deletions it committed
+    // are carried out before anything is judged a stray.
+    try checkLeftovers(repair: repair, &report)
     try checkCatalog(&report)
-    // Trash first: a blob left there by a failed collection goes back before its address is
-    // checked, so it is not reported (or repaired) as missing.
-    try checkTrash(repair: repair, &report)
     try checkBlobs(repair: repair, progress: progress, &report)
     try checkStrays(repair: repair, &report)
     checkTemp(repair: repair, &report)
@@ -168,8 +164,7 @@ public struct Verifier: Sendable {
       problem = (.notRegularFile, "not a regular file (mode \(String(stored.mode ?? 0, radix: 8)))")
     } else if stored.size != size {
       problem = (.sizeMismatch, "stored content has \(stored.size) bytes, row says \(size)")
-    } else if deep || content.rereadIsLocal {
-      let actual = try content.digest(address, md5: md5 != nil, buffer: &buffer)
+    } else if let actual = try content.digest(address, md5: md5 != nil, deep: deep, buffer: &buffer) {
       report.bytesHashed += actual.bytes
       if actual.sha256 != sha256 {
         problem = (.hashMismatch, "content hashes to \(Hex.encode(actual.sha256))")
@@ -314,20 +309,14 @@ public struct Verifier: Sendable {
     }
   }
 
-  private func checkTrash(repair: Bool, _ report: inout VerifyReport) throws {
-    let directory = blobs.trashDirectory.path
-    let names = POSIX.listDirectory(directory)
-    guard !names.isEmpty else { return }
-    var repaired = false
-    if repair {
-      _ = try Recovery.recoverTrash(blobs: blobs, catalog: catalog)
-      repaired = true
-    }
-    for name in names {
+  /// Leftovers of an interrupted collection that a repair settles (``ContentStore/recover(dryRun:)``):
+  /// each blob moved aside is reported; deletions already committed are not damage, and are
+  /// only carried out.
+  private func checkLeftovers(repair: Bool, _ report: inout VerifyReport) throws {
+    let recovered = try content.recover(dryRun: !repair)
+    for path in recovered.restored + recovered.removed {
       report.add(
-        .init(
-          kind: .leftoverTrash, path: "\(directory)/\(name)", detail: "left by an interrupted collection",
-          repaired: repaired))
+        .init(kind: .leftoverTrash, path: path, detail: "left by an interrupted collection", repaired: repair))
     }
   }
 }
