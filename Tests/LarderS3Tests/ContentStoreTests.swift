@@ -16,25 +16,26 @@ struct ContentStoreTests {
   }
 
   /// A store of `kind` in a new directory; nil when `kind` is S3 and no engine is installed.
-  static func make(_ kind: Kind) throws -> Larder? {
-    switch kind {
-    case .filesystem:
-      return try Larder.temporary(configuration: .init(backgroundMD5: false))
-    case .s3:
-      guard LoopbackS3.isAvailable else { return nil }
-      let engine = try LoopbackS3.engine()
-      let directory = Larder.newTemporaryDirectory()
-      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-      let credentials = directory.appendingPathComponent("credentials")
-      try "aws_access_key_id = \(engine.accessKeyID)\naws_secret_access_key = \(engine.secretAccessKey)\n"
-        .write(to: credentials, atomically: true, encoding: .utf8)
-      let prefix = "c" + UUID().uuidString.lowercased().prefix(18).replacingOccurrences(of: "-", with: "")
-      return try Larder.temporary(
-        at: directory,
-        configuration: .init(
-          backgroundMD5: false, blobs: .s3(url: engine.url + "&prefix=\(prefix)", credentialsFile: credentials.path),
-          backends: [.s3]))
-    }
+  static func make(_ kind: Kind, faults: FaultInjector = .none) throws -> Larder? {
+    guard kind == .filesystem || LoopbackS3.isAvailable else { return nil }
+    let directory = Larder.newTemporaryDirectory()
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let prefix = "c" + UUID().uuidString.lowercased().prefix(18).replacingOccurrences(of: "-", with: "")
+    return try Larder.temporary(at: directory, configuration: try configuration(kind, directory, prefix, faults))
+  }
+
+  /// The configuration of a store of `kind` in `directory` (its blobs under `prefix` in S3).
+  static func configuration(_ kind: Kind, _ directory: URL, _ prefix: String, _ faults: FaultInjector = .none) throws
+    -> Larder.Configuration
+  {
+    guard kind == .s3 else { return .init(faults: faults, backgroundMD5: false) }
+    let engine = try LoopbackS3.engine()
+    let credentials = directory.appendingPathComponent("credentials")
+    try "aws_access_key_id = \(engine.accessKeyID)\naws_secret_access_key = \(engine.secretAccessKey)\n"
+      .write(to: credentials, atomically: true, encoding: .utf8)
+    return .init(
+      faults: faults, backgroundMD5: false,
+      blobs: .s3(url: engine.url + "&prefix=\(prefix)", credentialsFile: credentials.path), backends: [.s3])
   }
 
   static func read(_ larder: Larder, _ sha256: [UInt8], range: Range<Int64>? = nil) throws -> [UInt8] {
@@ -103,6 +104,68 @@ struct ContentStoreTests {
     let address = try #require(try Self.address(of: sha256, in: larder))
     #expect(try larder.content.inspect(address)?.size == 0)
     #expect(try Self.read(larder, sha256) == [])
+  }
+
+  /// What a collection that died leaves is settled by the content store's one `recover()`,
+  /// which the store runs at open (and gc and verify run first): on the filesystem, trash
+  /// entries (one whose row survived goes back, one no row names goes); in S3, the deletion
+  /// intents the collection committed and did not carry out (their objects go, then the
+  /// intents). Before, opening an S3 store left the intents for the next collection.
+  @Test(arguments: Kind.allCases)
+  func whatACollectionThatDiedLeftIsRecoveredByTheOneRecoverAtOpen(kind: Kind) throws {
+    guard LoopbackS3.isAvailable || kind == .filesystem else { return }
+    struct Died: Error {}
+    let directory = Larder.newTemporaryDirectory()
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let prefix = "r" + UUID().uuidString.lowercased().prefix(18).replacingOccurrences(of: "-", with: "")
+    let died = FaultInjector { if $0 == .gcMidBatch { throw Died() } }
+    var store: Larder? = try Larder(at: directory, configuration: try Self.configuration(kind, directory, prefix, died))
+    let larder = try #require(store)
+    let salt = UUID().uuidString
+    let kept = Array("kept \(salt)".utf8)
+    let collected = [Array("collected one \(salt)".utf8), Array("collected two \(salt)".utf8)]
+    let keptObject = try larder.objects.put(bucket: "app", name: "kept.txt", data: Data(kept))
+    for bytes in collected { _ = try larder.files.put(Data(bytes)) }
+    let collectedAddresses = try collected.map { try #require(try Self.address(of: Digest.hash(.sha256, $0), in: larder)) }
+    var expected = ContentRecovery()
+    switch kind {
+    case .filesystem:
+      // A collection that died between moving a blob to trash/ and its commit (the row is
+      // still there), and one that died after its commit, before unlinking (no row).
+      let keptHex = Hex.encode(Digest.hash(.sha256, kept))
+      let trash = larder.blobs.trashDirectory.path
+      #expect(rename(larder.blobs.path(forHex: keptHex), "\(trash)/\(keptHex)") == 0)
+      let leftover = String(repeating: "0", count: 64)
+      try Data("collected, row gone".utf8).write(to: URL(fileURLWithPath: "\(trash)/\(leftover)"))
+      expected = ContentRecovery(restored: ["\(trash)/\(keptHex)"], removed: ["\(trash)/\(leftover)"])
+    case .s3:
+      // A collector that dies between its intents' commit and the end of its DELETEs.
+      try larder.catalog.write { db in try db.execute("DELETE FROM files WHERE id NOT IN (SELECT file_id FROM objects)") }
+      #expect(throws: Died.self) {
+        try GarbageCollector(larder: larder).collect(options: .init(grace: .zero, tempAge: .zero))
+      }
+      expected = ContentRecovery(finished: collectedAddresses.map(\.key).sorted())
+    }
+    var pending = try larder.content.recover(dryRun: true)
+    pending.restored.sort()
+    pending.removed.sort()
+    pending.finished.sort()
+    #expect(pending == expected)
+    store = nil
+
+    let reopened = try Larder(at: directory, configuration: try Self.configuration(kind, directory, prefix))
+    #expect(reopened.recovery.trashRestored == expected.restored.count)
+    #expect(reopened.recovery.trashRemoved == expected.removed.count)
+    #expect(reopened.recovery.deletionsFinished == expected.finished.count)
+    #expect(try reopened.content.recover(dryRun: true) == ContentRecovery())
+    #expect(POSIX.listDirectory(reopened.blobs.trashDirectory.path) == [])
+    #expect(try reopened.catalog.read { db in try db.row("SELECT count(*) AS n FROM blob_deletions")?.int("n") } == 0)
+    if kind == .s3 {
+      for address in collectedAddresses { #expect(try reopened.content.inspect(address) == nil) }
+    }
+    #expect(try reopened.files.data(of: keptObject.file) == Data(kept))
+    #expect(try Verifier(larder: reopened, deep: true).verify().findings.map(\.kind) == [])
   }
 
   @Test func s3StoreNamesItsLocationWithoutCredentials() throws {
