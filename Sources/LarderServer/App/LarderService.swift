@@ -153,7 +153,7 @@ public final class LarderService: Sendable {
     let bound = boundPort
     let publicURL = options.publicURL
     if options.events.enabled, options.events.transport == nil {
-      options.logger.warning("events: no webhook transport was given, so this node sends no webhooks")
+      options.logger.info("events: no webhook transport was given, so this node sends no webhooks")
     }
     deliverer =
       options.events.enabled && options.events.transport != nil
