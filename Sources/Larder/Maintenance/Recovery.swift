@@ -26,6 +26,13 @@ enum Recovery {
     for name in POSIX.listDirectory(blobs.tmpDirectory.path) {
       if abandoned("\(blobs.tmpDirectory.path)/\(name)", remove: true) { report.tempFilesRemoved += 1 }
     }
+    // Most opens find nothing left over: they then take no lock, so a collector starting in
+    // another process meanwhile never finds its lock held by an open.
+    do {
+      guard try content.recover(dryRun: true) != ContentRecovery() else { return report }
+    } catch LarderError.blobStoreUnavailable {
+      return report
+    }
     // Leftovers belong to a running collector while it holds the collector lock; only a free
     // lock means they are leftovers of a crash.
     let lock: CollectorLock?
