@@ -14,6 +14,7 @@ let package = Package(
     .library(name: "LarderS3", targets: ["LarderS3"]),
     .library(name: "LarderPostgres", targets: ["LarderPostgres"]),
     .library(name: "LarderS3Store", targets: ["LarderS3Store"]),
+    .library(name: "LarderWebhooks", targets: ["LarderWebhooks"]),
     .library(name: "LarderCLI", targets: ["LarderCLI"]),
     .library(name: "LarderImages", targets: ["LarderImages"]),
     .executable(name: "larder", targets: ["larder"]),
@@ -54,7 +55,7 @@ let package = Package(
     // The PostgreSQL catalog (libpq): `StoreBackends.postgres`.
     .target(name: "LarderPostgres", dependencies: ["Larder", "CPostgres"]),
     // Blobs in an S3-compatible bucket (over LarderS3): `StoreBackends.s3`.
-    .target(name: "LarderS3Store", dependencies: ["Larder", "LarderS3"]),
+    .target(name: "LarderS3Store", dependencies: ["Larder", "LarderS3", "LarderCrypto"]),
     .target(name: "LarderRules", dependencies: ["CRE2", "LarderLogging"]),
     .target(name: "LarderAuth", dependencies: ["LarderCrypto"]),
     // Image variants (libvips): thumbnails and conversions cached as derived files of the store.
@@ -64,18 +65,24 @@ let package = Package(
     .target(name: "LarderHTTP", dependencies: ["CMicroHTTPD", "CLinuxIO", "LarderLogging"]),
     .target(
       name: "LarderServer",
+      // No LarderPostgres, LarderS3Store or LarderS3: the program composes its backends
+      // (`Options.backends`) and its webhook transport, so embedding the server links neither
+      // libpq nor libcurl (scripts/embedded-app-check.sh).
       dependencies: [
-        "LarderHTTP", "LarderLogging", "Larder", "LarderRules", "LarderAuth", "LarderCrypto", "LarderPostgres",
-        "LarderS3Store", "LarderImages", "LarderS3",
+        "LarderHTTP", "LarderLogging", "Larder", "LarderRules", "LarderAuth", "LarderCrypto", "LarderImages",
       ],
       // The web console's HTML, CSS and JS, compiled into the binary (ConsoleAssets).
       resources: [.embedInCode("Console/assets")]),
-    // The CLI's commands, as a library so that a test-only build of it can inject faults.
+    // The events deliverer's webhooks over libcurl (LarderS3's OutboundHTTP), for programs that
+    // compose the server with it (the CLI).
+    .target(name: "LarderWebhooks", dependencies: ["LarderServer", "LarderS3"]),
+    // The CLI's commands, as a library so that a test-only build of it can inject faults. It
+    // composes the server with every backend and the webhook transport.
     .target(
       name: "LarderCLI",
       dependencies: [
         "Larder", "LarderServer", "LarderRules", "LarderAuth", "LarderCrypto", "LarderPostgres", "LarderS3Store",
-        "LarderImages", "LarderClient",
+        "LarderWebhooks", "LarderImages", "LarderClient",
       ]),
     .executableTarget(name: "larder", dependencies: ["LarderCLI"]),
     // Test only: `larder` that exits abruptly at the fault point named by `LARDER_CRASH_AT`
@@ -98,7 +105,9 @@ let package = Package(
     // service's options on that catalog (`onTestStores()`), hence LarderServer.
     .target(
       name: "LarderTestSupport",
-      dependencies: ["LarderHTTP", "Larder", "LarderPostgres", "LarderS3Store", "LarderImages", "LarderServer"]),
+      dependencies: [
+        "LarderHTTP", "Larder", "LarderPostgres", "LarderS3Store", "LarderImages", "LarderServer", "LarderWebhooks",
+      ]),
 
     // S3-compatible blob storage over libcurl (which signs requests itself); CCurl stays inside.
     .target(name: "LarderS3", dependencies: ["CCurl", "LarderCrypto"]),
@@ -122,6 +131,7 @@ let package = Package(
       dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder", "LarderTestSupport", "LarderImages"]),
     .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderS3Store", "LarderTestSupport", "LarderImages"]),
     .testTarget(
-      name: "LarderS3Tests", dependencies: ["LarderS3", "LarderS3Store", "Larder", "LarderCrypto", "LarderTestSupport"]),
+      name: "LarderS3Tests",
+      dependencies: ["LarderS3", "LarderS3Store", "LarderPostgres", "Larder", "LarderCrypto", "LarderTestSupport"]),
   ]
 )

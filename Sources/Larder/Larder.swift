@@ -80,17 +80,15 @@ public final class Larder: Sendable {
   package let catalog: Catalog
   /// Where this store's catalog is.
   public var catalogLocation: CatalogLocation { catalog.location }
-  /// The data directory's files: temp files, partial uploads and, in filesystem mode, the blobs.
-  public let blobs: BlobStore
-  /// Where committed bytes live (the data directory's `blobs/`, or S3).
-  public let blobBackend: any BlobBackend
-  /// Where this store's blobs are, as configured.
-  public let blobLocation: BlobLocation
+  /// The data directory's working files: temp files, resumable uploads' staging files and the
+  /// layout filesystem content keeps its files in (which only ``content`` touches).
+  package let blobs: BlobStore
   /// Where resumable uploads keep their bytes so that any node can continue them (S3); nil
-  /// keeps them in this node's data directory (the filesystem backend: one node).
-  var sharedUploads: (any SharedUploadStorage)? { blobBackend as? any SharedUploadStorage }
-  /// What the write path, reads, the collector and the verifier act on, chosen once with the backend.
-  let content: any ContentStore
+  /// keeps them in this node's data directory (one node).
+  var sharedUploads: (any SharedUploadStorage)? { content as? any SharedUploadStorage }
+  /// The one entry point to stored bytes: what the write path, reads, recovery, the collector,
+  /// the verifier and backups act on, chosen once at open (``ContentStore``).
+  package let content: any ContentStore
   public let files: FileStore
   public let objects: ObjectStore
   /// Object-change events: subscriptions, deliveries, the feed (``ObjectEvents``).
@@ -124,28 +122,6 @@ public final class Larder: Sendable {
       throw LarderError.invalidArgument("no store in \(self.directory.path): a read-only open creates nothing")
     }
     blobs = try BlobStore(root: self.directory, concurrentWriters: sharedCatalog, create: !readOnly)
-    blobLocation = configuration.blobs ?? .dataDirectory
-    // The one place the storage mode is decided: the backend, and with it the content store
-    // that the write path, reads, gc and verify use (its protocol for each, ``ContentStore``).
-    let makeContent: (Catalog) -> any ContentStore
-    switch blobLocation {
-    case .dataDirectory:
-      blobBackend = FilesystemBlobBackend(store: blobs)
-      makeContent = { [blobs] in LocalContentStore(blobs: blobs, catalog: $0) }
-    case .s3(let url, let credentialsFile):
-      guard let open = configuration.backends.s3 else {
-        throw LarderError.invalidArgument(
-          "blobs in S3 need the LarderS3Store module: open the store with backends: [.s3]")
-      }
-      do {
-        blobBackend = try open(url, credentialsFile)
-      } catch let error as LarderError {
-        throw error
-      } catch {
-        throw LarderError.invalidArgument("the blob store \(blobLocation): \(error)")
-      }
-      makeContent = { [blobBackend] in FencedContentStore(catalog: $0, backend: blobBackend) }
-    }
     let reserve = readOnly ? nil : SpaceReserve(directory: self.directory, bytes: configuration.reserveBytes)
     catalog = try Catalog(
       location: configuration.catalog ?? .dataDirectory,
@@ -153,16 +129,34 @@ public final class Larder: Sendable {
       reserve: reserve, writers: configuration.catalogWriters, readOnly: readOnly,
       observer: configuration.catalogObserver)
     reserve?.replenish()
+    // The one place the storage mode is decided: the content store that the write path, reads,
+    // recovery, gc and verify use (its protocol for each, ``ContentStore``).
+    let blobLocation = configuration.blobs ?? .dataDirectory
+    switch blobLocation {
+    case .dataDirectory:
+      content = LocalContentStore(blobs: blobs, catalog: catalog)
+    case .s3(let url, let credentialsFile):
+      guard let open = configuration.backends.s3 else {
+        throw LarderError.invalidArgument(
+          "blobs in S3 need the LarderS3Store module: open the store with backends: [.s3]")
+      }
+      do {
+        content = try open(url, credentialsFile, catalog)
+      } catch let error as LarderError {
+        throw error
+      } catch {
+        throw LarderError.invalidArgument("the blob store \(blobLocation): \(error)")
+      }
+    }
     do {
       try StoreIdentity.check(
-        catalog: catalog, backend: blobBackend, catalogLocation: configuration.catalog ?? .dataDirectory,
+        catalog: catalog, content: content, catalogLocation: configuration.catalog ?? .dataDirectory,
         readOnly: readOnly)
     } catch LarderError.blobStoreUnavailable(let detail) {
       // A blob store that is down must not keep a node from starting (it answers 503 until the
       // store is back); the identity is checked at the next open that reaches it.
       configuration.logger.warning("the blob store's identity is not checked: it is unavailable (\(detail))")
     }
-    content = makeContent(catalog)
     files = FileStore(
       catalog: catalog, blobs: blobs, content: content, faults: configuration.faults,
       md5Backfill: configuration.backgroundMD5 && !readOnly
@@ -170,7 +164,9 @@ public final class Larder: Sendable {
     objects = ObjectStore(catalog: catalog, files: files)
     models = ModelStore(catalog: catalog)
     // Recovery removes and moves files: a read-only open leaves what it finds for gc to report.
-    recovery = readOnly ? RecoveryReport() : try Recovery.run(blobs: blobs, catalog: catalog)
+    recovery =
+      readOnly
+      ? RecoveryReport() : try Recovery.run(blobs: blobs, content: content, catalog: catalog, logger: configuration.logger)
     files.md5Backfill?.wake()
   }
 

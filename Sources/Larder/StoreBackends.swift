@@ -15,15 +15,15 @@
 public struct StoreBackends: Sendable, ExpressibleByArrayLiteral {
   /// Opens a catalog engine for a `postgres://` URL.
   package var postgres: (@Sendable (_ location: CatalogLocation) throws -> any CatalogEngine)?
-  /// Opens a blob backend for an `s3://` URL and its credentials file.
-  package var s3: (@Sendable (_ url: String, _ credentialsFile: String?) throws -> any BlobBackend)?
+  /// Opens the content store for an `s3://` URL and its credentials file, over the store's catalog.
+  package var s3: (@Sendable (_ url: String, _ credentialsFile: String?, _ catalog: Catalog) throws -> any ContentStore)?
 
   /// The embedded store only.
   public static let embedded = StoreBackends(postgres: nil, s3: nil)
 
   package init(
     postgres: (@Sendable (CatalogLocation) throws -> any CatalogEngine)? = nil,
-    s3: (@Sendable (String, String?) throws -> any BlobBackend)? = nil
+    s3: (@Sendable (String, String?, Catalog) throws -> any ContentStore)? = nil
   ) {
     self.postgres = postgres
     self.s3 = s3

@@ -37,8 +37,81 @@ struct PostgresCatalogEngine: CatalogEngine {
 
   var dialect: any SQLDialect { PostgresDialect() }
   var readerLimit: Int? { Self.readers }
+  /// Keyed writes of different contents and names commit together, each on its own session.
+  var concurrentWriters: Bool { true }
 
-  func connect() throws -> any Database { try PostgresDatabase(conninfo: conninfo, schema: schema) }
+  func connect(readOnly: Bool) throws -> any Database {
+    let db = try PostgresDatabase(conninfo: conninfo, schema: schema)
+    if readOnly { try db.executeScript("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY") }
+    return db
+  }
+
+  /// Another node's commit is a round trip away: nothing cached is trusted.
+  func commitStamp(on writer: any Database) -> (@Sendable () -> Int64?)? { nil }
+
+  func commitFeed(catalog: Catalog, poll: Duration) -> any CommitFeed {
+    ListeningFeed(connect: { try catalog.dedicatedConnection() })
+  }
+
+  /// PostgreSQL's write-ahead log is the server's business.
+  func checkpoint(_ writer: any Database) throws {}
+
+  /// A session-level advisory lock on a connection of its own for the whole run: one collector
+  /// at a time across nodes, released by the server when the session ends (a crashed node's
+  /// with its connection).
+  func lockCollectors(catalog: Catalog) throws -> (any CatalogSessionLock)? {
+    guard let db = try catalog.dedicatedConnection() as? PostgresDatabase else { return nil }
+    let key = db.collectorLockKey
+    guard try db.tryLock(key) else {
+      throw MaintenanceError.collectorBusy(lockPath: "the catalog's advisory lock \(key)")
+    }
+    return SessionLock(db: db, key: key)
+  }
+
+  /// PostgreSQL enforces every foreign key at once and has no integrity check of its own.
+  func integrityProblems(_ db: any Database) throws -> [CatalogIntegrityProblem] { [] }
+
+  final class SessionLock: CatalogSessionLock {
+    private var db: PostgresDatabase?
+    let key: Int64
+
+    init(db: PostgresDatabase, key: Int64) {
+      self.db = db
+      self.key = key
+    }
+
+    /// The session's end frees it too: the connection closes when the lock is released.
+    func release() {
+      try? db?.unlock(key)
+      db = nil
+    }
+
+    deinit { release() }
+  }
+
+  /// `LISTEN`s on the store's channel, where every model write and object change announces
+  /// itself inside its transaction, so PostgreSQL delivers it exactly when it commits.
+  final class ListeningFeed: CommitFeed {
+    private let connect: () throws -> any Database
+    private var connection: PostgresDatabase?
+
+    init(connect: @escaping () throws -> any Database) { self.connect = connect }
+
+    func next(timeout: Duration) throws -> CommitNews {
+      guard let connection else {
+        guard let db = try connect() as? PostgresDatabase else { return .announced([]) }
+        try db.listenForModelChanges()
+        connection = db
+        return .unknown  // anything committed while nobody listened
+      }
+      do {
+        return .announced(Set(try connection.modelChanges(timeout: timeout)))
+      } catch {
+        self.connection = nil
+        throw error
+      }
+    }
+  }
 
   func migrate(_ writer: any Database) throws { try PostgresMigrations.run(on: writer) }
 

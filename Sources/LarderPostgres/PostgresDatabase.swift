@@ -14,7 +14,7 @@ import Larder
 /// ```
 /// A lost connection is reset at the start of the next transaction (or statement outside one),
 /// so a pooled connection heals after the server comes back.
-package final class PostgresDatabase: SessionLockingDatabase, CommitAnnouncingDatabase, KeyedWriteDatabase {
+package final class PostgresDatabase: CommitAnnouncingDatabase, KeyedWriteDatabase {
   private let handle: OpaquePointer
   package let schema: String?
   package var dialect: any SQLDialect { PostgresDialect() }

@@ -1,6 +1,6 @@
 import Foundation
 import Larder
-import LarderS3Store
+@testable import LarderS3Store
 import LarderTestSupport
 import Testing
 
@@ -231,9 +231,11 @@ struct S3CommandTests {
     // The object vanishes behind the store's back: verify says so, and --repair quarantines.
     let sha = try CLI.opensslSHA256(file)
     // (Its key carries the fence its upload took: the store's only object.)
-    let backend = try S3BlobBackend(url: url, environment: environment)
+    // (The bucket's own calls, as a content store over a catalog it does not consult for them.)
+    let scratch = try Larder.temporary()
+    let backend = try S3ContentStore(url: url, catalog: scratch.catalog, environment: environment)
     var stored: [BlobAddress] = []
-    try backend.forEachStoredBlob { address, _ in stored.append(address) }
+    try backend.forEachStoredBlob(dated: { address, _, _ in stored.append(address) })
     #expect(stored.map(\.hex) == [sha])
     for address in stored { try backend.remove(address) }
     let dirty = try CLI.larder(["verify"] + store)

@@ -5,6 +5,8 @@ import Synchronization
 import Testing
 
 @testable import Larder
+@testable import LarderS3Store
+import LarderPostgres
 
 /// Fenced deletion (ARCHITECTURE.md) when the collector's locks and sessions are lost, on the
 /// real PostgreSQL and S3 engines: what was measured to lose acknowledged uploads before (27 of
@@ -43,7 +45,7 @@ struct FencedDeletionTests {
   /// (asked of that connection itself) and the key of its collector lock (`LRDG`).
   static func sessions(of larder: Larder) throws -> (writer: Int64, lockKey: Int64) {
     let pid = try larder.catalog.write { db in try db.row("SELECT pg_backend_pid() AS pid")?.int("pid") ?? 0 }
-    let key = try #require(try larder.catalog.dedicatedConnection() as? any SessionLockingDatabase).collectorLockKey
+    let key = try #require(try larder.catalog.dedicatedConnection() as? PostgresDatabase).collectorLockKey
     return (pid, key)
   }
 
@@ -172,10 +174,10 @@ struct FencedDeletionTests {
     let fresh = try #require(try Race.address(of: bytes, in: larder))
     #expect(fresh.fence > old.fence)
     // The delayed DELETE arrives again, long after.
-    try larder.blobBackend.remove(old)
+    try #require(larder.content as? S3ContentStore).remove(old)
     let stored = try #require(object.withLock { $0 })
     #expect(try larder.files.data(of: stored.file) == Data(bytes))
-    #expect(try larder.blobBackend.storedSize(of: fresh) == Int64(bytes.count))
+    #expect(try larder.content.inspect(fresh)?.size == Int64(bytes.count))
     #expect(try Verifier(larder: larder, deep: true).verify().findings.map(\.kind) == [])
   }
 
@@ -214,13 +216,13 @@ struct FencedDeletionTests {
     #expect(proxy.heldCount >= 1)
     #expect(try Race.address(of: bytes, in: writer) == nil)
     #expect(try Race.count("blob_deletions", in: writer) == 1)
-    #expect(try writer.blobBackend.storedSize(of: old) == Int64(bytes.count))
+    #expect(try writer.content.inspect(old)?.size == Int64(bytes.count))
     let object = try writer.objects.put(bucket: "app", name: "late.bin", data: Data(bytes))
     let fresh = try #require(try Race.address(of: bytes, in: writer))
     #expect(fresh != old)
     // Now the store applies the DELETEs it never answered.
     #expect(Set(try proxy.release()) == [204])
-    #expect(try writer.blobBackend.storedSize(of: old) == nil)
+    #expect(try writer.content.inspect(old)?.size == nil)
     #expect(try writer.files.data(of: object.file) == Data(bytes))
     let report = try GarbageCollector(larder: writer).collect(options: Race.now)
     #expect(report.deletionsResumed == 1)

@@ -61,13 +61,13 @@ package struct Restore {
       }
     }
     // Checked before anything is made, the data directory included.
-    let backend = try BlobTarget.backend(blobs, backends: backends)
-    try BlobTarget.checkEmpty(backend)
+    let content = try BlobTarget.content(blobs, backends: backends)
+    try BlobTarget.checkEmpty(content)
     if case .postgres = catalog { try checkEmptyCatalog() }
-    var target = BlobTarget(store: try BlobStore(root: directory), backend: backend)
+    var target = BlobTarget(store: try BlobStore(root: directory), content: content)
 
     // The identity first (as a store records it: blob store before catalog), the catalog last.
-    try target.recorder?.recordStoreIdentity(manifest.storeID)
+    try target.recordStoreIdentity(manifest.storeID)
     let fences = try Dictionary(
       source.rows("SELECT sha256, fence FROM blobs").compactMap { row in
         row.bytes("sha256").map { (Hex.encode($0), row.int("fence") ?? 0) }
@@ -129,48 +129,47 @@ package struct Restore {
   }
 }
 
-/// Where a restore puts the blobs: the data directory's `blobs/` or a blob backend (S3).
+/// Where a restore puts the blobs: the data directory's `blobs/` or a content store that takes
+/// restored blobs (S3), opened over a scratch catalog of its own (it only publishes and lists:
+/// the restored catalog is written last).
 private struct BlobTarget {
   let store: BlobStore
-  let backend: (any BlobBackend)?
+  let content: (any RestorableContent)?
   var touched: Set<String> = []
 
-  init(store: BlobStore, backend: (any BlobBackend)?) {
+  init(store: BlobStore, content: (any RestorableContent)?) {
     self.store = store
-    self.backend = backend
+    self.content = content
   }
 
-  /// The backend of `location`; nil for the data directory's `blobs/`.
-  static func backend(_ location: BlobLocation, backends: StoreBackends) throws -> (any BlobBackend)? {
+  /// The content store of `location`; nil for the data directory's `blobs/`.
+  static func content(_ location: BlobLocation, backends: StoreBackends) throws -> (any RestorableContent)? {
     guard case .s3(let url, let credentialsFile) = location else { return nil }
     guard let open = backends.s3 else {
       throw LarderError.invalidArgument("restoring into S3 needs the LarderS3Store module (backends: [.s3])")
     }
-    return try open(url, credentialsFile)
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("larder-restore-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    let catalog = try Catalog(
+      location: .dataDirectory, sqlitePath: scratch.appendingPathComponent("larder.sqlite").path, backends: .embedded)
+    guard let content = try open(url, credentialsFile, catalog) as? any RestorableContent else {
+      throw BackupError.notSupportedYet("restoring into \(url)")
+    }
+    return content
   }
 
   /// Whether rows keep their fences (S3) or are all at fence 0 (the filesystem).
-  var keepsFences: Bool { backend != nil }
+  var keepsFences: Bool { content != nil }
 
-  var recorder: (any StoreIdentityRecording)? {
-    guard let backend else { return FilesystemBlobBackend(store: store) }
-    return backend as? any StoreIdentityRecording
+  func recordStoreIdentity(_ identity: String) throws {
+    if let content { try content.recordStoreIdentity(identity) } else { try store.recordStoreIdentity(identity) }
   }
 
-  /// An S3 prefix must hold no store: no identity and no blob. Even the snapshot's own store's
-  /// content is refused: that may be the live store, and two catalogs on one prefix would
-  /// collect each other's blobs.
-  static func checkEmpty(_ backend: (any BlobBackend)?) throws {
-    guard let backend else { return }
-    if let identity = try (backend as? any StoreIdentityRecording)?.recordedStoreIdentities().sorted().first {
-      throw BackupError.notEmpty(directory: backend.location, entry: "store \(identity)'s identity")
-    }
-    struct Found: Error { let address: BlobAddress }
-    do {
-      try backend.forEachStoredBlob { address, _ in throw Found(address: address) }
-    } catch let found as Found {
-      throw BackupError.notEmpty(directory: backend.location, entry: "blob \(found.address)")
-    }
+  /// A content store must hold no store: no identity and no blob.
+  static func checkEmpty(_ content: (any RestorableContent)?) throws {
+    guard let content, let held = try content.firstHeld() else { return }
+    throw BackupError.notEmpty(directory: content.location, entry: held)
   }
 
   /// Stores the blob `address` (whose bytes `read` streams), re-hashed on the way.
@@ -178,7 +177,7 @@ private struct BlobTarget {
     _ address: BlobAddress, size: Int64, _ read: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
   ) throws {
     let tmp = store.tmpDirectory.path
-    guard let backend else {
+    guard let content else {
       let target = store.path(forHex: address.hex)
       let parent = (target as NSString).deletingLastPathComponent
       if touched.insert(parent).inserted { try POSIX.makeDirectory(parent) }
@@ -189,13 +188,13 @@ private struct BlobTarget {
     try BlobCopy.copy(hex: address.hex, size: size, to: staged, through: tmp, durable: false, read)
     let blob = try StagedBlob.adopting(path: staged, sha256: Hex.decode(address.hex), removeOnDiscard: true)
     defer { blob.discard() }
-    try backend.publish(blob, at: address)
+    try content.placeRestored(blob, at: address)
   }
 
   /// Local blobs durable, with their names and directories, before the catalog names them:
   /// one flush of the filesystem for them all.
   func finish() throws {
-    guard backend == nil, !touched.isEmpty else { return }
+    guard content == nil, !touched.isEmpty else { return }
     try POSIX.syncFilesystem(of: store.blobsPath)
   }
 }

@@ -30,11 +30,6 @@ public enum BlobLocation: Sendable, Equatable, CustomStringConvertible {
     self = .s3(url: text, credentialsFile: credentialsFile)
   }
 
-  public var isS3: Bool {
-    if case .s3 = self { return true }
-    return false
-  }
-
   public var description: String {
     switch self {
     case .dataDirectory: "filesystem (data directory)"

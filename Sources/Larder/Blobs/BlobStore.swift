@@ -71,7 +71,7 @@ public struct BlobStore: Sendable {
   /// replaced by the verified staged copy.
   /// - Returns: the path now holding the blob.
   func place(_ staged: StagedBlob) throws -> String {
-    guard case .file(let source) = staged.bytes else {
+    guard let source = staged.localPath else {
       throw LarderError.invalidArgument("content assembled in the shared store has no local file to link")
     }
     let hex = Hex.encode(staged.sha256)

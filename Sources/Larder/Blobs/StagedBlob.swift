@@ -27,7 +27,7 @@ public final class StagedBlob: Sendable {
   /// What holds the staged bytes until ``discard()``.
   private enum Holder: Sendable {
     /// The open (and `flock`ed) local file; its name goes with it when `removeOnDiscard`.
-    case file(OwnedDescriptor, removeOnDiscard: Bool)
+    case file(OwnedDescriptor, path: String, removeOnDiscard: Bool)
     /// Reads the assembled content (its MD5 and CRC32C, when asked).
     case assembled(read: @Sendable ((UnsafeRawBufferPointer) throws -> Void) throws -> Void)
   }
@@ -43,7 +43,7 @@ public final class StagedBlob: Sendable {
     removeOnDiscard: Bool, crc32c: UInt32? = nil
   ) {
     bytes = .file(path: path)
-    holder = .file(descriptor, removeOnDiscard: removeOnDiscard)
+    holder = .file(descriptor, path: path, removeOnDiscard: removeOnDiscard)
     self.sha256 = sha256
     knownMD5 = Mutex(md5)
     knownCRC32C = Mutex(crc32c)
@@ -66,11 +66,18 @@ public final class StagedBlob: Sendable {
     self.contentType = contentType
   }
 
-  /// The local file's path (``Bytes/file(path:)``); empty for assembled content, which has none
-  /// (switch over ``bytes`` instead where both can arrive).
-  public var path: String {
-    guard case .file(let path) = bytes else { return "" }
+  /// The local file's path (``Bytes/file(path:)``); nil for assembled content, which has none.
+  public var localPath: String? {
+    guard case .file(let path) = bytes else { return nil }
     return path
+  }
+
+  /// Computes the MD5 and CRC32C now (``computeChecksums()``) when that is a local read of at
+  /// most `limit` bytes, still in the page cache. Content assembled in a remote store would be
+  /// read back whole over the network before the answer: it is left to the backfill.
+  public func computeChecksumsIfLocal(upTo limit: Int64) throws {
+    guard size <= limit, case .file = holder else { return }
+    try computeChecksums()
   }
 
   deinit { discard() }
@@ -91,7 +98,7 @@ public final class StagedBlob: Sendable {
       let md5 = Digest(.md5)
       try read { md5.update($0) }
       digest = md5.finalize()
-    case .file:
+    case .file(_, let path, _):
       digest = try MD5Backfill.md5(ofFile: path)
     }
     knownMD5.withLock { $0 = digest }
@@ -104,7 +111,7 @@ public final class StagedBlob: Sendable {
     switch holder {
     case .assembled(let read):
       try withoutActuallyEscaping(body) { body in try read { try body($0) } }
-    case .file:
+    case .file(_, let path, _):
       try BlobReader(path: path).forEachChunk(body)
     }
   }
@@ -141,7 +148,7 @@ public final class StagedBlob: Sendable {
   /// True until ``discard()``.
   public var isStaged: Bool {
     switch holder {
-    case .file(let descriptor, _): descriptor.isOpen
+    case .file(let descriptor, _, _): descriptor.isOpen
     case .assembled: !discarded.load(ordering: .acquiring)
     }
   }
@@ -150,8 +157,7 @@ public final class StagedBlob: Sendable {
   /// Only the first call does anything.
   public func discard() {
     discarded.store(true, ordering: .releasing)
-    guard case .file(let descriptor, let remove) = holder else { return }
-    let path = path
+    guard case .file(let descriptor, let path, let remove) = holder else { return }
     descriptor.close { _ in if remove { POSIX.unlink(path) } }
   }
 

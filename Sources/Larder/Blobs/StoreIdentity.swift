@@ -22,7 +22,7 @@ package protocol StoreIdentityRecording: Sendable {
 /// The identity of a store: 16 random bytes in hex, made when a store is first opened by a
 /// Larder that knows identities, kept in the catalog (`settings.store_id`) and in the blob store.
 ///
-/// ``check(catalog:backend:catalogLocation:)`` runs at every open: the blob store must hold the
+/// ``check(catalog:content:catalogLocation:readOnly:)`` runs at every open: the blob store must hold the
 /// catalog's identity. The blob store's record is always made before the catalog's, so a
 /// catalog with an identity whose blob store has none is a blob store that is not the one the
 /// identity was made with. A store made before identities gets one, after checking that its
@@ -34,12 +34,12 @@ enum StoreIdentity {
   /// - Throws: ``LarderError/invalidArgument(_:)`` naming both stores when they are not one.
   /// A read-only open compares a named store's identities and names no store.
   static func check(
-    catalog: Catalog, backend: any BlobBackend, catalogLocation: CatalogLocation, readOnly: Bool = false
+    catalog: Catalog, content: any ContentStore, catalogLocation: CatalogLocation, readOnly: Bool = false
   ) throws {
-    guard let recorder = backend as? any StoreIdentityRecording else { return }
+    let recorder = content
     func refuse(_ why: String) -> LarderError {
       .invalidArgument(
-        "the blob store \(backend.location) is not the catalog's (\(catalogLocation)): \(why); "
+        "the blob store \(content.location) is not the catalog's (\(catalogLocation)): \(why); "
           + "point --blobs and --catalog at one store (several nodes on one PostgreSQL catalog need "
           + "their blobs in S3, or one shared data directory)")
     }
@@ -64,7 +64,7 @@ enum StoreIdentity {
       try name(new: catalog, recorder: recorder, recorded: recorded, refuse: refuse)
       return
     }
-    let present = try sample.contains { try backend.storedSize(of: $0) != nil }
+    let present = try sample.contains { try content.inspect($0) != nil }
     guard present else { throw refuse("none of the catalog's first blobs is in the blob store") }
     let candidate = recorded.sorted().first ?? Hex.encode(SecureRandom.bytes(16))
     var mine: String? = candidate
@@ -156,8 +156,9 @@ enum StoreIdentity {
   }
 }
 
-extension FilesystemBlobBackend: StoreIdentityRecording {
-  private var identityPath: String { store.root.appendingPathComponent("store-id").path }
+/// The data directory's `store-id`, for filesystem content (``LocalContentStore``) and a restore.
+extension BlobStore: StoreIdentityRecording {
+  private var identityPath: String { root.appendingPathComponent("store-id").path }
 
   package func recordedStoreIdentities() throws -> Set<String> {
     guard let data = FileManager.default.contents(atPath: identityPath) else { return [] }
@@ -166,7 +167,7 @@ extension FilesystemBlobBackend: StoreIdentityRecording {
 
   /// Written whole to a temp file, then linked into place: only if no identity is there yet.
   package func recordStoreIdentity(_ identity: String) throws {
-    let temp = store.tmpDirectory.appendingPathComponent("store-id-\(UUID().uuidString)")
+    let temp = tmpDirectory.appendingPathComponent("store-id-\(UUID().uuidString)")
     do {
       try Data((identity + "\n").utf8).write(to: temp)
     } catch {

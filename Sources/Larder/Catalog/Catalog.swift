@@ -19,36 +19,35 @@ import Foundation
 /// let count = try catalog.read { db in try db.row("SELECT count(*) AS n FROM blobs")?.int("n") }
 /// ```
 package final class Catalog: @unchecked Sendable {
-  /// The SQLite file; empty on PostgreSQL.
-  package let path: String
   package let location: CatalogLocation
+  /// What the catalog is built on; everything that differs between catalogs is asked of it.
+  package let engine: any CatalogEngine
   package let dialect: any SQLDialect
-  /// SQLite's one writer is used under this lock; on PostgreSQL it guards `idleWriters`.
+  /// The one writer is used under this lock; with concurrent writers it guards `idleWriters`.
   private let writerLock = NSLock()
-  /// SQLite's one writer; on PostgreSQL the first of the pool (it ran the migrations).
+  /// The one writer; with concurrent writers the first of the pool (it ran the migrations).
   private let writer: Database
-  /// PostgreSQL: writer connections not in use (`writer` among them at first).
+  /// With concurrent writers: writer connections not in use (`writer` among them at first).
   private var idleWriters: [Database] = []
-  /// PostgreSQL: at most this many writer connections are open at once; nil on SQLite.
+  /// With concurrent writers: at most this many writer connections are open at once.
   private let writerSlots: DispatchSemaphore?
   /// How long writes waited for their locks and held them (``CatalogLockTimes``).
   let lockClock = CatalogLockClock()
   private let readerLock = NSLock()
   private var idleReaders: [Database] = []
   private let maxIdleReaders: Int
-  /// On PostgreSQL, at most this many reader connections are open at once (each is a server
-  /// process); a read beyond them waits for one. SQLite's readers are cheap and unbounded.
+  /// At most this many reader connections are open at once where each is a server process
+  /// (``CatalogEngine/readerLimit``); a read beyond them waits for one.
   private let readerSlots: DispatchSemaphore?
-  /// How a new connection is made (a closure so the pool is the same for both catalogs).
-  private let connect: () throws -> Database
+  private let readOnly: Bool
   /// Space given back when a write finds the disk full (see ``SpaceReserve``).
   let reserve: SpaceReserve?
-  /// Reads SQLite's commit counter; nil on PostgreSQL (see ``commitStamp()``).
-  private let commitWatch: WALIndexWatch?
-  /// Told of every statement of ``read(snapshot:_:)`` and ``write(keys:releasingReserve:_:)`` (tests count them).
+  /// Reads the engine's commit counter, if it has one (see ``commitStamp()``).
+  private let commitWatch: (@Sendable () -> Int64?)?
+  /// Told of every statement of ``read(snapshot:_:)`` and ``write(keys:releasingReserve:durable:_:)`` (tests count them).
   private let observer: (any CatalogObserver)?
 
-  /// Writer connections a PostgreSQL catalog opens at most, unless configured otherwise.
+  /// Writer connections a catalog with concurrent writers opens at most, unless configured otherwise.
   package static let defaultPostgresWriters = 8
 
   /// Opens the SQLite catalog at `path`, creating it and running migrations as needed.
@@ -60,8 +59,8 @@ package final class Catalog: @unchecked Sendable {
   }
 
   /// Opens the catalog at `location` (`sqlitePath` for ``CatalogLocation/dataDirectory``), with
-  /// the engine `backends` has for it; a PostgreSQL catalog opens up to `writers` writer
-  /// connections (SQLite has one).
+  /// the engine `backends` has for it; an engine with concurrent writers opens up to `writers`
+  /// writer connections (SQLite has one).
   init(
     location: CatalogLocation, sqlitePath: String, backends: StoreBackends, maxIdleReaders: Int = 8,
     reserve: SpaceReserve? = nil, writers: Int = Catalog.defaultPostgresWriters, readOnly: Bool = false,
@@ -71,50 +70,38 @@ package final class Catalog: @unchecked Sendable {
     self.location = location
     self.maxIdleReaders = maxIdleReaders
     self.reserve = reserve
+    self.readOnly = readOnly
+    // The one place the catalog's kind is decided.
     switch location {
     case .dataDirectory:
-      path = sqlitePath
-      dialect = SQLiteDialect()
-      readerSlots = nil
-      writerSlots = nil
-      connect = { try SQLiteDatabase(path: sqlitePath, readOnly: readOnly) }
-      if readOnly {
-        let reader = try SQLiteDatabase(path: sqlitePath, readOnly: true)
-        try Self.requireCurrent(version: Migrations.version(of: reader))
-        writer = reader
-        commitWatch = nil
-      } else {
-        let writer = try Self.openWriter(path: sqlitePath, reserve: reserve)
-        try Migrations.run(on: writer)
-        self.writer = writer
-        // The writer has put the file in WAL mode and read it, so its index is mapped now.
-        commitWatch = (writer as? SQLiteDatabase).flatMap { WALIndexWatch(connection: $0) }
-      }
+      engine = SQLiteCatalogEngine(path: sqlitePath)
     case .postgres:
       guard let open = backends.postgres else {
         throw LarderError.invalidArgument(
           "a PostgreSQL catalog needs the LarderPostgres module: open the store with backends: [.postgres]")
       }
-      let engine = try open(location)
-      path = ""
-      dialect = engine.dialect
-      readerSlots = engine.readerLimit.map { DispatchSemaphore(value: $0) }
-      writerSlots = DispatchSemaphore(value: max(1, writers))
-      connect = {
-        let db = try engine.connect()
-        if readOnly { try db.executeScript("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY") }
-        return db
-      }
-      commitWatch = nil
-      let writer = try connect()
-      if readOnly {
-        try Self.requireCurrent(version: engine.schemaVersion(writer))
-      } else {
-        try engine.migrate(writer)
-      }
-      self.writer = writer
-      idleWriters = [writer]
+      engine = try open(location)
     }
+    dialect = engine.dialect
+    readerSlots = engine.readerLimit.map { DispatchSemaphore(value: $0) }
+    writerSlots = engine.concurrentWriters ? DispatchSemaphore(value: max(1, writers)) : nil
+    let writer: Database
+    do {
+      writer = try engine.connect(readOnly: readOnly)
+    } catch {
+      // Opening may need room for SQLite's shared-memory index: a full disk must not lock us out.
+      guard Self.isDiskFull(error), let reserve, reserve.release() else { throw error }
+      writer = try engine.connect(readOnly: readOnly)
+    }
+    if readOnly {
+      try Self.requireCurrent(version: engine.schemaVersion(writer))
+      commitWatch = nil
+    } else {
+      try engine.migrate(writer)
+      commitWatch = engine.commitStamp(on: writer)
+    }
+    self.writer = writer
+    if engine.concurrentWriters { idleWriters = [writer] }
   }
 
   /// A read-only open never migrates: a catalog at another version than this Larder writes is
@@ -136,17 +123,7 @@ package final class Catalog: @unchecked Sendable {
   /// that stayed torn): the caller must then not trust anything it cached.
   ///
   /// A read of the mapped WAL-index header (``WALIndexWatch``): no connection, no transaction.
-  package func commitStamp() -> Int64? { commitWatch?.stamp() }
-
-  private static func openWriter(path: String, reserve: SpaceReserve?) throws -> Database {
-    do {
-      return try SQLiteDatabase(path: path)
-    } catch {
-      // Opening may need room for the shared-memory index: a full disk must not lock us out.
-      guard error.isDiskFull, let reserve, reserve.release() else { throw error }
-      return try SQLiteDatabase(path: path)
-    }
-  }
+  package func commitStamp() -> Int64? { commitWatch?() }
 
   /// Runs `body` inside one write transaction; any thrown error rolls it back.
   ///
@@ -216,7 +193,7 @@ package final class Catalog: @unchecked Sendable {
     writerSlots.wait()
     defer { writerSlots.signal() }
     let pooled = writerLock.withLock { idleWriters.popLast() }
-    let db = try pooled ?? connect()
+    let db = try pooled ?? engine.connect(readOnly: readOnly)
     defer { writerLock.withLock { idleWriters.append(db) } }
     return try body(db)
   }
@@ -261,22 +238,19 @@ package final class Catalog: @unchecked Sendable {
   }
 
   /// Moves the write-ahead log into the database file and truncates it, so a stopped service
-  /// leaves one self-contained `larder.sqlite` behind (another process may still hold readers).
-  /// Nothing to do on PostgreSQL.
+  /// leaves one self-contained `larder.sqlite` behind (another process may still hold readers);
+  /// nothing to do for an engine without a log of its own.
   package func checkpoint() throws {
-    guard !isShared else { return }
     writerLock.lock()
     defer { writerLock.unlock() }
-    try writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    try engine.checkpoint(writer)
   }
 
-  /// Whether other processes on other machines may share this catalog (a catalog engine, not
-  /// the data directory's SQLite file).
-  package var isShared: Bool { path.isEmpty }
+  /// A connection of its own, outside the pool (a listener, or a session holding a lock).
+  package func dedicatedConnection() throws -> Database { try engine.connect(readOnly: readOnly) }
 
-  /// A connection of its own, outside the pool (the collector holds its session-level
-  /// advisory lock on one for a whole run).
-  func dedicatedConnection() throws -> Database { try connect() }
+  /// Hears of commits from any process or node (``CatalogEngine/commitFeed(catalog:poll:)``).
+  package func commitFeed(poll: Duration) -> any CommitFeed { engine.commitFeed(catalog: self, poll: poll) }
 
   private func checkoutReader() throws -> Database {
     readerLock.lock()
@@ -285,7 +259,7 @@ package final class Catalog: @unchecked Sendable {
       return db
     }
     readerLock.unlock()
-    return try connect()
+    return try engine.connect(readOnly: readOnly)
   }
 
   private func checkin(_ db: Database) {

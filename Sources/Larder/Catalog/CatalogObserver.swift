@@ -77,6 +77,4 @@ final class ObservedAnnouncingDatabase: ObservedDatabase, CommitAnnouncingDataba
   }
 
   func announce(modelTypes types: [String]) throws { try announcing.announce(modelTypes: types) }
-  func listenForModelChanges() throws { try announcing.listenForModelChanges() }
-  func modelChanges(timeout: Duration) throws -> [String] { try announcing.modelChanges(timeout: timeout) }
 }

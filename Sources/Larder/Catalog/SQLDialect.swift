@@ -27,7 +27,7 @@ package protocol SQLDialect: Sendable {
   /// so a cursor never passes one that commits later. SQLite has one writer: `0` and nil.
   var transactionOrder: String { get }
   var settledTransactionOrder: String? { get }
-  /// A query that hands out a new blob fence as column `fence` (``BlobFences``), and whether it
+  /// A query that hands out a new blob fence as column `fence` (`BlobFences`, LarderS3Store), and whether it
   /// writes (it then runs in a write transaction of its own; else with none open).
   var nextFence: (sql: String, writes: Bool) { get }
   /// A query for the first fence not handed out yet, as column `next`.

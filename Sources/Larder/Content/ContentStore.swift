@@ -1,23 +1,27 @@
 import Foundation
 
-/// The stored content of a store as the write path, reads, the collector and the verifier act
-/// on it: each is written once against this protocol, whatever holds the bytes (ARCHITECTURE.md,
-/// "Content stores").
+/// The one seam between a store and its bytes (containerd's content store): the write path,
+/// reads, recovery, the collector and the verifier act on it, whatever holds the bytes
+/// (ARCHITECTURE.md, "Content stores").
 ///
 /// Two implementations, chosen once when a store opens (``Larder``):
-/// - ``LocalContentStore``: files under `blobs/`, linked inside the catalog's write
-///   transaction, so whatever is decided under the write lock is final; a deleted blob's file
-///   moves to `trash/` inside the transaction that deletes its row.
-/// - ``FencedContentStore``: objects in a remote store (S3), published *before* the catalog
-///   transaction and deleted only through committed intents at fenced addresses
-///   (``BlobFences``), with no network call while a catalog lock is held.
+/// - ``LocalContentStore``: files under `blobs/` that it alone places, reads and removes,
+///   linked inside the catalog's write transaction, so whatever is decided under the write
+///   lock is final; a deleted blob's file moves to `trash/` inside the transaction that deletes
+///   its row.
+/// - `S3ContentStore` (`LarderS3Store`, opened by `StoreBackends.s3`): objects in a bucket,
+///   published *before* the catalog transaction and deleted only through committed intents at
+///   fenced addresses, with no network call while a catalog lock is held.
 ///
 /// ```swift
 /// let ingest = try larder.content.ingest(staged, faults: .none)  // before the write transaction
 /// let removed = try larder.content.removeUnreferenced(candidates, faults: .none)
-/// try larder.content.forEachStray(olderThan: cutoff, remove: false) { strays in report(strays) }
+/// let leftovers = try larder.content.recover(dryRun: false)      // what a crashed collection left
 /// ```
-protocol ContentStore: Sendable {
+package protocol ContentStore: StoreIdentityRecording {
+  /// Where the bytes are, for logs and reports: a directory, or an `s3://` URL without credentials.
+  var location: String { get }
+
   /// Where an address's bytes are, as reports name it.
   func place(of address: BlobAddress) -> String
 
@@ -40,17 +44,18 @@ protocol ContentStore: Sendable {
   ///   errors, what `body` threw.
   func read(_ sha256: [UInt8], range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
 
-  // MARK: collecting and verifying
+  // MARK: recovering, collecting and verifying
 
-  /// Finishes the deletions an interrupted collection committed and did not carry out.
-  /// - Returns: how many it finished (none for a store whose deletions commit with their rows).
-  func finishInterruptedDeletions(batchSize: Int) throws -> Int
+  /// Settles what an interrupted collection left: bytes moved aside whose row survived go back,
+  /// bytes no row names any more go (trash entries; deletions whose intents committed). Call
+  /// it holding the collector lock (``CollectorLock``). With `dryRun`, nothing is changed and
+  /// the answer is what a real run would do now.
+  func recover(dryRun: Bool) throws -> ContentRecovery
 
   /// Deletes the `blobs` rows of `candidates` (digests) that no file uses, in one write
   /// transaction keyed by each candidate's content (``UnreferencedBlobs``), and their bytes
   /// (with that transaction or after it, as the store's protocol requires). A failure leaves
-  /// every row with its bytes, or work that the next ``finishInterruptedDeletions(batchSize:)``
-  /// or recovery completes.
+  /// every row with its bytes, or work that the next ``recover(dryRun:)`` completes.
   /// - Returns: the rows removed and their bytes.
   func removeUnreferenced(_ candidates: [[UInt8]], faults: FaultInjector) throws -> (blobs: Int, bytes: Int64)
 
@@ -62,8 +67,10 @@ protocol ContentStore: Sendable {
   /// What is stored at `address`, nil when nothing is.
   func inspect(_ address: BlobAddress) throws -> StoredContent?
 
-  /// The SHA-256 (and the MD5 when `md5`) of the stored bytes, streamed through `buffer`.
-  func digest(_ address: BlobAddress, md5: Bool, buffer: inout [UInt8]) throws -> ContentDigest
+  /// The SHA-256 (and the MD5 when `md5`) of the stored bytes, streamed through `buffer`; nil
+  /// when reading them back is a download that only a `deep` check asks for (a local file is
+  /// always read).
+  func digest(_ address: BlobAddress, md5: Bool, deep: Bool, buffer: inout [UInt8]) throws -> ContentDigest?
 
   /// Whether `address` is still missing, asked inside the write transaction that would act on
   /// it: a store whose writers publish under that lock checks again; one whose writers publish
@@ -78,12 +85,25 @@ protocol ContentStore: Sendable {
   /// Sets stored bytes back to read-only; false when that failed or does not apply.
   func restoreReadOnly(_ address: BlobAddress) -> Bool
 
-  /// Whether reading every byte back is a local read, cheap enough that verify always
-  /// re-hashes (otherwise only when asked to go deep).
-  var rereadIsLocal: Bool { get }
-
   /// How a row's missing bytes are described in a report.
   var missingDescription: String { get }
+}
+
+/// What ``ContentStore/recover(dryRun:)`` settled (or would), by place.
+package struct ContentRecovery: Sendable, Equatable {
+  /// Bytes put back at their address: a collection moved them aside and its delete of their
+  /// row never committed.
+  package var restored: [String] = []
+  /// Leftovers removed: moved aside for a delete that committed, or nothing a row can name.
+  package var removed: [String] = []
+  /// Deletions a collection committed (an intent per address) and did not carry out.
+  package var finished: [String] = []
+
+  package init(restored: [String] = [], removed: [String] = [], finished: [String] = []) {
+    self.restored = restored
+    self.removed = removed
+    self.finished = finished
+  }
 }
 
 /// One commit's content on its way into the store (``ContentStore/ingest(_:faults:)``), from
@@ -97,7 +117,7 @@ protocol ContentStore: Sendable {
 ///    write lock), then ``recover(from:reachedCommit:)``, which returns to run the transaction
 ///    again or throws to give up;
 /// 4. ``committed()`` once the COMMIT returned.
-protocol ContentIngest: AnyObject {
+package protocol ContentIngest: AnyObject {
   /// The `SELECT` of the content's `blobs` row (one `?`: its SHA-256), with at least `md5` and
   /// `crc32c`: what ``link(existing:md5:crc32c:now:in:)`` is handed as `existing`.
   var blobRowQuery: String { get }
@@ -124,49 +144,73 @@ protocol ContentIngest: AnyObject {
 }
 
 /// Stored content as ``ContentStore/inspect(_:)`` finds it.
-struct StoredContent {
-  var size: Int64
+package struct StoredContent {
+  package var size: Int64
   /// False for anything but a plain file of bytes (a directory, a symlink, a device).
-  var isRegular: Bool
+  package var isRegular: Bool
   /// Permission bits where the store has them.
-  var mode: mode_t?
+  package var mode: mode_t?
+
+  package init(size: Int64, isRegular: Bool, mode: mode_t?) {
+    self.size = size
+    self.isRegular = isRegular
+    self.mode = mode
+  }
 }
 
 /// Digests of stored bytes.
-struct ContentDigest {
-  var sha256: [UInt8]
-  var md5: [UInt8]?
-  var bytes: Int64
+package struct ContentDigest {
+  package var sha256: [UInt8]
+  package var md5: [UInt8]?
+  package var bytes: Int64
+
+  package init(sha256: [UInt8], md5: [UInt8]?, bytes: Int64) {
+    self.sha256 = sha256
+    self.md5 = md5
+    self.bytes = bytes
+  }
 }
 
 /// Stored content that no `blobs` row names.
-struct ContentStray {
+package struct ContentStray {
   /// The digest its address claims, when it is at a well-formed address.
-  var hex: String?
-  var place: String
-  var size: Int64
+  package var hex: String?
+  package var place: String
+  package var size: Int64
   /// Why it is a stray.
-  var detail: String
+  package var detail: String
   /// Whether it can be removed safely now (a directory cannot; a remote address above the
   /// fence floor cannot yet).
-  var removable: Bool
+  package var removable: Bool
   /// Whether this call removed it.
-  var removed: Bool
+  package var removed: Bool
   /// Whether its bytes are what a write leaves when it dies before its commit (reclaimable
   /// space), rather than a fault.
-  var reclaimable: Bool
+  package var reclaimable: Bool
+
+  package init(
+    hex: String?, place: String, size: Int64, detail: String, removable: Bool, removed: Bool, reclaimable: Bool
+  ) {
+    self.hex = hex
+    self.place = place
+    self.size = size
+    self.detail = detail
+    self.removable = removable
+    self.removed = removed
+    self.reclaimable = reclaimable
+  }
 }
 
 /// The collector's delete of unreferenced `blobs` rows, the same for every store.
-enum UnreferencedBlobs {
+package enum UnreferencedBlobs {
   /// Digests per statement: every batch runs the same prepared statement (a short last chunk
   /// repeats its last digest).
-  static let chunk = 50
+  package static let chunk = 50
 
   /// The keys a deleting transaction holds: one per candidate, so that a writer deduping
   /// against a candidate (which holds that content's key) and this delete never interleave,
   /// while writers of any other content commit beside it.
-  static func keys(_ candidates: [[UInt8]]) -> [WriteKey] { candidates.map { .content(sha256: $0) } }
+  package static func keys(_ candidates: [[UInt8]]) -> [WriteKey] { candidates.map { .content(sha256: $0) } }
 
   /// Deletes, inside the caller's transaction (keyed by ``keys(_:)``), the rows of `candidates`
   /// that no file uses, returning `columns` of each. Only candidates: a row this transaction
@@ -176,7 +220,7 @@ enum UnreferencedBlobs {
   /// in the deleting statement, under the write lock, so a pin committed before this
   /// transaction is seen, and a deletion committed before the pin is already absent from the
   /// snapshot the backup takes after pinning.
-  static func delete(_ candidates: [[UInt8]], returning columns: String, in db: Database) throws -> [Row] {
+  package static func delete(_ candidates: [[UInt8]], returning columns: String, in db: Database) throws -> [Row] {
     let sql = """
       DELETE FROM blobs WHERE sha256 IN (\(Array(repeating: "?", count: chunk).joined(separator: ", ")))
       AND NOT EXISTS (SELECT 1 FROM files WHERE files.blob_sha256 = blobs.sha256)

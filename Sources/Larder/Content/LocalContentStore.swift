@@ -1,7 +1,8 @@
 import Foundation
 import LarderCrypto
 
-/// Content as files under the data directory's `blobs/` (the embedded default).
+/// Content as files under the data directory's `blobs/` (the embedded default), which this
+/// store alone places, reads, moves aside and removes.
 ///
 /// Writers link a blob's file inside the catalog's write transaction that inserts its row
 /// (``LocalIngest``), so under the write lock a file without a row is never a commit on its way:
@@ -11,6 +12,8 @@ import LarderCrypto
 struct LocalContentStore: ContentStore, LocalFileContent {
   let blobs: BlobStore
   let catalog: Catalog
+
+  var location: String { blobs.blobsDirectory.path }
 
   func place(of address: BlobAddress) -> String { blobs.path(forHex: address.hex) }
 
@@ -34,11 +37,50 @@ struct LocalContentStore: ContentStore, LocalFileContent {
 
   var missingDescription: String { "the blob's file is missing" }
 
-  var rereadIsLocal: Bool { true }
-
-  /// Nothing to finish: a deletion commits with its row, and its file waits in `trash/`, which
-  /// the collector and recovery handle first (``Recovery/recoverTrash(blobs:catalog:)``).
-  func finishInterruptedDeletions(batchSize: Int) throws -> Int { 0 }
+  /// A deletion commits with its row and its file waits in `trash/` until the unlink after the
+  /// commit: an entry whose `blobs` row still exists (the delete never committed) goes back to
+  /// its address, any other is removed, all under the write lock. An entry that vanished
+  /// meanwhile is skipped.
+  func recover(dryRun: Bool) throws -> ContentRecovery {
+    let trashDirectory = blobs.trashDirectory.path
+    let trash = POSIX.listDirectory(trashDirectory)
+    guard !trash.isEmpty else { return ContentRecovery() }
+    func settle(_ db: Database) throws -> ContentRecovery {
+      var recovery = ContentRecovery()
+      for name in trash {
+        let path = "\(trashDirectory)/\(name)"
+        let isFile = POSIX.lstat(path).map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false
+        // Only a regular file named exactly by a digest goes back, and never over a blob already
+        // in place (one uploaded again since): a planted symlink, a duplicate or any other name
+        // is simply removed.
+        if isFile, BlobTreeWalker.isHex(name, count: 64), let digest = Hex.decode(name),
+          POSIX.lstat(blobs.path(forHex: name)) == nil,
+          try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [digest]) != nil
+        {
+          if dryRun {
+            recovery.restored.append(path)
+            continue
+          }
+          let target = blobs.path(forHex: name)
+          let leaf = (target as NSString).deletingLastPathComponent
+          try POSIX.makeDirectory(leaf)
+          if !POSIX.rename(path, target) {
+            if errno == ENOENT { continue }
+            throw LarderError.posix("rename", path)
+          }
+          try POSIX.fsyncDirectory(leaf)
+          recovery.restored.append(path)
+        } else if dryRun || POSIX.unlink(path) || errno != ENOENT {
+          recovery.removed.append(path)
+        }
+      }
+      if !dryRun, !(recovery.restored.isEmpty && recovery.removed.isEmpty) {
+        try POSIX.fsyncDirectory(trashDirectory)
+      }
+      return recovery
+    }
+    return dryRun ? try catalog.read(settle) : try catalog.write(settle)
+  }
 
   func removeUnreferenced(_ candidates: [[UInt8]], faults: FaultInjector) throws -> (blobs: Int, bytes: Int64) {
     let removed: (trash: [String], rows: Int, bytes: Int64)
@@ -47,7 +89,7 @@ struct LocalContentStore: ContentStore, LocalFileContent {
     } catch {
       // A failed COMMIT leaves the rows but the files in trash/ (I1 broken): put them back
       // now, under the write lock, rather than at the next open. The caller holds gc.lock.
-      _ = try? Recovery.recoverTrash(blobs: blobs, catalog: catalog)
+      _ = try? recover(dryRun: false)
       throw error
     }
     try faults.hit(.gcAfterCommit)
@@ -135,7 +177,7 @@ struct LocalContentStore: ContentStore, LocalFileContent {
 
   /// Opened without following links; with `md5`, both digests read each chunk on two cores, so
   /// verification is bounded by the slower hash (or the disk), not by the two in turn.
-  func digest(_ address: BlobAddress, md5: Bool, buffer: inout [UInt8]) throws -> ContentDigest {
+  func digest(_ address: BlobAddress, md5: Bool, deep: Bool, buffer: inout [UInt8]) throws -> ContentDigest? {
     let path = place(of: address)
     let fd = try POSIX.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
     defer { POSIX.close(fd) }
@@ -178,21 +220,25 @@ struct LocalContentStore: ContentStore, LocalFileContent {
   }
 
   func restoreReadOnly(_ address: BlobAddress) -> Bool { POSIX.chmod(place(of: address), 0o444) }
+
+  func recordedStoreIdentities() throws -> Set<String> { try blobs.recordedStoreIdentities() }
+  func recordStoreIdentity(_ identity: String) throws { try blobs.recordStoreIdentity(identity) }
+  func forgetStoreIdentity(_ identity: String) throws { try blobs.forgetStoreIdentity(identity) }
 }
 
 /// Marking a blob's files quarantined, the same for every store.
-enum ContentQuarantine {
+package enum ContentQuarantine {
   /// Marks every file of `sha256` quarantined, or, when no file uses it, drops its row: nothing
   /// needs the row to answer "corrupt", and a row with nothing behind it would be a missing
   /// blob at the next check.
-  static func mark(_ sha256: [UInt8], in db: Database) throws {
+  package static func mark(_ sha256: [UInt8], in db: Database) throws {
     try db.execute("UPDATE files SET quarantined = 1 WHERE blob_sha256 = ?", [sha256])
     if db.changes == 0 { try dropIfUnused(sha256, in: db) }
   }
 
   /// Deletes the row of `sha256` if no file uses it; returns whether it did.
   @discardableResult
-  static func dropIfUnused(_ sha256: [UInt8], in db: Database) throws -> Bool {
+  package static func dropIfUnused(_ sha256: [UInt8], in db: Database) throws -> Bool {
     try db.execute(
       "DELETE FROM blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM files WHERE blob_sha256 = ?)",
       [sha256, sha256])

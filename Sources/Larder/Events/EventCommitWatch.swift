@@ -11,42 +11,28 @@ import Foundation
 /// Used by one thread at a time.
 package final class EventCommitWatch {
   private let catalog: Catalog
-  private var stamp: Int64?
-  private var connection: (any CommitAnnouncingDatabase)?
+  private var feed: (any CommitFeed)?
 
   package init(events: ObjectEvents) {
     catalog = events.catalog
-    stamp = catalog.commitStamp()
+    feed = catalog.commitFeed(poll: .milliseconds(3))
   }
 
   /// Returns when something may have been committed since the last call, or after `timeout`.
   package func wait(timeout: Duration) {
     let deadline = ContinuousClock.now + timeout
-    if catalog.isShared {
-      do {
-        if connection == nil {
-          let db = try catalog.dedicatedConnection() as? any CommitAnnouncingDatabase
-          try db?.listenForModelChanges()
-          connection = db
-          return  // anything committed while nobody listened
+    do {
+      while ContinuousClock.now < deadline {
+        let current = feed ?? catalog.commitFeed(poll: .milliseconds(3))
+        feed = current
+        switch try current.next(timeout: min(.milliseconds(500), deadline - .now)) {
+        case .unknown: return
+        case .announced(let heard): if heard.contains(ObjectChangeOutbox.announcement) { return }
         }
-        guard let connection else { return Thread.sleep(forTimeInterval: timeout.timeInterval) }
-        while ContinuousClock.now < deadline {
-          let heard = try connection.modelChanges(timeout: min(.milliseconds(500), deadline - .now))
-          if heard.contains(ObjectChangeOutbox.announcement) { return }
-        }
-      } catch {
-        connection = nil
-        Thread.sleep(forTimeInterval: min(0.2, timeout.timeInterval))
       }
-      return
-    }
-    while ContinuousClock.now < deadline {
-      if let now = catalog.commitStamp(), now != stamp {
-        stamp = now
-        return
-      }
-      Thread.sleep(forTimeInterval: 0.003)
+    } catch {
+      feed = nil
+      Thread.sleep(forTimeInterval: min(0.2, timeout.timeInterval))
     }
   }
 }

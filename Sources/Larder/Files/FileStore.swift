@@ -97,7 +97,7 @@ public struct FileStore: Sendable {
   /// Invariant I1 (a reference is committed only to content durably in place, ARCHITECTURE.md,
   /// "Invariants and the write path") reads top to bottom here, whatever holds the bytes (``ContentStore``):
   /// 1. before any transaction, ``ContentStore/ingest(_:faults:)``: a store whose writers
-  ///    publish before the lock (S3) uploads new content now, to a fresh fence (``FencedIngest``);
+  ///    publish before the lock (S3) uploads new content now, to a fresh fence (`FencedIngest`);
   /// 2. in the write transaction, the dedupe decision: the `blobs` row is read, its checksums
   ///    settled, and ``ContentIngest/link(existing:md5:crc32c:now:in:)`` makes the row name
   ///    durable bytes (the filesystem links the staged file here, under the write lock:
@@ -122,9 +122,7 @@ public struct FileStore: Sendable {
     // file. An upload assembled in the shared store would be read back whole over the network
     // before the answer; its MD5 is left to the backfill.
     // The CRC32C (GCS's) comes in the same read, whether or not the MD5 was known.
-    if staged.size <= Self.inlineMD5Limit, case .file = staged.bytes {
-      try staged.computeChecksums()
-    }
+    try staged.computeChecksumsIfLocal(upTo: Self.inlineMD5Limit)
     let ingest = try content.ingest(staged, faults: faults)
     // What the blob row says once committed: nil leaves it to the backfill.
     var recordedMD5: [UInt8]?

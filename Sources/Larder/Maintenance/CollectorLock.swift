@@ -6,9 +6,9 @@ import Foundation
 /// each other exactly as two processes do. The lock is released when the value is released or
 /// when the process dies, so a crashed collector never leaves it stuck.
 ///
-/// On a PostgreSQL catalog, shared by several nodes, the collector also holds a session-level
-/// advisory lock on a connection of its own for the whole run: one collector at a time across
-/// nodes, released by the server when the session ends (a crashed node's with its connection).
+/// A catalog shared by several nodes also keeps collectors apart across them, with a lock its
+/// engine holds for the whole run (``CatalogEngine/lockCollectors(catalog:)``: PostgreSQL's
+/// session-level advisory lock, released by the server when a crashed node's session ends).
 /// ```swift
 /// let lock = try CollectorLock.acquire(in: larder.directory, catalog: catalog)   // throws .collectorBusy
 /// defer { lock?.release() }
@@ -16,8 +16,8 @@ import Foundation
 final class CollectorLock: @unchecked Sendable {
   let path: String
   private var fd: Int32
-  /// The PostgreSQL session holding the advisory lock, and its key.
-  private var session: (any SessionLockingDatabase, Int64)?
+  /// The catalog's lock across nodes, where the engine has one.
+  private var session: (any CatalogSessionLock)?
 
   private init(path: String, fd: Int32) {
     self.path = path
@@ -35,15 +35,9 @@ final class CollectorLock: @unchecked Sendable {
   /// - Throws: ``MaintenanceError/collectorBusy(lockPath:)`` when someone else holds it.
   static func acquire(in directory: URL, create: Bool = true, catalog: Catalog? = nil) throws -> CollectorLock? {
     let local = try acquireFile(in: directory, create: create)
-    guard let catalog, catalog.isShared,
-      let db = try catalog.dedicatedConnection() as? any SessionLockingDatabase
-    else { return local }
-    let key = db.collectorLockKey
-    guard try db.tryLock(key) else {
-      throw MaintenanceError.collectorBusy(lockPath: "the catalog's advisory lock \(key)")
-    }
+    guard let catalog, let session = try catalog.engine.lockCollectors(catalog: catalog) else { return local }
     let lock = local ?? CollectorLock(path: path(in: directory), fd: -1)
-    lock.session = (db, key)
+    lock.session = session
     return lock
   }
 
@@ -66,11 +60,8 @@ final class CollectorLock: @unchecked Sendable {
   }
 
   func release() {
-    if let (db, key) = session {
-      // The session's end frees it too: the connection closes when the lock is released.
-      try? db.unlock(key)
-      session = nil
-    }
+    session?.release()
+    session = nil
     guard fd >= 0 else { return }
     POSIX.unlock(fd)
     POSIX.close(fd)

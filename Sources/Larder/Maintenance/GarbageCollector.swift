@@ -101,21 +101,17 @@ public struct GarbageCollector: Sendable {
     let cutoff = now.addingTimeInterval(-Self.seconds(options.grace))
 
     options.progress?(.init(phase: .trash, processed: 0))
-    if options.dryRun {
-      report.trashRemoved = POSIX.listDirectory(blobs.trashDirectory.path).count
-    } else {
-      let (restored, removed) = try Recovery.recoverTrash(blobs: blobs, catalog: catalog)
-      report.trashRestored = restored
-      report.trashRemoved = removed
-    }
+    // What a collection that died left (trash entries, deletion intents): settled first, so its
+    // bytes are not judged strays or missing below.
+    let recovered = try content.recover(dryRun: options.dryRun)
+    report.trashRestored = recovered.restored.count
+    report.trashRemoved = recovered.removed.count
+    report.deletionsResumed = recovered.finished.count
     var mark = started
     func lap(_ phase: GCProgress.Phase) {
       let now = clock.now
       report.phaseSeconds[phase.rawValue] = Self.seconds(now - mark)
       mark = now
-    }
-    if !options.dryRun {
-      report.deletionsResumed = try content.finishInterruptedDeletions(batchSize: options.batchSize)
     }
     lap(.trash)
     try expireUploads(options: options, report: &report)

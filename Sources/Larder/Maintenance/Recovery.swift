@@ -1,77 +1,60 @@
 import Foundation
+import LarderLogging
 import LarderCrypto
 
-/// Puts the data directory back in order at open, after any crash.
+/// Puts the store back in order at open, after any crash.
 ///
 /// - `tmp/`: a temp file whose writer is gone (its `flock` is free) is removed. A file another
 ///   live process is still writing stays: its writer holds the lock.
-/// - `trash/`: under the catalog's write lock, an entry whose `blobs` row still exists goes back
-///   to its address (a collection crashed before committing); any other is removed. This is
-///   skipped while a live collector holds `gc.lock`: its trash entries are its own business.
+/// - What an interrupted collection left, settled by the content store's one
+///   ``ContentStore/recover(dryRun:)``: trash entries go back or go (filesystem), committed
+///   deletion intents are carried out (S3). Skipped while a live collector holds the collector
+///   lock: its leftovers are its own business.
 public struct RecoveryReport: Sendable, Equatable {
   public var tempFilesRemoved = 0
   public var trashRestored = 0
   public var trashRemoved = 0
+  /// Deletions an interrupted collection committed and recovery carried out.
+  public var deletionsFinished = 0
 }
 
 enum Recovery {
-  static func run(blobs: BlobStore, catalog: Catalog) throws -> RecoveryReport {
+  static func run(blobs: BlobStore, content: any ContentStore, catalog: Catalog, logger: Logger) throws
+    -> RecoveryReport
+  {
     var report = RecoveryReport()
     for name in POSIX.listDirectory(blobs.tmpDirectory.path) {
       if abandoned("\(blobs.tmpDirectory.path)/\(name)", remove: true) { report.tempFilesRemoved += 1 }
     }
-    // Trash entries belong to a running collector while it holds gc.lock; only a free lock
-    // means they are leftovers of a crash.
+    // Most opens find nothing left over: they then take no lock, so a collector starting in
+    // another process meanwhile never finds its lock held by an open.
+    do {
+      guard try content.recover(dryRun: true) != ContentRecovery() else { return report }
+    } catch LarderError.blobStoreUnavailable {
+      return report
+    }
+    // Leftovers belong to a running collector while it holds the collector lock; only a free
+    // lock means they are leftovers of a crash.
     let lock: CollectorLock?
     do {
-      lock = try CollectorLock.acquire(in: blobs.root, create: false)
+      lock = try CollectorLock.acquire(in: blobs.root, create: false, catalog: catalog)
     } catch MaintenanceError.collectorBusy {
       return report
     }
-    // A missing lock file means no collector ever ran here. Either way the entries are
+    // A missing lock file means no collector ever ran here. Either way the leftovers are
     // rechecked under the catalog's write lock.
     defer { lock?.release() }
-    let (restored, removed) = try recoverTrash(blobs: blobs, catalog: catalog)
-    report.trashRestored = restored
-    report.trashRemoved = removed
-    return report
-  }
-
-  /// Puts trash entries back (their `blobs` row exists) or removes them, under the write lock.
-  ///
-  /// Call only while holding gc.lock. An entry that vanished meanwhile is skipped.
-  static func recoverTrash(blobs: BlobStore, catalog: Catalog) throws -> (restored: Int, removed: Int) {
-    let trash = POSIX.listDirectory(blobs.trashDirectory.path)
-    guard !trash.isEmpty else { return (0, 0) }
-    return try catalog.write { db in
-      var restored = 0
-      var removed = 0
-      for name in trash {
-        let path = "\(blobs.trashDirectory.path)/\(name)"
-        let isFile = POSIX.lstat(path).map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false
-        // Only a regular file named exactly by a digest goes back, and never over a blob already
-        // in place (one uploaded again since): a planted symlink, a duplicate or any other name
-        // is simply removed.
-        if isFile, BlobTreeWalker.isHex(name, count: 64), let digest = Hex.decode(name),
-          POSIX.lstat(blobs.path(forHex: name)) == nil,
-          try db.row("SELECT 1 FROM blobs WHERE sha256 = ?", [digest]) != nil
-        {
-          let target = blobs.path(forHex: name)
-          let leaf = (target as NSString).deletingLastPathComponent
-          try POSIX.makeDirectory(leaf)
-          if !POSIX.rename(path, target) {
-            if errno == ENOENT { continue }
-            throw LarderError.posix("rename", path)
-          }
-          try POSIX.fsyncDirectory(leaf)
-          restored += 1
-        } else if POSIX.unlink(path) || errno != ENOENT {
-          removed += 1
-        }
-      }
-      if restored + removed > 0 { try POSIX.fsyncDirectory(blobs.trashDirectory.path) }
-      return (restored, removed)
+    let recovered: ContentRecovery
+    do {
+      recovered = try content.recover(dryRun: false)
+    } catch LarderError.blobStoreUnavailable(let detail) {
+      // A blob store that is down must not keep a node from starting; the next collection
+      // (or open) finishes the work.
+      logger.warning("what an interrupted collection left is not settled: the blob store is unavailable (\(detail))")
+      return report
     }
+    report.add(recovered)
+    return report
   }
 
   /// True if `path` is a temp file no writer holds (its `flock` is free); with `remove`, it is
@@ -93,5 +76,14 @@ enum Recovery {
     defer { POSIX.close(fd) }
     guard POSIX.tryLock(fd) else { return false }
     return !remove || POSIX.unlink(path)
+  }
+}
+
+extension RecoveryReport {
+  /// Counts what a content store's recovery settled.
+  mutating func add(_ recovered: ContentRecovery) {
+    trashRestored += recovered.restored.count
+    trashRemoved += recovered.removed.count
+    deletionsFinished += recovered.finished.count
   }
 }

@@ -56,15 +56,11 @@ public struct Verifier: Sendable {
     let lock = try CollectorLock.acquire(in: larder.directory, create: true, catalog: catalog)
     defer { lock?.release() }
     var report = VerifyReport(repair: repair)
-    if repair {
-      // A collection that died left deletion intents: their addresses have no row, so finishing
-      // them is the collector's work, done here too before anything is judged a stray.
-      _ = try content.finishInterruptedDeletions(batchSize: 500)
-    }
+    // What a collection that died left, first: a blob it moved aside goes back before its
+    // address is checked (not reported, or repaired, as missing), and deletions it committed
+    // are carried out before anything is judged a stray.
+    try checkLeftovers(repair: repair, &report)
     try checkCatalog(&report)
-    // Trash first: a blob left there by a failed collection goes back before its address is
-    // checked, so it is not reported (or repaired) as missing.
-    try checkTrash(repair: repair, &report)
     try checkBlobs(repair: repair, progress: progress, &report)
     try checkStrays(repair: repair, &report)
     checkTemp(repair: repair, &report)
@@ -77,9 +73,15 @@ public struct Verifier: Sendable {
 
   private func checkCatalog(_ report: inout VerifyReport) throws {
     try catalog.read { db in
-      // PostgreSQL has no integrity_check and enforces every foreign key at once, so both
-      // PRAGMA checks are SQLite's alone; the size check below is the catalog's own.
-      if !catalog.isShared { try checkSQLiteFile(db, &report) }
+      // The engine's own checks (SQLite's integrity and foreign-key checks; none on
+      // PostgreSQL, which enforces every foreign key at once); the size check below is ours.
+      for problem in try catalog.engine.integrityProblems(db) {
+        switch problem {
+        case .corrupt(let line): report.add(.init(kind: .integrity, detail: line))
+        case .danglingReference(let table, let parent):
+          report.add(.init(kind: .foreignKey, detail: "a row of \(table) refers to a missing row of \(parent)"))
+        }
+      }
       for row in try db.rows(
         "SELECT f.id, f.size AS fsize, b.size AS bsize, f.blob_sha256 FROM files f JOIN blobs b ON b.sha256 = f.blob_sha256 WHERE f.size != b.size"
       ) {
@@ -90,18 +92,6 @@ public struct Verifier: Sendable {
               "file \(row.string("id") ?? "?") says \(row.int("fsize") ?? -1) bytes, its blob \(row.int("bsize") ?? -1)"
           ))
       }
-    }
-  }
-
-  private func checkSQLiteFile(_ db: Database, _ report: inout VerifyReport) throws {
-    for row in try db.rows("PRAGMA integrity_check") {
-      let line = row.values.first.flatMap { if case .text(let t) = $0 { t } else { nil } } ?? "?"
-      if line != "ok" { report.add(.init(kind: .integrity, detail: line)) }
-    }
-    for row in try db.rows("PRAGMA foreign_key_check") {
-      let table = row.string("table") ?? "?"
-      let parent = row.string("parent") ?? "?"
-      report.add(.init(kind: .foreignKey, detail: "a row of \(table) refers to a missing row of \(parent)"))
     }
   }
 
@@ -174,8 +164,7 @@ public struct Verifier: Sendable {
       problem = (.notRegularFile, "not a regular file (mode \(String(stored.mode ?? 0, radix: 8)))")
     } else if stored.size != size {
       problem = (.sizeMismatch, "stored content has \(stored.size) bytes, row says \(size)")
-    } else if deep || content.rereadIsLocal {
-      let actual = try content.digest(address, md5: md5 != nil, buffer: &buffer)
+    } else if let actual = try content.digest(address, md5: md5 != nil, deep: deep, buffer: &buffer) {
       report.bytesHashed += actual.bytes
       if actual.sha256 != sha256 {
         problem = (.hashMismatch, "content hashes to \(Hex.encode(actual.sha256))")
@@ -320,20 +309,14 @@ public struct Verifier: Sendable {
     }
   }
 
-  private func checkTrash(repair: Bool, _ report: inout VerifyReport) throws {
-    let directory = blobs.trashDirectory.path
-    let names = POSIX.listDirectory(directory)
-    guard !names.isEmpty else { return }
-    var repaired = false
-    if repair {
-      _ = try Recovery.recoverTrash(blobs: blobs, catalog: catalog)
-      repaired = true
-    }
-    for name in names {
+  /// Leftovers of an interrupted collection that a repair settles (``ContentStore/recover(dryRun:)``):
+  /// each blob moved aside is reported; deletions already committed are not damage, and are
+  /// only carried out.
+  private func checkLeftovers(repair: Bool, _ report: inout VerifyReport) throws {
+    let recovered = try content.recover(dryRun: !repair)
+    for path in recovered.restored + recovered.removed {
       report.add(
-        .init(
-          kind: .leftoverTrash, path: "\(directory)/\(name)", detail: "left by an interrupted collection",
-          repaired: repaired))
+        .init(kind: .leftoverTrash, path: path, detail: "left by an interrupted collection", repaired: repair))
     }
   }
 }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Larder
 import LarderServer
+import LarderWebhooks
 
 struct ServeCommand: Command {
   static let host = Option.value(
@@ -141,6 +142,8 @@ struct ServeCommand: Command {
       policy: allowAll ? .allowAll : .rulesFile(URL(fileURLWithPath: arguments.value(Self.rules)!)))
     options.catalog = store.catalog
     options.blobs = store.blobs
+    // The executable composes the server: every backend, and webhooks over libcurl.
+    options.backends = StoreOptions.backends
     options.catalogWriters = try Self.integer(
       arguments.value(Self.catalogWriters)!, in: 1...256, else: "--catalog-writers must be 1…256")
     options.faults = store.faults
@@ -151,6 +154,7 @@ struct ServeCommand: Command {
     options.images = try Self.imageOptions(arguments)
     options.quota = try Self.quota(arguments)
     options.events = try Self.eventOptions(arguments)
+    options.events.transport = CurlWebhookTransport()
     guard options.uploadLease >= .seconds(1) else { throw UsageError("--upload-lease must be at least 1s") }
     if let text = arguments.value(Self.threads) {
       options.http.threadPoolSize = try Self.integer(text, in: 1...256, else: "--threads must be 1…256")

@@ -4,8 +4,6 @@ import LarderImages
 import LarderAuth
 import LarderHTTP
 import LarderLogging
-import LarderPostgres
-import LarderS3Store
 import Synchronization
 
 /// A running Larder HTTP service: the store, the policy, the endpoints and the server.
@@ -30,6 +28,10 @@ public final class LarderService: Sendable {
     public var catalog: CatalogLocation?
     /// Where committed bytes live; nil: the data directory.
     public var blobs: BlobLocation?
+    /// The catalogs and blob stores besides the embedded one that ``catalog`` and ``blobs`` may
+    /// name, composed by the program (the `larder` executable passes `[.postgres, .s3]`), so a
+    /// program embedding the server alone links neither libpq nor libcurl.
+    public var backends: StoreBackends = .embedded
     /// Failure and crash injection in the store, for tests; none in production.
     package var faults = FaultInjector.none
     /// With a PostgreSQL catalog: writer connections at most (``Larder/Configuration/catalogWriters``).
@@ -102,7 +104,7 @@ public final class LarderService: Sendable {
       ?? Larder(
         at: options.dataDirectory,
         configuration: .init(
-          faults: options.faults, catalog: options.catalog, blobs: options.blobs, backends: [.postgres, .s3],
+          faults: options.faults, catalog: options.catalog, blobs: options.blobs, backends: options.backends,
           logger: options.logger, catalogWriters: options.catalogWriters))
     self.larder = larder
     secret = try Self.tokenSecret(of: larder)
@@ -155,8 +157,11 @@ public final class LarderService: Sendable {
     // It is told the port, never handed the server: the metrics the server holds hold the deliverer.
     let bound = boundPort
     let publicURL = options.publicURL
+    if options.events.enabled, options.events.transport == nil {
+      options.logger.info("events: no webhook transport was given, so this node sends no webhooks")
+    }
     deliverer =
-      options.events.enabled
+      options.events.enabled && options.events.transport != nil
       ? EventDeliverer(larder: larder, options: options.events, logger: options.logger) {
         if var base = publicURL, !base.isEmpty {
           while base.hasSuffix("/") { base.removeLast() }

@@ -1,7 +1,6 @@
 import Foundation
 import Larder
 import LarderLogging
-import LarderS3
 import Synchronization
 
 /// How the server delivers object-change events to webhooks.
@@ -21,6 +20,9 @@ public struct EventDeliveryOptions: Sendable {
   /// A claimed delivery's lease lasts `timeout` plus this: another node takes it over only
   /// once its deliverer must have given up on it.
   public var leaseGrace: Duration = .seconds(5)
+  /// How webhooks are sent (``WebhookTransport``); nil sends none: deliveries wait in the
+  /// outbox for a node that has one, and the change feed still answers.
+  public var transport: (any WebhookTransport)?
 
   public init() {}
 }
@@ -34,8 +36,8 @@ public struct EventDeliveryOptions: Sendable {
 /// it delivered, anything else (another status, a redirect, a timeout, a refused connection)
 /// schedules a retry or dead-letters it. A slow receiver holds only its own worker.
 ///
-/// HTTP goes through libcurl (``OutboundHTTP``), the one HTTP client the server already links
-/// (for S3): https works, redirects are not followed, no other scheme is allowed.
+/// HTTP goes through the transport the program hands in (``WebhookTransport``; the `larder`
+/// executable's is libcurl's): redirects are not followed, only http and https are allowed.
 public final class EventDeliverer: Sendable {
   private let larder: Larder
   private let options: EventDeliveryOptions
@@ -171,7 +173,8 @@ public final class EventDeliverer: Sendable {
 
   private func work(_ worker: SubscriptionWorker) {
     let queue = EventDeliveryQueue(events: larder.events)
-    let http = OutboundHTTP()
+    guard let transport = options.transport else { return }
+    let http = transport.makeSender()
     let id = worker.subscription.withLock { $0.id }
     while worker.isActive {
       let batch: [EventDelivery]
@@ -213,7 +216,7 @@ public final class EventDeliverer: Sendable {
   /// Sends one delivery; true when it was acknowledged (a 2xx). A failure is recorded here
   /// (retry later, or dead).
   private func deliver(
-    _ delivery: EventDelivery, subscription: EventSubscription, http: OutboundHTTP, queue: EventDeliveryQueue
+    _ delivery: EventDelivery, subscription: EventSubscription, http: any WebhookSender, queue: EventDeliveryQueue
   ) -> Bool {
     let failure: String
     do {

@@ -50,7 +50,7 @@ import Testing
           options.catalog = service.larder.catalogLocation
           if TestBlobs.isS3 {
             options.dataDirectory = other
-            options.blobs = service.larder.blobLocation
+            options.blobs = TestStore.blobs(for: directory)
           }
         }
         let node = try LarderService(options: options.onTestStores())

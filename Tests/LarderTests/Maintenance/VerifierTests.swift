@@ -71,7 +71,7 @@ import Testing
     try Fixture.plantTemp(larder, name: "dead.part", bytes: 3, age: 600)
     try Data("x".utf8).write(to: larder.blobs.trashDirectory.appendingPathComponent("stray-leftover"))
     // A files row whose blob does not exist, written with foreign keys off.
-    let raw = try SQLiteDatabase(path: larder.catalog.path)
+    let raw = try SQLiteDatabase(path: larder.directory.appendingPathComponent("larder.sqlite").path)
     try raw.execute("PRAGMA foreign_keys=OFF")
     try raw.execute(
       "INSERT INTO files(id, blob_sha256, size, md5, content_type, created_at) VALUES ('ghost', ?, 1, x'00', 'x', 0)",

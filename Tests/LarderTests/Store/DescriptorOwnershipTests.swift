@@ -28,7 +28,7 @@ import Testing
     #expect(staged.isStaged)
     staged.discard()
     #expect(!staged.isStaged)
-    #expect(!FileManager.default.fileExists(atPath: staged.path))
+    #expect(!FileManager.default.fileExists(atPath: try #require(staged.localPath)))
     // The kernel gives out the lowest free number, so this one is likely the staged blob's old one.
     let other = open("/dev/null", O_RDONLY | O_CLOEXEC)
     #expect(other >= 0)

@@ -77,7 +77,7 @@ struct KeyedWriteTests {
       try db.row("SELECT count(*) AS n FROM blobs WHERE sha256 = ?", [digest])?.int("n")
     }
     #expect(left == 0)
-    if case .dataDirectory = larder.blobLocation {
+    if !TestBlobs.isS3 {
       #expect(!FileManager.default.fileExists(atPath: larder.blobs.path(for: digest)))
     }
   }

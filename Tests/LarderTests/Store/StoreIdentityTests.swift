@@ -74,10 +74,10 @@ import Testing
     let b = scratch.url.appendingPathComponent("b")
     let first = try TestStore.open(at: a)
     let identity = try #require(try catalogIdentity(first))
-    let recorder = try #require(first.blobBackend as? any StoreIdentityRecording)
+    let recorder: any StoreIdentityRecording = first.content
     var configuration = Larder.Configuration()
     if TestBlobs.isS3 {
-      configuration.blobs = first.blobLocation
+      configuration.blobs = TestStore.blobs(for: a)
     } else {
       try FileManager.default.createDirectory(at: b, withIntermediateDirectories: true)
       try FileManager.default.copyItem(at: identityFile(a), to: identityFile(b))

@@ -40,7 +40,7 @@ import Testing
       #expect(staged.sha256 == Digest.hash(.sha256, content))
       #expect(staged.md5 == expectedMD5)
       #expect(staged.size == Int64(content.count))
-      #expect(try Data(contentsOf: URL(fileURLWithPath: staged.path)) == Data(content))
+      #expect(try Data(contentsOf: URL(fileURLWithPath: try #require(staged.localPath))) == Data(content))
       staged.discard()
     }
   }

@@ -13,7 +13,7 @@ import Testing
     let larder = try TestStore.open(at: directory)
     let other = try TestStore.open(at: directory)
     // A connection of the test's own, as another process would have.
-    let watch = try #require(WALIndexWatch(connection: try SQLiteDatabase(path: larder.catalog.path)))
+    let watch = try #require(WALIndexWatch(connection: try SQLiteDatabase(path: larder.directory.appendingPathComponent("larder.sqlite").path)))
     _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
 
     let before = try #require(watch.stamp())
@@ -38,7 +38,7 @@ import Testing
   @Test func theCatalogsCommitStampIsTheHeadersCounter() throws {
     let scratch = try StoreScratch()
     let larder = try TestStore.open(at: scratch.url.appendingPathComponent("data"))
-    let watch = try #require(WALIndexWatch(connection: try SQLiteDatabase(path: larder.catalog.path)))
+    let watch = try #require(WALIndexWatch(connection: try SQLiteDatabase(path: larder.directory.appendingPathComponent("larder.sqlite").path)))
     let before = try #require(larder.catalog.commitStamp())
     #expect(before == watch.stamp())
     _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))
@@ -91,8 +91,8 @@ import Testing
     let scratch = try StoreScratch()
     let directory = scratch.url.appendingPathComponent("data")
     let larder = try TestStore.open(at: directory)
-    for _ in 0..<3 { _ = WALIndexWatch(connection: try SQLiteDatabase(path: larder.catalog.path)) }
-    let lock = try readLockState(of: larder.catalog.path + "-shm")
+    for _ in 0..<3 { _ = WALIndexWatch(connection: try SQLiteDatabase(path: larder.directory.appendingPathComponent("larder.sqlite").path)) }
+    let lock = try readLockState(of: larder.directory.appendingPathComponent("larder.sqlite").path + "-shm")
     #expect(lock.contains("READ") || lock.contains("WRITE"), "\(lock)")
     let before = try #require(larder.catalog.commitStamp())
     _ = try larder.objects.put(bucket: "c", name: "a.bin", data: Data("one".utf8))

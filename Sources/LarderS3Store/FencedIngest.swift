@@ -1,6 +1,7 @@
 import Foundation
+import Larder
 
-/// One commit's content into ``FencedContentStore`` (ARCHITECTURE.md, "Fenced deletion"): bytes are
+/// One commit's content into ``S3ContentStore`` (ARCHITECTURE.md, "Fenced deletion"): bytes are
 /// published *before* the write transaction, with no catalog lock or transaction open, and the
 /// transaction makes only catalog decisions, with no call to the remote store inside it.
 ///
@@ -21,8 +22,8 @@ final class FencedIngest: ContentIngest {
   private struct NeedsUpload: Error {}
 
   private let staged: StagedBlob
-  private let catalog: Catalog
-  private let backend: any BlobBackend
+  private let store: S3ContentStore
+  private var catalog: Catalog { store.catalog }
   /// Addresses this write uploaded to that no row will name: removed after the commit.
   private var unused: [BlobAddress] = []
   private var uploaded: BlobAddress?
@@ -32,10 +33,9 @@ final class FencedIngest: ContentIngest {
   private var claimed = false
   private var attempt = 1
 
-  init(staged: StagedBlob, catalog: Catalog, backend: any BlobBackend, faults: FaultInjector) throws {
+  init(staged: StagedBlob, store: S3ContentStore, faults: FaultInjector) throws {
     self.staged = staged
-    self.catalog = catalog
-    self.backend = backend
+    self.store = store
     let seen = try catalog.read(snapshot: false) { db in
       let row = try db.row(Self.blobRow, [staged.sha256])
       return (known: row != nil, quarantined: row?.int("quarantined") == 1)
@@ -47,7 +47,7 @@ final class FencedIngest: ContentIngest {
   private func upload() throws {
     if let previous = uploaded { unused.append(previous) }
     let address = BlobAddress(hex: staged.sha256Hex, fence: try BlobFences.next(catalog))
-    try backend.publish(staged, at: address)
+    try store.publish(staged, at: address)
     uploaded = address
   }
 
@@ -97,7 +97,7 @@ final class FencedIngest: ContentIngest {
     }
     // Rolled back for sure: no row names what we uploaded (best effort; else a stray).
     if !reachedCommit {
-      for address in unused + [uploaded].compactMap({ $0 }) { try? backend.remove(address) }
+      for address in unused + [uploaded].compactMap({ $0 }) { try? store.remove(address) }
     }
     if error is NeedsUpload {
       throw LarderError.blobStoreUnavailable(
@@ -110,7 +110,7 @@ final class FencedIngest: ContentIngest {
   /// can name these addresses: their fences were ours alone.
   func committed() {
     if let uploaded, !claimed { unused.append(uploaded) }
-    for address in unused { try? backend.remove(address) }
-    if let replaced { try? BlobDeletions.finish([replaced], catalog: catalog, backend: backend) }
+    for address in unused { try? store.remove(address) }
+    if let replaced { try? BlobDeletions.finish([replaced], store: store) }
   }
 }

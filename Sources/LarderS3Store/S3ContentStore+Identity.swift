@@ -3,7 +3,7 @@ import Larder
 internal import LarderS3
 
 /// The store's identities as objects `<prefix>/store-ids/<id>`, beside (not under) `sha256/`.
-extension S3BlobBackend: StoreIdentityRecording {
+extension S3ContentStore {
   private var identityPrefix: String { keyPrefix + "store-ids/" }
 
   package func recordedStoreIdentities() throws -> Set<String> {

@@ -1,4 +1,5 @@
 import Foundation
+import Larder
 import LarderCrypto
 
 /// Fenced deletion of blobs in a remote store (ARCHITECTURE.md, "Fenced deletion").
@@ -91,15 +92,13 @@ enum BlobDeletions {
   /// Deletes the bytes of `addresses` (intents already committed), then their intents. Runs
   /// with no transaction open: an S3 call never waits under a catalog lock. `midway` is a test
   /// hook, run after half of the DELETEs. A failure leaves the intents for the next run.
-  static func finish(
-    _ addresses: [BlobAddress], catalog: Catalog, backend: any BlobBackend, midway: () throws -> Void = {}
-  ) throws {
+  static func finish(_ addresses: [BlobAddress], store: S3ContentStore, midway: () throws -> Void = {}) throws {
     guard !addresses.isEmpty else { return }
     for (index, address) in addresses.enumerated() {
       if index == addresses.count / 2 && index > 0 { try midway() }
-      try backend.remove(address)
+      try store.remove(address)
     }
-    try catalog.write { db in
+    try store.catalog.write { db in
       for address in addresses {
         try db.execute(
           "DELETE FROM blob_deletions WHERE sha256 = ? AND fence = ?", [address.sha256, address.fence])
@@ -109,13 +108,15 @@ enum BlobDeletions {
 
   /// Finishes the intents a collector left behind (it died, or its session did, between its
   /// intents' commit and their removal), or that one running beside this one has not finished
-  /// yet: a DELETE sent twice is harmless. Returns how many it finished.
-  static func finishLeftovers(catalog: Catalog, backend: any BlobBackend, batchSize: Int = 500) throws -> Int
+  /// yet: a DELETE sent twice is harmless. Returns the addresses it finished (with `dryRun`,
+  /// those it would).
+  static func finishLeftovers(store: S3ContentStore, dryRun: Bool = false, batchSize: Int = 500) throws
+    -> [BlobAddress]
   {
     var cursor: (sha256: [UInt8], fence: Int64) = ([], -1)
-    var finished = 0
+    var finished: [BlobAddress] = []
     while true {
-      let page: [BlobAddress] = try catalog.read { db in
+      let page: [BlobAddress] = try store.catalog.read { db in
         try db.rows(
           """
           SELECT sha256, fence FROM blob_deletions WHERE sha256 > ? OR (sha256 = ? AND fence > ?)
@@ -128,8 +129,8 @@ enum BlobDeletions {
       }
       guard let last = page.last else { return finished }
       cursor = (last.sha256, last.fence)
-      try finish(page, catalog: catalog, backend: backend)
-      finished += page.count
+      if !dryRun { try finish(page, store: store) }
+      finished += page
       if page.count < batchSize { return finished }
     }
   }
@@ -157,11 +158,11 @@ enum BlobDeletions {
   /// Condemns `strays` (see ``strays(_:floor:catalog:)``) with committed intents and deletes
   /// their bytes. Returns the ones this call condemned: a stray another collector condemned
   /// first is that one's to count.
-  static func removeStrays(
-    _ strays: [(address: BlobAddress, size: Int64)], catalog: Catalog, backend: any BlobBackend
-  ) throws -> [(address: BlobAddress, size: Int64)] {
+  static func removeStrays(_ strays: [(address: BlobAddress, size: Int64)], store: S3ContentStore) throws
+    -> [(address: BlobAddress, size: Int64)]
+  {
     guard !strays.isEmpty else { return [] }
-    let owned = try catalog.write { db in
+    let owned = try store.catalog.write { db in
       // Rechecked under the write lock, though the floor already rules a new row out.
       let unclaimed = try strays.filter {
         try db.row(
@@ -170,13 +171,7 @@ enum BlobDeletions {
       return Set(try record(unclaimed.map(\.address), in: db))
     }
     let condemned = strays.filter { owned.contains($0.address) }
-    try finish(condemned.map(\.address), catalog: catalog, backend: backend)
+    try finish(condemned.map(\.address), store: store)
     return condemned
-  }
-}
-
-extension BlobAddress {
-  init(sha256: [UInt8], fence: Int64) {
-    self.init(hex: Hex.encode(sha256), fence: fence)
   }
 }

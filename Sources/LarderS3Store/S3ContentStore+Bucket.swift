@@ -2,34 +2,12 @@ import Foundation
 import Larder
 internal import LarderS3
 
-/// Blobs as objects of one bucket in an S3-compatible store, keyed `sha256/ab/cd/<hex>[.<fence>]`
-/// (``BlobAddress/key``).
-///
-/// The one place that knows S3: the store sees ``BlobBackend`` and ``SharedUploadStorage``. Every
-/// PUT carries the content's SHA-256 as `x-amz-content-sha256`, so the store itself refuses
-/// bytes that do not match their address; content over 16 MiB goes up in parts. Errors are the
-/// S3 client's typed `S3Error` (its `isTransient` tells a 503-and-retry from a refusal).
-public struct S3BlobBackend: BlobBackend {
-  let client: S3Client
-  /// Prepended to every key (`""`, or `P/` from the URL's `prefix=P`): several stores in one bucket.
-  let keyPrefix: String
-
-  /// Connects to the bucket named by `url` (`s3://BUCKET?endpoint=…&region=…&path-style=1`),
-  /// with credentials from `credentialsFile` when given, else from `AWS_ACCESS_KEY_ID` and
-  /// `AWS_SECRET_ACCESS_KEY` in `environment`. Nothing is sent until the first call.
-  ///
-  /// - Throws: a configuration error naming what is wrong with the URL or the credentials.
-  public init(
-    url: String, credentialsFile: String? = nil,
-    environment: [String: String] = ProcessInfo.processInfo.environment
-  ) throws {
-    let (clientURL, prefix) = try Self.splitPrefix(url)
-    keyPrefix = prefix.map { $0 + "/" } ?? ""
-    client = S3Client(
-      configuration: try S3Configuration(url: clientURL),
-      credentials: try S3Credentials.resolve(file: credentialsFile, environment: environment))
-  }
-
+/// The bucket's calls for content: the one place here that speaks S3 for blobs. Every PUT
+/// carries the content's SHA-256 as `x-amz-content-sha256`, so the store itself refuses bytes
+/// that do not match their address; content over 16 MiB goes up in parts. Errors are the S3
+/// client's typed `S3Error` (its `isTransient` tells a 503-and-retry from a refusal), turned into
+/// ``LarderError``s by ``translating(_:)``.
+extension S3ContentStore {
   /// The URL without its `prefix` setting (which is the store's, not the client's), and the prefix.
   static func splitPrefix(_ url: String) throws -> (url: String, prefix: String?) {
     guard var components = URLComponents(string: url), let items = components.queryItems,
@@ -48,19 +26,18 @@ public struct S3BlobBackend: BlobBackend {
 
   private func key(_ address: BlobAddress) -> String { keyPrefix + address.key }
 
-  public var location: String {
+  /// The bucket as an `s3://` URL, without credentials.
+  package var location: String {
     let c = client.configuration
     let prefix = keyPrefix.isEmpty ? "" : "&prefix=\(keyPrefix.dropLast())"
     return "s3://\(c.bucket)?endpoint=\(c.endpoint)&region=\(c.region)&path-style=\(c.pathStyle ? 1 : 0)\(prefix)"
   }
 
-  /// An upload: it runs before the write transaction, never under the write lock, to a fresh
-  /// fence.
-  public var publishesInsideTransaction: Bool { false }
-
-  /// A staged file is uploaded; content a resumable upload assembled in the bucket
-  /// (`uploads/<id>/data`) is copied to its address server-side, never through this node.
-  public func publish(_ staged: StagedBlob, at address: BlobAddress) throws {
+  /// Makes `staged` durable at `address`, before the write transaction that names it, never
+  /// under the write lock. A staged file is uploaded; content a resumable upload assembled in
+  /// the bucket (`uploads/<id>/data`) is copied to its address server-side, never through this
+  /// node. Publishing the same content again is harmless: the address is the content.
+  func publish(_ staged: StagedBlob, at address: BlobAddress) throws {
     try Self.translating {
       switch staged.bytes {
       case .assembledUpload(let assembled):
@@ -71,7 +48,8 @@ public struct S3BlobBackend: BlobBackend {
     }
   }
 
-  public func storedSize(of address: BlobAddress) throws -> Int64? {
+  /// The stored size at `address`, nil when nothing is stored there.
+  func storedSize(of address: BlobAddress) throws -> Int64? {
     try Self.translating { try client.head(key(address))?.size }
   }
 
@@ -88,7 +66,9 @@ public struct S3BlobBackend: BlobBackend {
     }
   }
 
-  public func read(_ address: BlobAddress, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
+  /// Streams `range` of the object at `address` (clamped to its size), a bounded chunk at a
+  /// time; a missing object is `io(ENOENT)`.
+  func readObject(_ address: BlobAddress, range: Range<Int64>?, _ body: (UnsafeRawBufferPointer) throws -> Void)
     throws
   {
     if let range, range.isEmpty { return }
@@ -103,11 +83,13 @@ public struct S3BlobBackend: BlobBackend {
     }
   }
 
-  public func remove(_ address: BlobAddress) throws {
+  /// Removes the object at `address`; nothing stored is fine.
+  func remove(_ address: BlobAddress) throws {
     try Self.translating { try client.delete(key(address)) }
   }
 
-  public func forEachStoredBlob(dated body: (_ address: BlobAddress, _ size: Int64, _ stored: Date) throws -> Void)
+  /// Every object at a well-formed address, its size and when it was stored, page by page.
+  func forEachStoredBlob(dated body: (_ address: BlobAddress, _ size: Int64, _ stored: Date) throws -> Void)
     throws
   {
     try Self.translating {
@@ -123,7 +105,7 @@ public struct S3BlobBackend: BlobBackend {
 
 /// Resumable uploads' bytes under `uploads/<id>/`: the multipart upload's key and data object
 /// `uploads/<id>/data`, pieces `uploads/<id>/piece-<start>-<end>`.
-extension S3BlobBackend: SharedUploadStorage {
+extension S3ContentStore: SharedUploadStorage {
   private func uploadKey(_ id: String, _ name: String) -> String { "\(keyPrefix)uploads/\(id)/\(name)" }
 
   package var minimumPartSize: Int64 { 5 << 20 }
@@ -230,9 +212,4 @@ extension S3BlobBackend: SharedUploadStorage {
       if let seen = current { try body(seen.id, seen.newest) }
     }
   }
-}
-
-extension StoreBackends {
-  /// Blobs in an S3-compatible bucket (``BlobLocation/s3(url:credentialsFile:)``).
-  public static let s3 = StoreBackends(s3: { try S3BlobBackend(url: $0, credentialsFile: $1) })
 }
