@@ -92,21 +92,16 @@ struct ConsoleAPI {
     try context.authorize(AccessRequest(operation: .list, bucket: bucket, name: folder, identity: identity))
     let page = try context.larder.objects.list(
       bucket: bucket, prefix: prefix, maxResults: Self.batchSize, pageToken: pageToken)
-    var listable: [String: Bool] = [folder: true]
+    var folders = ObjectService.ListableFolders(context: context, bucket: bucket, identity: identity, listed: folder)
+    let service = ObjectService(context: context)
     var batch = FolderBatch(deleted: [], refused: [], unlisted: 0, nextPageToken: page.nextPageToken)
     for object in page.items {
-      let parent = ObjectService.folder(ofPrefix: object.name)
-      let mayList =
-        listable[parent]
-        ?? context.policy.decide(AccessRequest(operation: .list, bucket: bucket, name: parent, identity: identity))
-        .allowed
-      listable[parent] = mayList
-      guard mayList else {
+      guard folders.allow(object.name) else {
         batch.unlisted += 1
         continue
       }
       do {
-        try ObjectService(context: context).delete(try ObjectPath(bucket: bucket, name: object.name), identity: identity)
+        try service.delete(try ObjectPath(bucket: bucket, name: object.name), identity: identity)
         batch.deleted.append(object.name)
       } catch is AccessError {
         batch.refused.append(Refusal(name: object.name, reason: "the rules do not allow you to delete it"))

@@ -169,11 +169,31 @@ struct ObjectService {
     let page = try larder.objects.list(
       bucket: bucket, prefix: prefix, delimiter: delimiter, maxResults: maxResults, pageToken: pageToken,
       range: range)
-    // Without a `/` delimiter a listing reaches into subfolders: each entry is shown only if
-    // its own folder may be listed too (one decision per folder).
-    var decisions: [String: Bool] = [folder: true]
-    func listable(_ entry: String) -> Bool {
-      let parent = Self.folder(ofPrefix: entry.hasSuffix("/") ? String(entry.dropLast()) : entry)
+    var folders = ListableFolders(context: context, bucket: bucket, identity: identity, listed: folder)
+    return ObjectListing(
+      prefixes: page.prefixes.filter { folders.allow($0) }, items: page.items.filter { folders.allow($0.name) },
+      nextPageToken: page.nextPageToken)
+  }
+
+  /// Without a `/` delimiter a listing reaches into subfolders: each entry is shown (or, for the
+  /// console's folder delete, touched) only if its own folder may be listed too, asked once per
+  /// folder. The folder the caller listed was judged already.
+  struct ListableFolders {
+    let context: ServiceContext
+    let bucket: String
+    let identity: Identity?
+    private var decisions: [String: Bool]
+
+    init(context: ServiceContext, bucket: String, identity: Identity?, listed folder: String) {
+      self.context = context
+      self.bucket = bucket
+      self.identity = identity
+      decisions = [folder: true]
+    }
+
+    /// Whether the folder of `entry` (an object name, or a prefix ending in `/`) may be listed.
+    mutating func allow(_ entry: String) -> Bool {
+      let parent = ObjectService.folder(ofPrefix: entry.hasSuffix("/") ? String(entry.dropLast()) : entry)
       if let known = decisions[parent] { return known }
       let allowed = context.policy.decide(
         AccessRequest(operation: .list, bucket: bucket, name: parent, identity: identity)
@@ -181,9 +201,6 @@ struct ObjectService {
       decisions[parent] = allowed
       return allowed
     }
-    return ObjectListing(
-      prefixes: page.prefixes.filter(listable), items: page.items.filter { listable($0.name) },
-      nextPageToken: page.nextPageToken)
   }
 
   /// The folder a list prefix names: everything before its last `/` (`a/b/c` → `a/b`, `a/b/` → `a/b`).
