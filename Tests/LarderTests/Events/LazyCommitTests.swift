@@ -16,8 +16,10 @@ import Testing
 
   @Test func aLazyWriteRelaxesOnlyItselfEvenWhenItThrows() throws {
     let larder = try TestStore.temporary()
-    let (durable, lazy) = TestCatalog.isPostgres ? ("on", "off") : ("2", "1")
-    #expect(try larder.catalog.write { try Self.setting($0) } == durable)
+    // The server's own setting comes back (the test PostgreSQL may run with it off already).
+    let durable = try larder.catalog.write { try Self.setting($0) }
+    let lazy = TestCatalog.isPostgres ? "off" : "1"
+    if !TestCatalog.isPostgres { #expect(durable == "2") }
     #expect(try larder.catalog.write(durable: false) { try Self.setting($0) } == lazy)
     #expect(try larder.catalog.write { try Self.setting($0) } == durable)
     struct Refused: Error {}
