@@ -48,7 +48,9 @@ let package = Package(
     .target(name: "LarderLogging"),
 
     // One Swift wrapper per C library.
-    .target(name: "LarderCrypto", dependencies: ["CCrypto"]),
+    // CRC-32C with the CPU's instruction: a header only, nothing linked.
+    .systemLibrary(name: "CCRC32C"),
+    .target(name: "LarderCrypto", dependencies: ["CCrypto", "CCRC32C"]),
     // The store: SQLite, libmagic and libcrypto only. Other catalogs and blob stores are
     // backends in targets of their own, handed to it in `Larder.Configuration.backends`.
     .target(name: "Larder", dependencies: ["CSQLite", "CMagic", "LarderCrypto", "LarderLogging"]),
