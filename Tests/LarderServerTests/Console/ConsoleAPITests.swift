@@ -19,6 +19,15 @@ import Testing
         match /hidden/{path=**} {
           allow delete: if request.auth != null;
         }
+        match /mixed {
+          allow list: if request.auth != null;
+        }
+        match /mixed/{file} {
+          allow get, delete: if request.auth != null;
+        }
+        match /mixed/deep/{path=**} {
+          allow delete: if request.auth != null;
+        }
       }
     }
     """
@@ -163,6 +172,23 @@ import Testing
       let anonymous = try s.send(.init("POST", "/console/v1/b/app/deleteFolder?prefix=shared%2Ff%2F"))
       #expect(anonymous.status == 403)
       #expect(try s.service.larder.objects.find(ObjectPath(bucket: "app", name: "shared/f/a.txt")) != nil)
+    }
+  }
+
+  /// Objects in a subfolder the caller may not list are neither deleted nor named, only
+  /// counted, even where the rules would let the caller delete them.
+  @Test func objectsInAFolderThatMayNotBeListedAreCountedNotDeleted() throws {
+    try withRules { s in
+      let token = s.service.developmentToken(uid: "alice")
+      for name in ["mixed/a.txt", "mixed/deep/b.txt", "mixed/deep/c.txt"] {
+        _ = try s.service.larder.objects.put(bucket: "app", name: name, data: Data(name.utf8))
+      }
+      let r = try s.send(
+        .init("POST", "/console/v1/b/app/deleteFolder?prefix=mixed%2F", headers: bearer(token)))
+      #expect(r.status == 200, "\(r.text)")
+      #expect(r.text == #"{"deleted":["mixed/a.txt"],"refused":[],"unlisted":2}"#)
+      let left = try s.service.larder.objects.list(bucket: "app", prefix: "mixed/").items.map(\.name)
+      #expect(left == ["mixed/deep/b.txt", "mixed/deep/c.txt"])
     }
   }
 
