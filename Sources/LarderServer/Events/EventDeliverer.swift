@@ -176,40 +176,49 @@ public final class EventDeliverer: Sendable {
     guard let transport = options.transport else { return }
     let http = transport.makeSender()
     let id = worker.subscription.withLock { $0.id }
+    // Deliveries a 2xx acknowledged, recorded by the next claim's write (one write per batch;
+    // a crash before it sends them again: at least once).
+    var acknowledged: [EventDelivery] = []
     while worker.isActive {
       let batch: [EventDelivery]
       do {
-        batch = try queue.claim(subscription: id, owner: owner, lease: options.timeout + options.leaseGrace, limit: Self.batchLimit)
+        batch = try queue.claim(
+          subscription: id, owner: owner, lease: options.timeout + options.leaseGrace, limit: Self.batchLimit,
+          acknowledging: acknowledged)
+        counters.withLock { $0[id, default: Counts()].delivered += acknowledged.count }
       } catch {
+        // The leases run out and the deliveries are sent again: at least once, never lost.
         logger.warning("events: claiming deliveries of \(id) failed: \(error)")
+        acknowledged = []
         worker.sleep(for: options.pollInterval)
         continue
       }
+      acknowledged = []
       if batch.isEmpty {
         let due = (try? queue.nextDue(subscription: id)) ?? nil
         worker.sleep(for: min(due ?? options.pollInterval, options.pollInterval))
         continue
       }
-      // Acknowledgements are recorded together, one write per batch (a crash before it sends
-      // them again: at least once). The batch stops while its leases still have `leaseGrace` to run.
+      // The batch stops while its leases still have `leaseGrace` to run.
       let claimed = ContinuousClock.now
       let subscription = worker.subscription.withLock { $0 }
-      var acknowledged: [EventDelivery] = []
       var sent = 0
       for delivery in batch {
         guard worker.isActive, ContinuousClock.now - claimed < options.timeout else { break }
         if deliver(delivery, subscription: subscription, http: http, queue: queue) { acknowledged.append(delivery) }
         sent += 1
       }
-      do {
-        try queue.delivered(acknowledged)
-        try queue.release(Array(batch[sent...]), owner: owner)
-      } catch {
-        // The leases run out and the deliveries are sent again: at least once, never lost.
-        logger.warning("events: recording deliveries to \(id) failed: \(error)")
-        continue
+      if sent < batch.count {
+        do { try queue.release(Array(batch[sent...]), owner: owner) } catch {
+          logger.warning("events: releasing deliveries to \(id) failed: \(error)")
+        }
       }
+    }
+    do {
+      try queue.delivered(acknowledged)
       counters.withLock { $0[id, default: Counts()].delivered += acknowledged.count }
+    } catch {
+      logger.warning("events: recording deliveries to \(id) failed: \(error)")
     }
   }
 
