@@ -270,14 +270,14 @@ def main():
         [f"{median(one[b], 1) * 1e6:.0f} µs" for b in labels])
     row("catalog write transactions per upload, no subscription", [f"{median(none[b], 2):.2f}" for b in labels])
     row("catalog write transactions per upload, one subscription", [f"{median(one[b], 2):.2f}" for b in labels])
-    for b in labels:
+    for k, b in enumerate(labels):
         rate, ms = delay[b]
         p50 = ms[len(ms) // 2]
         p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
         tag = f" ({b})" if b else ""
-        print(f"| commit-to-receiver delay at {rate:.0f} uploads/s, p50{tag} | {p50:.1f} ms |" + " |" * (len(labels) - 1) + " |")
-        print(f"| commit-to-receiver delay at {rate:.0f} uploads/s, p99{tag} | {p99:.1f} ms |" + " |" * (len(labels) - 1)
-              + " <= 100 ms |")
+        for name, value, goal in (("p50", p50, ""), ("p99", p99, "<= 100 ms")):
+            row(f"commit-to-receiver delay at {rate:.0f} uploads/s, {name}{tag}",
+                [f"{value:.1f} ms" if i == k else "" for i in range(len(labels))], goal)
     print(f"({CLIENTS} upload clients for {SECONDS:.0f} s per throughput run; 1-minute load average up to "
           f"{max(load, os.getloadavg()[0]):.1f} on {os.cpu_count()} cores)")
 
