@@ -10,6 +10,15 @@ import Testing
 @Suite struct ObjectChangeOutboxTests {
   func all(_ larder: Larder) throws -> [ObjectEvent] { try larder.events.feed(after: .start, limit: 1000).events }
 
+  /// A store subscribed to bucket `app` after a put of each of `names` in turn ("1", "2", … as
+  /// contents), and its delivery queue.
+  func subscribed(putting names: [String]) throws -> (Larder, EventSubscription, EventDeliveryQueue) {
+    let larder = try TestStore.temporary()
+    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
+    for (i, name) in names.enumerated() { _ = try larder.objects.put(bucket: "app", name: name, data: Data("\(i + 1)".utf8)) }
+    return (larder, sub, EventDeliveryQueue(events: larder.events))
+  }
+
   @Test func aPutWritesOneFinalizedEventWithTheObjectAsCommitted() throws {
     let larder = try TestStore.temporary()
     let object = try larder.objects.put(
@@ -146,11 +155,7 @@ import Testing
   }
 
   @Test func aClaimRecordsTheAcknowledgementsItIsGivenFirstAndHandsOutWhatTheyFreed() throws {
-    let larder = try TestStore.temporary()
-    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
-    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("1".utf8))
-    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("2".utf8))
-    let queue = EventDeliveryQueue(events: larder.events)
+    let (larder, sub, queue) = try subscribed(putting: ["x", "x"])
     let first = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10)
     #expect(first.map(\.event.kind) == [.finalized])
     let writes = larder.catalogLockTimes().exclusiveHeld.count + larder.catalogLockTimes().keyedHeld.count
@@ -173,10 +178,7 @@ import Testing
   /// A claim runs under the writer uploads commit through, several times a second: it must read
   /// the subscription's pending deliveries, not its whole delivered history once per candidate.
   @Test func aClaimSearchesThePendingIndexesNotTheDeliveredHistory() throws {
-    let larder = try TestStore.temporary()
-    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
-    for i in 0..<20 { _ = try larder.objects.put(bucket: "app", name: "n\(i % 4)", data: Data("\(i)".utf8)) }
-    let queue = EventDeliveryQueue(events: larder.events)
+    let (larder, sub, queue) = try subscribed(putting: (0..<20).map { "n\($0 % 4)" })
     var handed: [String] = []
     var acknowledged: [EventDelivery] = []
     repeat {
@@ -227,11 +229,7 @@ import Testing
   }
 
   @Test func pruningRemovesDeliveredEventsPastTheRetentionOnly() throws {
-    let larder = try TestStore.temporary()
-    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
-    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("1".utf8))
-    _ = try larder.objects.put(bucket: "app", name: "y", data: Data("2".utf8))
-    let queue = EventDeliveryQueue(events: larder.events)
+    let (larder, sub, queue) = try subscribed(putting: ["x", "y"])
     let claimed = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 1)
     try queue.delivered([claimed[0]])
     #expect(try larder.events.prune() == 0)
