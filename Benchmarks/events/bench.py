@@ -8,14 +8,18 @@
   2. The commit-to-receiver delay at a paced BENCH_EVENTS_RATE (200) uploads/s: from the event's
      `time` (its commit, on this machine's clock) to its arrival at the receiver, p50 and p99
      (goal p99 <= 100 ms).
+  3. Per upload, its delivery included: the server's CPU (utime + stime from /proc, so the number
+     holds on a loaded machine) and its catalog write transactions (from /metrics).
 A measurement, never a test. Everything listens on 127.0.0.1; every directory is removed at exit.
 
   LARDER_BIN=.build/release/larder python3 Benchmarks/events/bench.py
+  BENCH_EVENTS_AB=old=/tmp/larder-old,new=.build/release/larder python3 Benchmarks/events/bench.py
 """
 import datetime
 import http.client
 import http.server
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -115,6 +119,22 @@ class Receiver:
         self.server.shutdown()
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process (its threads included), from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def write_transactions(port):
+    """How many catalog write transactions the server committed (or rolled back), from /metrics."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    return sum(float(m) for m in re.findall(r"^larder_catalog_lock_held_seconds_count\{[^}]*\} (\S+)$", text, re.M))
+
+
 def start(root, subscribe_to=None):
     data = os.path.join(root, "data")
     if subscribe_to:
@@ -150,6 +170,7 @@ def throughput(subscribed):
     server = start(root, receiver.url if receiver else None)
     try:
         counts = [0] * CLIENTS
+        cpu, writes = cpu_seconds(server.proc.pid), write_transactions(server.port)
         deadline = time.monotonic() + SECONDS
         threads = [threading.Thread(target=upload_loop, args=(server.port, "t", deadline, counts, i))
                    for i in range(CLIENTS)]
@@ -164,7 +185,11 @@ def throughput(subscribed):
             while receiver.count() < sum(counts) and time.monotonic() < wait:
                 time.sleep(0.05)
             assert receiver.count() >= sum(counts), "deliveries missing"
-        return rate
+        # Per upload, its delivery included: the server's CPU and its catalog write transactions
+        # (the /metrics scrape after the uploads adds none).
+        cpu = (cpu_seconds(server.proc.pid) - cpu) / sum(counts)
+        writes = (write_transactions(server.port) - writes) / sum(counts)
+        return rate, cpu, writes
     finally:
         server.stop()
         if receiver:
@@ -201,25 +226,60 @@ def delays():
         shutil.rmtree(root, ignore_errors=True)
 
 
+def builds():
+    """The binaries to measure: LARDER_BIN, or with BENCH_EVENTS_AB="old=PATH,new=PATH" several,
+    interleaved in every round of the same run (an A/B on a shared machine)."""
+    ab = os.environ.get("BENCH_EVENTS_AB", "")
+    if not ab:
+        return [("", os.environ["LARDER_BIN"])]
+    return [tuple(part.split("=", 1)) for part in ab.split(",")]
+
+
 def main():
-    none, one = [], []
+    binaries = builds()
+    none = {label: [] for label, _ in binaries}
+    one = {label: [] for label, _ in binaries}
+    load = os.getloadavg()[0]
     for _ in range(REPS):
-        none.append(throughput(False))
-        one.append(throughput(True))
-    ratio = statistics.median(one) / statistics.median(none)
-    rate, ms = delays()
-    p50 = ms[len(ms) // 2]
-    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+        for label, binary in binaries:
+            os.environ["LARDER_BIN"] = binary
+            none[label].append(throughput(False))
+            one[label].append(throughput(True))
+            load = max(load, os.getloadavg()[0])
+    delay = {}
+    for label, binary in binaries:
+        os.environ["LARDER_BIN"] = binary
+        delay[label] = delays()
+
+    def median(runs, i):
+        return statistics.median(run[i] for run in runs)
+
+    def row(measure, values, goal=""):
+        print(f"| {measure} | " + " | ".join(values) + f" | {goal} |")
+
+    labels = [label for label, _ in binaries]
     print("## Object-change events")
     print()
-    print("| measure | value | goal |")
-    print("|---|---|---|")
-    print(f"| 4 KiB uploads/s, no subscription (median of {REPS}) | {statistics.median(none):.0f} | |")
-    print(f"| 4 KiB uploads/s, one subscription (median of {REPS}) | {statistics.median(one):.0f} | |")
-    print(f"| ratio | {ratio:.2f} | >= 0.90 |")
-    print(f"| commit-to-receiver delay at {rate:.0f} uploads/s, p50 | {p50:.1f} ms | |")
-    print(f"| commit-to-receiver delay at {rate:.0f} uploads/s, p99 | {p99:.1f} ms | <= 100 ms |")
-    print(f"({len(ms)} events; {CLIENTS} upload clients for {SECONDS:.0f} s per throughput run)")
+    print("| measure | " + " | ".join(label or "value" for label in labels) + " | goal |")
+    print("|---|" + "---|" * len(labels) + "---|")
+    row(f"4 KiB uploads/s, no subscription (median of {REPS})", [f"{median(none[b], 0):.0f}" for b in labels])
+    row(f"4 KiB uploads/s, one subscription (median of {REPS})", [f"{median(one[b], 0):.0f}" for b in labels])
+    row("ratio", [f"{median(one[b], 0) / median(none[b], 0):.2f}" for b in labels], ">= 0.90")
+    row("server CPU per upload, no subscription", [f"{median(none[b], 1) * 1e6:.0f} µs" for b in labels])
+    row("server CPU per upload and its delivery, one subscription",
+        [f"{median(one[b], 1) * 1e6:.0f} µs" for b in labels])
+    row("catalog write transactions per upload, no subscription", [f"{median(none[b], 2):.2f}" for b in labels])
+    row("catalog write transactions per upload, one subscription", [f"{median(one[b], 2):.2f}" for b in labels])
+    for k, b in enumerate(labels):
+        rate, ms = delay[b]
+        p50 = ms[len(ms) // 2]
+        p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+        tag = f" ({b})" if b else ""
+        for name, value, goal in (("p50", p50, ""), ("p99", p99, "<= 100 ms")):
+            row(f"commit-to-receiver delay at {rate:.0f} uploads/s, {name}{tag}",
+                [f"{value:.1f} ms" if i == k else "" for i in range(len(labels))], goal)
+    print(f"({CLIENTS} upload clients for {SECONDS:.0f} s per throughput run; 1-minute load average up to "
+          f"{max(load, os.getloadavg()[0]):.1f} on {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #
 #   Benchmarks/events/run.sh                          # the release build
 #   LARDER_BIN=.build/debug/larder Benchmarks/events/run.sh
+#   BENCH_EVENTS_AB=old=/tmp/larder-old,new=.build/release/larder Benchmarks/events/run.sh   # A/B, same rounds
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # The throughput runs' receiver is nginx (a process of its own, as a receiver would be).

@@ -271,6 +271,11 @@ enum PostgresMigrations {
         CREATE INDEX event_deliveries_undelivered ON event_deliveries(subscription_id, state) WHERE state <> 'delivered';
         """)
     },
+    // A subscription's pending deliveries in event order (see the SQLite migration of the same number).
+    { db in
+      try db.executeScript(
+        "CREATE INDEX event_deliveries_due ON event_deliveries(subscription_id, event_seq) WHERE state = 'pending'")
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

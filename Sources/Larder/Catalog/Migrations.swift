@@ -285,6 +285,12 @@ package enum Migrations {
     CREATE INDEX event_deliveries_by_event ON event_deliveries(event_seq);
     CREATE INDEX event_deliveries_undelivered ON event_deliveries(subscription_id, state) WHERE state <> 'delivered';
     """,
+    // A subscription's pending deliveries in event order, so a deliverer's claim reads only
+    // those (``EventDeliveryQueue``, which names it and `event_deliveries_pending` to SQLite's
+    // planner), never the subscription's whole delivered history.
+    """
+    CREATE INDEX event_deliveries_due ON event_deliveries(subscription_id, event_seq) WHERE state = 'pending';
+    """,
   ]
 
   /// The schema version of the SQLite catalog on `db` (`PRAGMA user_version`).

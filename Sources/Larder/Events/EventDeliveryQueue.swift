@@ -16,54 +16,68 @@ package struct EventDeliveryQueue: Sendable {
 
   package init(events: ObjectEvents) { catalog = events.catalog }
 
-  /// Pending deliveries of `subscription` that are due, not leased and first of their object,
-  /// leased to `owner` for `lease`; oldest first, at most `limit`.
-  package func claim(subscription: String, owner: String, lease: Duration, limit: Int) throws -> [EventDelivery] {
+  /// Records `acknowledging` (deliveries of `subscription` a 2xx acknowledged) and then hands
+  /// out its pending deliveries that are due, not leased and first of their object, leased to
+  /// `owner` for `lease`; oldest first, at most `limit`. One write for both, so a busy deliverer
+  /// costs the writer one transaction per batch, not two; the acknowledgements go first, so an
+  /// object's next event can be handed out by the same call.
+  package func claim(
+    subscription: String, owner: String, lease: Duration, limit: Int, acknowledging: [EventDelivery] = []
+  ) throws -> [EventDelivery] {
     func due(_ db: Database, columns: String, limit: Int) throws -> [Row] {
-      let now = db.dialect.nowMilliseconds
-      return try db.rows(
-        """
-        SELECT \(columns) FROM event_deliveries d JOIN object_events e ON e.seq = d.event_seq
-        WHERE d.subscription_id = ? AND d.state = 'pending' AND d.next_attempt_at <= \(now)
-          AND (d.lease_until IS NULL OR d.lease_until < \(now))
-          AND NOT EXISTS (
-            SELECT 1 FROM event_deliveries p WHERE p.subscription_id = d.subscription_id AND p.bucket = d.bucket
-              AND p.name = d.name AND p.state = 'pending' AND p.event_seq < d.event_seq)
-        ORDER BY d.event_seq LIMIT ?
-        """, [subscription, limit])
+      try db.rows(Self.dueSQL(db.dialect, columns: columns), [subscription, limit])
     }
     // Most wake-ups find nothing due: look without the write lock first (uploads need it).
-    guard try catalog.read(snapshot: false, { db in try !due(db, columns: "d.event_seq", limit: 1).isEmpty }) else {
-      return []
+    // With acknowledgements to record the write happens anyway, and they may free an object's next event.
+    if acknowledging.isEmpty {
+      guard try catalog.read(snapshot: false, { db in try !due(db, columns: "d.event_seq", limit: 1).isEmpty }) else {
+        return []
+      }
     }
-    return try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
-      let now = db.dialect.nowMilliseconds
+    let rows = try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
+      try Self.markDelivered(acknowledging, subscription: subscription, db: db)
       let rows = try due(
         db, columns: "d.subscription_id, d.state, d.attempts, d.next_attempt_at, d.last_error, d.delivered_at, e.*",
         limit: limit)
-      let deliveries = try rows.map(ObjectEvents.delivery(row:))
-      for delivery in deliveries {
+      if !rows.isEmpty {
+        var arguments: [any SQLBindable] = [owner, Self.milliseconds(lease), subscription]
+        arguments += rows.map { $0.int("seq") ?? 0 }
         try db.execute(
-          "UPDATE event_deliveries SET lease_owner = ?, lease_until = \(now) + ? WHERE subscription_id = ? AND event_seq = ?",
-          [owner, Self.milliseconds(lease), subscription, delivery.event.sequence])
+          """
+          UPDATE event_deliveries SET lease_owner = ?, lease_until = \(db.dialect.nowMilliseconds) + ?
+          WHERE subscription_id = ? AND event_seq IN (\(Self.placeholders(rows.count)))
+          """, arguments)
       }
-      return deliveries
+      return rows
     }
+    // Decoded after the commit: the writer is not held for JSON.
+    return try rows.map(ObjectEvents.delivery(row:))
   }
 
   /// Records the 2xx answers that acknowledged `deliveries` (of one subscription), in one write.
   package func delivered(_ deliveries: [EventDelivery]) throws {
     guard let subscription = deliveries.first?.subscriptionID else { return }
     try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
-      for delivery in deliveries {
-        try db.execute(
-          """
-          UPDATE event_deliveries SET state = 'delivered', attempts = attempts + 1,
-            delivered_at = \(db.dialect.nowMilliseconds), lease_owner = NULL, lease_until = NULL, last_error = NULL
-          WHERE subscription_id = ? AND event_seq = ? AND state = 'pending'
-          """, [subscription, delivery.event.sequence])
-      }
+      try Self.markDelivered(deliveries, subscription: subscription, db: db)
     }
+  }
+
+  /// Marks `deliveries` delivered in one statement.
+  private static func markDelivered(_ deliveries: [EventDelivery], subscription: String, db: Database) throws {
+    guard !deliveries.isEmpty else { return }
+    var arguments: [any SQLBindable] = [subscription]
+    arguments += deliveries.map(\.event.sequence)
+    try db.execute(
+      """
+      UPDATE event_deliveries SET state = 'delivered', attempts = attempts + 1,
+        delivered_at = \(db.dialect.nowMilliseconds), lease_owner = NULL, lease_until = NULL, last_error = NULL
+      WHERE subscription_id = ? AND state = 'pending' AND event_seq IN (\(placeholders(deliveries.count)))
+      """, arguments)
+  }
+
+  /// `?, ?, …`: `count` bound parameters.
+  private static func placeholders(_ count: Int) -> String {
+    Array(repeating: "?", count: count).joined(separator: ", ")
   }
 
   /// Gives back the leases of `deliveries` (claimed, not sent), so they go out at once.
@@ -113,14 +127,40 @@ package struct EventDeliveryQueue: Sendable {
         """
         SELECT min(CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > d.next_attempt_at
                         THEN d.lease_until ELSE d.next_attempt_at END) - \(now) AS wait
-        FROM event_deliveries d
-        WHERE d.subscription_id = ? AND d.state = 'pending'
-          AND NOT EXISTS (
-            SELECT 1 FROM event_deliveries p WHERE p.subscription_id = d.subscription_id AND p.bucket = d.bucket
-              AND p.name = d.name AND p.state = 'pending' AND p.event_seq < d.event_seq)
+        FROM event_deliveries d \(Self.named("event_deliveries_due", db.dialect))
+        WHERE d.subscription_id = ? AND d.state = 'pending' AND \(Self.firstOfItsObject(db.dialect))
         """, [subscription])
       return row?.int("wait").map { .milliseconds(max(0, $0)) }
     }
+  }
+
+  /// The due deliveries of a subscription (`?`), oldest first, at most `?`: pending, due, not
+  /// leased, first of their object. It reads the partial indexes of pending deliveries only
+  /// (named to SQLite, whose planner without statistics would scan the subscription's whole
+  /// history through the primary key, delivered rows included, once per candidate).
+  package static func dueSQL(_ dialect: any SQLDialect, columns: String) -> String {
+    let now = dialect.nowMilliseconds
+    return """
+      SELECT \(columns) FROM event_deliveries d \(named("event_deliveries_due", dialect))
+        JOIN object_events e ON e.seq = d.event_seq
+      WHERE d.subscription_id = ? AND d.state = 'pending' AND d.next_attempt_at <= \(now)
+        AND (d.lease_until IS NULL OR d.lease_until < \(now)) AND \(firstOfItsObject(dialect))
+      ORDER BY d.event_seq LIMIT ?
+      """
+  }
+
+  /// That no earlier event of the same object is pending for the subscription of `d`.
+  private static func firstOfItsObject(_ dialect: any SQLDialect) -> String {
+    """
+    NOT EXISTS (
+      SELECT 1 FROM event_deliveries p \(named("event_deliveries_pending", dialect))
+      WHERE p.subscription_id = d.subscription_id AND p.bucket = d.bucket AND p.name = d.name
+        AND p.state = 'pending' AND p.event_seq < d.event_seq)
+    """
+  }
+
+  private static func named(_ index: String, _ dialect: any SQLDialect) -> String {
+    dialect.namesIndexes ? "INDEXED BY \(index)" : ""
   }
 
   static func milliseconds(_ duration: Duration) -> Int64 {

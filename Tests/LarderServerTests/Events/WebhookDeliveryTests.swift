@@ -124,6 +124,37 @@ import Testing
     }
   }
 
+  /// The deliverer's bookkeeping takes the catalog's writer (which uploads commit through) once
+  /// per batch: a batch's acknowledgements commit in the write that claims the next batch.
+  /// One object's 19 events go out one per batch (each waits for the previous one's 2xx).
+  @Test func aBatchCostsTheWriterOneTransactionAcknowledgementsIncluded() throws {
+    let receiver = try WebhookReceiver()
+    try withService(configure: Self.fast) { s in
+      let larder = s.service.larder
+      for round in 0..<10 { _ = try larder.objects.put(bucket: "app", name: "x", data: Data("\(round)".utf8)) }
+      let events = try larder.events.feed(after: .start).events
+      #expect(events.count == 19)  // finalized, then (deleted, finalized) nine times
+      func writes() -> UInt64 {
+        let times = larder.catalogLockTimes()
+        return times.keyedHeld.count + times.exclusiveHeld.count
+      }
+      let before = writes()
+      let sub = try larder.events.subscribe(url: receiver.url, bucket: "app")
+      #expect(try larder.events.replay(since: Date(timeIntervalSince1970: 0), subscription: sub.id) == 19)
+      let got = receiver.wait { $0.count >= 19 }
+      #expect(got.compactMap { $0["ce-id"] } == events.map(\.id))
+      let recorded = ContinuousClock.now + .seconds(10)
+      while try !larder.events.deliveries(.pending).isEmpty && ContinuousClock.now < recorded {
+        Thread.sleep(forTimeInterval: 0.02)
+      }
+      #expect(try larder.events.deliveries(.delivered, subscription: sub.id).count == 19)
+      Thread.sleep(forTimeInterval: 0.3)  // a wake-up after the last record finds nothing and writes nothing
+      // subscribe + replay, one claim per event (with the previous one's acknowledgement), and
+      // the claim that records the last acknowledgement and finds nothing.
+      #expect(writes() - before == 2 + 19 + 1)
+    }
+  }
+
   @Test func aRedirectIsAFailureNotFollowed() throws {
     let receiver = try WebhookReceiver { _ in (302, .zero) }
     try withService(configure: Self.fast) { s in

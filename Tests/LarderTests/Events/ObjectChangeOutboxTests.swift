@@ -10,6 +10,15 @@ import Testing
 @Suite struct ObjectChangeOutboxTests {
   func all(_ larder: Larder) throws -> [ObjectEvent] { try larder.events.feed(after: .start, limit: 1000).events }
 
+  /// A store subscribed to bucket `app` after a put of each of `names` in turn ("1", "2", … as
+  /// contents), and its delivery queue.
+  func subscribed(putting names: [String]) throws -> (Larder, EventSubscription, EventDeliveryQueue) {
+    let larder = try TestStore.temporary()
+    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
+    for (i, name) in names.enumerated() { _ = try larder.objects.put(bucket: "app", name: name, data: Data("\(i + 1)".utf8)) }
+    return (larder, sub, EventDeliveryQueue(events: larder.events))
+  }
+
   @Test func aPutWritesOneFinalizedEventWithTheObjectAsCommitted() throws {
     let larder = try TestStore.temporary()
     let object = try larder.objects.put(
@@ -145,6 +154,57 @@ import Testing
     #expect(next.map { "\($0.event.kind.rawValue) \($0.event.object.name)" } == ["deleted x"])
   }
 
+  @Test func aClaimRecordsTheAcknowledgementsItIsGivenFirstAndHandsOutWhatTheyFreed() throws {
+    let (larder, sub, queue) = try subscribed(putting: ["x", "x"])
+    let first = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10)
+    #expect(first.map(\.event.kind) == [.finalized])
+    let writes = larder.catalogLockTimes().exclusiveHeld.count + larder.catalogLockTimes().keyedHeld.count
+    // x's `deleted` waited behind its `finalized`; acknowledging that frees it, in the same write.
+    let second = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10, acknowledging: first)
+    #expect(second.map(\.event.kind) == [.deleted])
+    #expect(larder.catalogLockTimes().exclusiveHeld.count + larder.catalogLockTimes().keyedHeld.count == writes + 1)
+    #expect(try larder.events.deliveries(.delivered).map(\.event.id) == [first[0].event.id])
+    #expect(try larder.events.deliveries(.delivered).first?.attempts == 1)
+    // Leased to a: b gets nothing; once acknowledged, x's last event, and a claim with nothing
+    // due still records what it is given.
+    #expect(try queue.claim(subscription: sub.id, owner: "b", lease: .seconds(30), limit: 10).isEmpty)
+    let third = try queue.claim(subscription: sub.id, owner: "b", lease: .seconds(30), limit: 10, acknowledging: second)
+    #expect(third.map(\.event.kind) == [.finalized])
+    #expect(try queue.claim(subscription: sub.id, owner: "b", lease: .seconds(30), limit: 10, acknowledging: third).isEmpty)
+    #expect(try larder.events.deliveries(.delivered).count == 3)
+    #expect(try larder.events.deliveries(.pending).isEmpty)
+  }
+
+  /// A claim runs under the writer uploads commit through, several times a second: it must read
+  /// the subscription's pending deliveries, not its whole delivered history once per candidate.
+  @Test func aClaimSearchesThePendingIndexesNotTheDeliveredHistory() throws {
+    let (larder, sub, queue) = try subscribed(putting: (0..<20).map { "n\($0 % 4)" })
+    var handed: [String] = []
+    var acknowledged: [EventDelivery] = []
+    repeat {
+      acknowledged = try queue.claim(
+        subscription: sub.id, owner: "a", lease: .seconds(30), limit: 3, acknowledging: acknowledged)
+      handed += acknowledged.map(\.event.id)
+    } while !acknowledged.isEmpty
+    // Every event once, each object's in commit order, though several objects share a batch.
+    let events = try all(larder)
+    #expect(handed.count == events.count)
+    for name in ["n0", "n1", "n2", "n3"] {
+      let order = events.filter { $0.object.name == name }.map(\.id)
+      #expect(handed.filter { order.contains($0) } == order)
+    }
+    let plan = try larder.catalog.read { db in
+      (db.dialect.namesIndexes, try db.dialect.queryPlan(EventDeliveryQueue.dueSQL(db.dialect, columns: "d.event_seq"), [sub.id, 1], on: db))
+    }
+    if plan.0 {
+      #expect(plan.1.contains { $0.contains("SEARCH d USING INDEX event_deliveries_due (subscription_id=?)") }, "\(plan.1)")
+      #expect(
+        plan.1.contains { $0.contains("SEARCH p USING INDEX event_deliveries_pending (subscription_id=? AND bucket=? AND name=? AND event_seq<?)") },
+        "\(plan.1)")
+      #expect(!plan.1.contains { $0.contains("PRIMARY KEY (subscription_id=?") }, "\(plan.1)")
+    }
+  }
+
   @Test func aDeliveryFailingPastTheRetryWindowIsDeadAndKept() throws {
     let larder = try TestStore.temporary()
     let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
@@ -169,11 +229,7 @@ import Testing
   }
 
   @Test func pruningRemovesDeliveredEventsPastTheRetentionOnly() throws {
-    let larder = try TestStore.temporary()
-    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
-    _ = try larder.objects.put(bucket: "app", name: "x", data: Data("1".utf8))
-    _ = try larder.objects.put(bucket: "app", name: "y", data: Data("2".utf8))
-    let queue = EventDeliveryQueue(events: larder.events)
+    let (larder, sub, queue) = try subscribed(putting: ["x", "y"])
     let claimed = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 1)
     try queue.delivered([claimed[0]])
     #expect(try larder.events.prune() == 0)
