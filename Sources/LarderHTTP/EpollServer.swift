@@ -127,7 +127,10 @@ final class WorkerPool: @unchecked Sendable {
 
   init(count: Int) {
     for index in 0..<count {
-      let thread = Thread { [self] in run() }
+      let thread = Thread { [self] in
+        LinuxIO.nameThisThread("http-worker-\(index)")
+        run()
+      }
       thread.name = "larder-http-worker-\(index)"
       thread.stackSize = 1 << 20
       thread.start()
@@ -209,7 +212,10 @@ final class EventLoop: @unchecked Sendable {
   }
 
   func start() {
-    let thread = Thread { [self] in run() }
+    let thread = Thread { [self] in
+      LinuxIO.nameThisThread("http-loop-\(index)")
+      run()
+    }
     thread.name = "larder-http-loop-\(index)"
     thread.start()
   }

@@ -9,7 +9,7 @@ import Testing
 /// Handlers that never wait answer on the thread that parsed the head (no switch to a worker
 /// and back); the rest run on workers, so a render or a remote read never holds a loop.
 @Suite struct InlineHandlerTests {
-  private func runsNow(_ handler: any HTTPHandler, _ method: String = "GET", _ target: String) throws -> Bool {
+  private func runsNow(_ handler: any HTTPHandler, _ target: String, method: String = "GET") throws -> Bool {
     if case .now = handler.start(try HTTPRequest(method: method, target: target)) { return true }
     return false
   }
@@ -20,12 +20,12 @@ import Testing
     router.add("GET", "/slow", route: "slow") { _, _ in .respond(.text("slow")) }
     router.runInline(["quick"]) { $0.queryValue("render") == nil }
     #expect(try runsNow(router, "/quick/a"))
-    #expect(try runsNow(router, "HEAD", "/quick/a"))  // HEAD's fallback to the GET route
+    #expect(try runsNow(router, "/quick/a", method: "HEAD"))  // HEAD's fallback to the GET route
     #expect(try !runsNow(router, "/quick/a?render=1"))
     #expect(try !runsNow(router, "/slow"))
     // No route: the 404 and 405 wait on nothing.
     #expect(try runsNow(router, "/nowhere"))
-    #expect(try runsNow(router, "DELETE", "/slow"))
+    #expect(try runsNow(router, "/slow", method: "DELETE"))
     guard case .onWorker(let later) = router.start(try HTTPRequest(method: "GET", target: "/slow")),
       case .respond(let response) = later().action
     else {
@@ -49,13 +49,13 @@ import Testing
     let app = service.app
     #expect(try runsNow(app, "/healthz"))
     #expect(try runsNow(app, "/v0/b/app/o/a.txt?alt=media") == local)
-    #expect(try runsNow(app, "HEAD", "/v0/b/app/o/a.txt?alt=media") == local)
+    #expect(try runsNow(app, "/v0/b/app/o/a.txt?alt=media", method: "HEAD") == local)
     #expect(try runsNow(app, "/v0/b/app/o/a.txt") == local)
     #expect(try !runsNow(app, "/v0/b/app/o/a.jpg?alt=media&width=64"))
     #expect(try !runsNow(app, "/storage/v1/b/app/o/a.txt?alt=media"))
     #expect(try !runsNow(app, "/v0/b/app/o"))
-    #expect(try !runsNow(app, "POST", "/v0/b/app/o?name=a.txt"))
-    #expect(try !runsNow(app, "DELETE", "/v0/b/app/o/a.txt"))
+    #expect(try !runsNow(app, "/v0/b/app/o?name=a.txt", method: "POST"))
+    #expect(try !runsNow(app, "/v0/b/app/o/a.txt", method: "DELETE"))
   }
 
   /// On the epoll engine an inline route runs on the loop's thread, any other on a worker's; a
@@ -65,7 +65,8 @@ import Testing
     var router = Router()
     for label in ["quick", "slow"] {
       router.add("GET", "/\(label)/{n}", route: label) { _, params in
-        let name = Thread.current.name ?? ""
+        // The kernel's name of the thread (`LinuxIO.nameThisThread`).
+        let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
         threads.withLock { $0[label] = name }
         return .respond(.text(try params.decoded("n")))
       }
@@ -77,8 +78,8 @@ import Testing
       #expect(try c.readResponse().text == "1")
       #expect(try c.readResponse().text == "2")
       let names = threads.withLock { $0 }
-      #expect(names["quick"]?.hasPrefix("larder-http-loop-") == true, "\(names)")
-      #expect(names["slow"]?.hasPrefix("larder-http-worker-") == true, "\(names)")
+      #expect(names["quick"]?.hasPrefix("http-loop-") == true, "\(names)")
+      #expect(names["slow"]?.hasPrefix("http-worker-") == true, "\(names)")
 
       // About 35 KB: the socket buffers hold it whole, so it is sent before a byte is read.
       let count = 1_000
