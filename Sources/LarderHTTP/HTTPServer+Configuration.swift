@@ -11,7 +11,7 @@ extension HTTPServer {
     }
 
     /// The engine; see docs/ARCHITECTURE.md, "The HTTP layer".
-    public var engine: Engine = .microhttpd
+    public var engine: Engine = .epoll
     /// A numeric IPv4 or IPv6 address (or `localhost`); the listen socket is bound to it alone.
     public var host: String = "127.0.0.1"
     /// 0 binds any free port; read it back from `HTTPServer.boundPort`.

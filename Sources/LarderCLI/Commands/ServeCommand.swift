@@ -103,8 +103,8 @@ struct ServeCommand: Command {
   static let perIPConnectionLimit = Option.value(
     "--per-ip-connection-limit", "N", default: "64", help: "open connections per client address (0: no limit)")
   static let httpEngine = Option.value(
-    "--http-engine", "epoll|microhttpd", default: "microhttpd", environment: "LARDER_HTTP_ENGINE",
-    help: "the HTTP/1.1 engine: Larder's own on epoll, or libmicrohttpd")
+    "--http-engine", "epoll|microhttpd", default: "epoll", environment: "LARDER_HTTP_ENGINE",
+    help: "the HTTP/1.1 engine: Larder's own on epoll, or libmicrohttpd (the old one)")
 
   static let configuration = CommandConfiguration(
     name: "serve", summary: "run the HTTP service",
