@@ -6,7 +6,7 @@
 /// rest of the path. Matching raw segments keeps `users%2Fu1` one segment, as Firebase
 /// names require. A pattern ending in a literal is a collection and also matches with a
 /// trailing slash (`/files/`, tusd's convention). A path that matches with another method gets
-/// 405 with `Allow`; `HEAD` falls back to the `GET` route (libmicrohttpd drops the body)
+/// 405 with `Allow`; `HEAD` falls back to the `GET` route (the engine sends no body)
 /// unless the route says ``RouteOptions/noHeadFallback``.
 ///
 /// Labels are fixed when a route is added and never derived from the request, so metrics

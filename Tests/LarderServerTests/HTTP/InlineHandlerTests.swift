@@ -58,7 +58,7 @@ import Testing
     #expect(try !runsNow(app, "/v0/b/app/o/a.txt", method: "DELETE"))
   }
 
-  /// On the epoll engine an inline route runs on the loop's thread, any other on a worker's; a
+  /// An inline route runs on the loop's thread, any other on a worker's; a
   /// long pipelined run of inline requests is answered in order on one connection.
   @Test func theEpollEngineRunsInlineHandlersOnItsLoop() throws {
     let threads = Mutex<[String: String]>([:])
@@ -72,7 +72,7 @@ import Testing
       }
     }
     router.runInline(["quick"]) { _ in true }
-    try withServer({ $0.engine = .epoll }, handler: router) { server in
+    try withServer(handler: router) { server in
       let c = try WireConnection(port: server.boundPort)
       try c.send("GET /quick/1 HTTP/1.1\r\nHost: x\r\n\r\nGET /slow/2 HTTP/1.1\r\nHost: x\r\n\r\n")
       #expect(try c.readResponse().text == "1")
