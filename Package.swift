@@ -29,9 +29,7 @@ let package = Package(
       name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(
       name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-    .systemLibrary(
-      name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
-    // Linux calls Swift's Glibc leaves out (epoll, eventfd, sendfile, accept4): the HTTP engine's.
+    // Linux calls Swift's Glibc leaves out (epoll, eventfd, sendfile, accept4, prctl): the HTTP engine's.
     .systemLibrary(name: "CLinuxIO"),
     .systemLibrary(
       name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
@@ -62,9 +60,9 @@ let package = Package(
     .target(name: "LarderAuth", dependencies: ["LarderCrypto"]),
     // Image variants (libvips): thumbnails and conversions cached as derived files of the store.
     .target(name: "LarderImages", dependencies: ["CVips", "Larder"]),
-    // The HTTP layer (libmicrohttpd, requests, responses, router, metrics, access log): it
+    // The HTTP layer (the epoll engine, requests, responses, router, metrics, access log): it
     // imports no storage module, so "HTTP knows nothing of storage" is checked by the compiler.
-    .target(name: "LarderHTTP", dependencies: ["CMicroHTTPD", "CLinuxIO", "LarderLogging"]),
+    .target(name: "LarderHTTP", dependencies: ["CLinuxIO", "LarderLogging"]),
     .target(
       name: "LarderServer",
       // No LarderPostgres, LarderS3Store or LarderS3: the program composes its backends

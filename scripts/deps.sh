@@ -23,7 +23,7 @@ done
 
 # The build: one -dev package per C library the Swift targets link (Package.swift's systemLibrary
 # providers), pkg-config to find them, libmagic's database (libmagic-mgc) for content detection.
-PACKAGES=(pkg-config libsqlite3-dev libmagic-dev libmagic-mgc libssl-dev libmicrohttpd-dev libre2-dev
+PACKAGES=(pkg-config libsqlite3-dev libmagic-dev libmagic-mgc libssl-dev libre2-dev
           libpq-dev libcurl4-openssl-dev libvips-dev)
 if [ "$MODE" = full ]; then
   PACKAGES+=(postgresql  # a throw-away PostgreSQL server for the catalog tests

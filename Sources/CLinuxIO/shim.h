@@ -1,8 +1,9 @@
-/* The Linux system calls Swift's Glibc module leaves out (epoll, eventfd, sendfile, accept4),
+/* The Linux system calls Swift's Glibc module leaves out (epoll, eventfd, sendfile, accept4, prctl),
    for the HTTP engine's one wrapper (LarderHTTP/LinuxIO.swift). */
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/sendfile.h>
+#include <sys/prctl.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -30,6 +31,8 @@ static inline int larder_epoll_wait(int epfd, uint32_t *events, uint64_t *data, 
 static inline int larder_accept(int fd) { return accept4(fd, NULL, NULL, LARDER_ACCEPT_FLAGS); }
 static inline int larder_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 static inline int larder_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+/* Names the calling thread for the kernel (top -H, perf, /proc/PID/task/TID/comm; 15 bytes). */
+static inline void larder_name_thread(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 static const uint32_t larder_EPOLLIN = EPOLLIN, larder_EPOLLOUT = EPOLLOUT, larder_EPOLLET = EPOLLET,
   larder_EPOLLRDHUP = EPOLLRDHUP, larder_EPOLLHUP = EPOLLHUP, larder_EPOLLERR = EPOLLERR,
   larder_EPOLLEXCLUSIVE = EPOLLEXCLUSIVE;

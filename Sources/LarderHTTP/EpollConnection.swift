@@ -225,16 +225,22 @@ final class Connection: @unchecked Sendable {
         unreadBody: declaresBody)
       return
     }
-    phase = .working
-    let handler = server.handler
-    server.workers.submit { [self] in
-      let decision = handler.head(request)
-      loop.post(Job { self.decided(decision, exchange) })
+    switch server.handler.start(request) {
+    case .now(let decision):
+      // Answered on this loop: the caller's `advance` goes on from the new phase.
+      decided(decision, exchange, resume: false)
+    case .onWorker(let head):
+      phase = .working
+      server.workers.submit { [self] in
+        let decision = head()
+        loop.post(Job { self.decided(decision, exchange, resume: true) })
+      }
     }
   }
 
-  /// The handler judged the head (on a worker); back on the loop.
-  private func decided(_ decision: HTTPHeadDecision, _ exchange: Exchange) {
+  /// The handler judged the head, here or on a worker (then `resume`: back on the loop, which
+  /// must move the connection on).
+  private func decided(_ decision: HTTPHeadDecision, _ exchange: Exchange, resume: Bool) {
     guard phase != .closed else {
       if case .receiveBody(let sink) = decision.action { sink.cancel() }
       return
@@ -252,7 +258,7 @@ final class Connection: @unchecked Sendable {
       }
       phase = .body
     }
-    advance()
+    if resume { advance() }
   }
 
   /// Hands the next piece of the body to the sink, or finishes; false when waiting for bytes.

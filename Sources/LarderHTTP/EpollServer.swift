@@ -31,10 +31,11 @@ final class EpollServer: @unchecked Sendable {
   private let perAddress = Mutex<[String: Int]>([:])
   private(set) var loops: [EventLoop] = []
 
-  /// Bytes of a refused body read and thrown away while lingering, as `ServerCore.discardBudget`.
-  static let discardBudget = ServerCore.discardBudget
+  /// Bytes of a refused body read and thrown away while lingering (RFC 9112 §9.6), so a client
+  /// that writes its whole body before reading gets the answer rather than a reset.
+  static let discardBudget = 64 << 20
   /// How long a refused client gets to finish sending and read the answer.
-  static let lingerTime = ConnectionReaper.lingerTime
+  static let lingerTime = Duration.seconds(10)
 
   init(
     configuration: HTTPServer.Configuration, handler: any HTTPHandler, metrics: Metrics, accessLog: AccessLog,
@@ -84,7 +85,7 @@ final class EpollServer: @unchecked Sendable {
   }
 
   /// At the connection limit new connections wait in the listen backlog, costing no descriptor,
-  /// until one closes (as with libmicrohttpd).
+  /// until one closes.
   var isFull: Bool { openConnections.load(ordering: .relaxed) >= connectionLimit }
 
   /// Counts a connection from `address`; false when its address is at its limit.
@@ -127,7 +128,10 @@ final class WorkerPool: @unchecked Sendable {
 
   init(count: Int) {
     for index in 0..<count {
-      let thread = Thread { [self] in run() }
+      let thread = Thread { [self] in
+        LinuxIO.nameThisThread("http-worker-\(index)")
+        run()
+      }
       thread.name = "larder-http-worker-\(index)"
       thread.stackSize = 1 << 20
       thread.start()
@@ -209,7 +213,10 @@ final class EventLoop: @unchecked Sendable {
   }
 
   func start() {
-    let thread = Thread { [self] in run() }
+    let thread = Thread { [self] in
+      LinuxIO.nameThisThread("http-loop-\(index)")
+      run()
+    }
     thread.name = "larder-http-loop-\(index)"
     thread.start()
   }

@@ -17,9 +17,24 @@ public protocol HTTPHandler: Sendable {
   /// response. The default maps `HTTPResponseError` to its response, `HTTPRequestError` to
   /// its status, and anything else to a 500 that does not leak the error's text.
   func errorResponse(for error: any Error, request: HTTPRequest) -> HTTPResponse
+
+  /// Where `head` runs, asked on the thread that parsed the head: `.now` when the handler
+  /// answered it there (it never waits: no network, no fsync, no render), else the work to run
+  /// on a worker thread. The default sends every request to a worker.
+  func start(_ request: HTTPRequest) -> HTTPHeadStart
+}
+
+/// A handler's choice of thread for one request head (``HTTPHandler/start(_:)``).
+public enum HTTPHeadStart {
+  /// Decided on the calling thread.
+  case now(HTTPHeadDecision)
+  /// May wait: the server runs this on a worker thread.
+  case onWorker(@Sendable () -> HTTPHeadDecision)
 }
 
 extension HTTPHandler {
+  public func start(_ request: HTTPRequest) -> HTTPHeadStart { .onWorker { head(request) } }
+
   public func errorResponse(for error: any Error, request: HTTPRequest) -> HTTPResponse {
     HTTPResponse.defaultErrorResponse(for: error)
   }

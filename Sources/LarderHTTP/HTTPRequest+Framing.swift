@@ -6,7 +6,7 @@ extension HTTPRequest {
   /// These are the request-smuggling class (RFC 9112 §6.1, §6.3): a proxy in front of Larder
   /// and Larder itself could disagree on where the body ends, so the rest of the connection
   /// is not read at all. The server answers and closes. A `Content-Length` list (`5, 5`) is
-  /// refused like two fields: libmicrohttpd itself would read only the first.
+  /// refused like two fields: a reader that took only the first would disagree with one that sums them.
   static func framingError(headers: HTTPHeaders, version: String) -> HTTPRequestError? {
     let encodings = headers.values(for: "Transfer-Encoding")
     let lengths = headers.values(for: "Content-Length")

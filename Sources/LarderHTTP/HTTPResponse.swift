@@ -117,7 +117,7 @@ public struct HTTPResponse: Sendable {
 /// A file region to send with `sendfile`, owning its descriptor.
 ///
 /// Ownership is explicit because the descriptor outlives the handler: the layer hands it
-/// to libmicrohttpd (which closes it when the response is destroyed) or, when the response
+/// to the engine (which closes it once the body is sent or the connection ends) or, when the response
 /// is never sent (client gone), this object closes it in `deinit`. Never close the
 /// descriptor yourself after passing it here.
 public final class HTTPFileBody: Sendable {
@@ -133,7 +133,7 @@ public final class HTTPFileBody: Sendable {
     descriptor = HandedOverDescriptor(fd)
   }
 
-  /// Hands the descriptor over (to libmicrohttpd, or a test driver that reads it); afterwards
+  /// Hands the descriptor over (to the engine, or a test driver that reads it); afterwards
   /// this object no longer closes it. Nil when it was taken already.
   public func take() -> Int32? { descriptor.take() }
 }

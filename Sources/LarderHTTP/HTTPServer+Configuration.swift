@@ -4,20 +4,12 @@ import LarderLogging
 extension HTTPServer {
   /// How the server binds and what it tolerates from clients.
   public struct Configuration: Sendable {
-    /// Which HTTP/1.1 implementation serves: Larder's own epoll engine or libmicrohttpd.
-    public enum Engine: String, Sendable, CaseIterable {
-      case epoll
-      case microhttpd
-    }
-
-    /// The engine; see docs/ARCHITECTURE.md, "The HTTP layer".
-    public var engine: Engine = .microhttpd
     /// A numeric IPv4 or IPv6 address (or `localhost`); the listen socket is bound to it alone.
     public var host: String = "127.0.0.1"
     /// 0 binds any free port; read it back from `HTTPServer.boundPort`.
     public var port: Int = 0
-    /// Event loops (epoll engine: one per thread, with four times as many workers for the
-    /// handlers), or libmicrohttpd worker threads each polling (`poll(2)`) its own connections.
+    /// Event loops, one per thread, with four times as many workers (at least 8) for the
+    /// handlers that may wait; see docs/ARCHITECTURE.md, "The HTTP layer".
     public var threadPoolSize: Int = ProcessInfo.processInfo.activeProcessorCount
     /// Concurrent connections accepted in total; lowered at start to what the open-file limit
     /// allows (about half of `RLIMIT_NOFILE`: a socket and an upload's file each).
@@ -44,7 +36,7 @@ extension HTTPServer {
     public var maxBodyBytes: Int64? = nil
     public var listenBacklog: Int = 511
     public var accessLog: AccessLog.Destination = .standardError
-    /// Where libmicrohttpd's own error messages and the server's warnings go.
+    /// Where the server's warnings go.
     public var logger = Logger(label: "larder.http")
 
     public init() {}

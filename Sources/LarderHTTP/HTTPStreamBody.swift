@@ -4,7 +4,7 @@ import Synchronization
 /// Content of a known length produced while it is sent: a download streamed from a remote
 /// store, with bounded memory per connection.
 ///
-/// The producer runs on a thread of its own and writes into a pipe; libmicrohttpd reads the
+/// The producer runs on a thread of its own and writes into a pipe; the engine reads the
 /// other end as the client takes the bytes, so at most a pipe's buffer (64 KiB) and the
 /// producer's chunk are held, and a slow client slows the producer. A failure before the
 /// first byte is thrown by ``init(length:producer:)`` (the handler can still answer 503); one
@@ -16,8 +16,8 @@ import Synchronization
 /// let body = try HTTPStreamBody(length: size) { write in try store.read(blob) { try write($0) } }
 /// return HTTPResponse(status: 200, body: .stream(body))
 /// ```
-/// libmicrohttpd's worker thread waits on the pipe while the producer has nothing yet: a
-/// remote store that stalls holds that thread (for at most the store client's stall timeout).
+/// A worker thread waits on the pipe while the producer has nothing yet, never a loop: a remote
+/// store that stalls holds that worker (for at most the store client's stall timeout).
 public final class HTTPStreamBody: Sendable {
   public let length: Int64
   private let descriptor: HandedOverDescriptor
@@ -73,7 +73,7 @@ public final class HTTPStreamBody: Sendable {
     }
   }
 
-  /// Hands the pipe's read end over (to libmicrohttpd, or a test driver that reads it);
+  /// Hands the pipe's read end over (to the engine, or a test driver that reads it);
   /// afterwards this object no longer closes it. Nil when it was taken already.
   public func take() -> Int32? { descriptor.take() }
 

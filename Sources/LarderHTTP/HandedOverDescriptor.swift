@@ -1,8 +1,8 @@
 import Foundation
 import Synchronization
 
-/// A descriptor a response body owns until it is handed over: to libmicrohttpd (which closes it
-/// when the response is destroyed) or to a test driver that reads it. A body never handed over
+/// A descriptor a response body owns until it is handed over: to the engine (which closes it
+/// once the body is sent or the connection ends) or to a test driver that reads it. A body never handed over
 /// (the client went away) closes it when released. Shared by ``HTTPFileBody`` and
 /// ``HTTPStreamBody``.
 final class HandedOverDescriptor: Sendable {

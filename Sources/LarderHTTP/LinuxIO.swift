@@ -31,6 +31,10 @@ enum LinuxIO {
     Int(larder_epoll_wait(epoll, events, data, Int32(capacity), timeout))
   }
 
+  /// Names the calling thread as the kernel shows it (`top -H`, `perf`), cut to 15 bytes:
+  /// Foundation's `Thread.name` does not reach the kernel here.
+  static func nameThisThread(_ name: String) { larder_name_thread(name) }
+
   /// A connection from the listen socket, non-blocking and close-on-exec; -1 with errno.
   static func accept(_ fd: Int32) -> Int32 { larder_accept(fd) }
 

@@ -1,9 +1,7 @@
 import Foundation
 
-/// The listening socket, bound by us and handed to libmicrohttpd (`MHD_OPTION_LISTEN_SOCKET`).
-///
-/// Binding it ourselves gives the real port after binding port 0 with `getsockname`,
-/// without `MHD_get_daemon_info` (a C variadic function, which Swift cannot call).
+/// The listening socket every event loop watches; after binding port 0, `getsockname` gives
+/// the real port.
 struct ListenSocket {
   let descriptor: Int32
   let port: Int

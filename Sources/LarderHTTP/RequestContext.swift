@@ -1,28 +1,12 @@
 import Foundation
 
-/// Per-request state kept in libmicrohttpd's `con_cls` slot (retained while the request lives).
-///
-/// Created by the URI-log callback (the only place that sees the raw, undecoded target),
-/// released by the completion callback. libmicrohttpd drives one connection from one
-/// thread at a time, so no lock is needed.
+/// One request's state from its head to its end: what metrics and the access log record.
+/// The connection's loop and the worker holding the connection touch it one at a time, so no
+/// lock is needed.
 final class RequestContext {
-  enum Phase {
-    /// The headers are not yet handed to the handler.
-    case awaitingHead
-    /// The handler answered a bodyless request; sent on the next call so keep-alive survives.
-    case deferred(HTTPResponse)
-    /// Streaming the body into the sink.
-    case receiving(any HTTPBodySink)
-    /// A failure mid-body whose response libmicrohttpd would not take yet: the rest of the
-    /// body is discarded up to a budget, then the response goes out.
-    case discarding(HTTPResponse)
-    case responded
-  }
-
   let rawTarget: String
   let started = ContinuousClock.now
   let wallClockStart = Date().timeIntervalSince1970
-  var phase: Phase = .awaitingHead
   var method = ""
   var request: HTTPRequest?
   var routeLabel: String?
@@ -32,7 +16,6 @@ final class RequestContext {
   var status = 0
   var bytesIn: Int64 = 0
   var bytesOut: Int64 = 0
-  var discarded = 0
   /// Metrics and the access log have it; it is not counted in flight any more.
   var ended = false
 

@@ -27,9 +27,9 @@ enum ResourceLimits {
     return min(configured, affordable)
   }
 
-  /// Sockets that may linger after a refusal at once (see `ConnectionReaper`): what the
+  /// Sockets that may linger after a refusal at once (see `Connection.linger()`): what the
   /// descriptors left beside the connections allow, 16…512. Each holds a descriptor for up to
-  /// `ConnectionReaper.lingerTime`.
+  /// `EpollServer.lingerTime`.
   static func lingeringLimit(openFiles: Int, connectionLimit: Int) -> Int {
     let spare = openFiles - 2 * connectionLimit - reservedDescriptors / 2
     return min(512, max(16, spare))

@@ -6,7 +6,7 @@
 /// rest of the path. Matching raw segments keeps `users%2Fu1` one segment, as Firebase
 /// names require. A pattern ending in a literal is a collection and also matches with a
 /// trailing slash (`/files/`, tusd's convention). A path that matches with another method gets
-/// 405 with `Allow`; `HEAD` falls back to the `GET` route (libmicrohttpd drops the body)
+/// 405 with `Allow`; `HEAD` falls back to the `GET` route (the engine sends no body)
 /// unless the route says ``RouteOptions/noHeadFallback``.
 ///
 /// Labels are fixed when a route is added and never derived from the request, so metrics
@@ -34,10 +34,12 @@ public struct Router: HTTPHandler {
     let options: RouteOptions
     let decorate: Decorator?
     let handler: Handler
+    /// Which of its requests the handler answers without waiting (``Router/runInline(_:when:)``).
+    let inline: (@Sendable (HTTPRequest) -> Bool)?
 
     init(
       method: String, segments: [Segment], label: String, query: [String: String], options: RouteOptions,
-      decorate: Decorator?, handler: @escaping Handler
+      decorate: Decorator?, inline: (@Sendable (HTTPRequest) -> Bool)? = nil, handler: @escaping Handler
     ) {
       self.method = method
       self.segments = segments
@@ -45,6 +47,7 @@ public struct Router: HTTPHandler {
       self.query = query
       self.options = options
       self.decorate = decorate
+      self.inline = inline
       self.handler = handler
     }
   }
@@ -93,7 +96,41 @@ public struct Router: HTTPHandler {
   /// The labels a request can be counted under: every route's, and `unmatched`.
   public var labels: Set<String> { Set(routes.map(\.label) + ["unmatched"]) }
 
+  /// Lets the routes labelled `labels` answer the requests `when` accepts on the thread that
+  /// parsed them (``HTTPHandler/start(_:)``): for handlers that never wait on the network, an
+  /// fsync or a render, so an engine saves two thread switches per request.
+  public mutating func runInline(_ labels: Set<String>, when predicate: @escaping @Sendable (HTTPRequest) -> Bool) {
+    routes = routes.map { r in
+      guard labels.contains(r.label) else { return r }
+      return Route(
+        method: r.method, segments: r.segments, label: r.label, query: r.query, options: r.options,
+        decorate: r.decorate, inline: predicate, handler: r.handler)
+    }
+  }
+
   public func head(_ request: HTTPRequest) -> HTTPHeadDecision {
+    switch resolve(request) {
+    case .route(let route, let params): run(route, request, params)
+    case .answered(let decision): decision
+    }
+  }
+
+  public func start(_ request: HTTPRequest) -> HTTPHeadStart {
+    switch resolve(request) {
+    case .route(let route, let params):
+      if let inline = route.inline, inline(request) { return .now(run(route, request, params)) }
+      return .onWorker { run(route, request, params) }
+    case .answered(let decision): return .now(decision)
+    }
+  }
+
+  private enum Resolution {
+    case route(Route, RouteParameters)
+    /// No route runs: a 404 or 405, made without waiting.
+    case answered(HTTPHeadDecision)
+  }
+
+  private func resolve(_ request: HTTPRequest) -> Resolution {
     let path = request.rawPathSegments
     let override = request.headers["X-HTTP-Method-Override"]?.uppercased()
     var allowed: [String] = []
@@ -107,14 +144,14 @@ public struct Router: HTTPHandler {
       else { continue }
       let method =
         route.options.contains(.acceptsMethodOverride) ? (override ?? request.method) : request.method
-      if route.method == method { return run(route, request, params) }
+      if route.method == method { return .route(route, params) }
       if route.method == "GET" && !route.options.contains(.noHeadFallback) {
         headFallbackAllowed = true
         if method == "HEAD" && fallback == nil { fallback = (route, params) }
       }
       allowed.append(route.method)
     }
-    if let (route, params) = fallback { return run(route, request, params) }
+    if let (route, params) = fallback { return .route(route, params) }
     var response: HTTPResponse
     if allowed.isEmpty {
       response = .error(status: 404, message: "no route for \(String(request.path.prefix(200)))")
@@ -124,7 +161,7 @@ public struct Router: HTTPHandler {
       response.headers.set("Allow", Self.dedupe(allowed).joined(separator: ", "))
     }
     finalize(&response, request)
-    return .respond(response, route: "unmatched")
+    return .answered(.respond(response, route: "unmatched"))
   }
 
   /// For errors the layer meets before or outside a route (a malformed target, a body over

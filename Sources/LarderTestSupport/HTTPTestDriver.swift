@@ -75,7 +75,7 @@ public struct HTTPTestDriver {
   static func materialize(_ response: HTTPResponse, request: HTTPRequest, route: String) throws
     -> HTTPTestResponse
   {
-    // As the server sends it: the layer's own `Content-Length` (libmicrohttpd's, from the body;
+    // As the server sends it: the layer's own `Content-Length` (the engine's, from the body;
     // none on 1xx, 204 and 304), never the handler's, and the request id.
     var headers = response.headers
     headers.remove("Content-Length")

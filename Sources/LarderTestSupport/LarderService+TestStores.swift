@@ -10,7 +10,6 @@ extension LarderService.Options {
   public func onTestStores() -> Self {
     var options = self
     TestStore.fill(&options.catalog, &options.blobs, for: dataDirectory)
-    options.http.engine = TestHTTPEngine.selected
     options.backends = [options.backends, .postgres, .s3]
     if options.events.transport == nil { options.events.transport = CurlWebhookTransport() }
     return options

@@ -162,7 +162,7 @@ import Testing
     #expect(serve.status == 0, "\(serve)")
     let full = try CLI.run(root + "/scripts/deps.sh", ["--print"])
     for dev in [
-      "pkg-config", "libsqlite3-dev", "libmagic-dev", "libssl-dev", "libmicrohttpd-dev", "libre2-dev",
+      "pkg-config", "libsqlite3-dev", "libmagic-dev", "libssl-dev", "libre2-dev",
       "libpq-dev", "libcurl4-openssl-dev", "libvips-dev",
     ] {
       #expect(serve.stdoutLines.contains(dev), "\(dev)")

@@ -107,7 +107,6 @@ import Testing
     (["serve", "--allow-all", "--write-quota", "lots"], "'lots' is not a size (e.g. 1024, 10MiB, 5GiB)", "serve"),
     (["serve", "--allow-all", "--write-quota-period", "500ms"], "--write-quota-period must be at least 1s", "serve"),
     (["serve", "--allow-all", "--uploads-in-progress", "-1"], "--uploads-in-progress must be 0 (none) or more", "serve"),
-    (["serve", "--allow-all", "--http-engine", "nginx"], "--http-engine must be epoll or microhttpd", "serve"),
     (
       ["serve", "--allow-all", "--per-ip-connection-limit", "-2"], "--per-ip-connection-limit must be 0 (none) or more",
       "serve"

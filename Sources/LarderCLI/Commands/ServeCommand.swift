@@ -102,9 +102,6 @@ struct ServeCommand: Command {
     "--connection-limit", "N", default: "1024", help: "open connections at most, 1…1000000")
   static let perIPConnectionLimit = Option.value(
     "--per-ip-connection-limit", "N", default: "64", help: "open connections per client address (0: no limit)")
-  static let httpEngine = Option.value(
-    "--http-engine", "epoll|microhttpd", default: "microhttpd", environment: "LARDER_HTTP_ENGINE",
-    help: "the HTTP/1.1 engine: Larder's own on epoll, or libmicrohttpd")
 
   static let configuration = CommandConfiguration(
     name: "serve", summary: "run the HTTP service",
@@ -114,7 +111,7 @@ struct ServeCommand: Command {
     options: [
       host, port, rules, allowAll, maxUploadSize, uploadLease, catalogWriters, threads, publicURL, corsOrigin, publicKey, jwtIssuer,
       jwtAudience, connectionMemoryLimit, connectionTimeout, accessLog, connectionLimit, perIPConnectionLimit,
-      httpEngine, imageTransforms, imageMaxPixels, imageMaxSourceSize, imageCacheSize, imageThreads,
+      imageTransforms, imageMaxPixels, imageMaxSourceSize, imageCacheSize, imageThreads,
       writeQuota, writeQuotaPeriod, uploadsInProgress,
       imageVariantsPerSource, imageSizes, imageRendersPerClient,
       eventDelivery, eventTimeout, eventRetryFirst, eventRetryMax, eventGiveUp, eventRetention, consoleBuckets,
@@ -166,11 +163,6 @@ struct ServeCommand: Command {
       arguments.value(Self.connectionLimit)!, in: 1...1_000_000, else: "--connection-limit must be 1…1000000")
     options.http.perIPConnectionLimit = try Self.integer(
       arguments.value(Self.perIPConnectionLimit)!, in: 0...Int.max, else: "--per-ip-connection-limit must be 0 (none) or more")
-    switch arguments.value(Self.httpEngine)! {
-    case "epoll": options.http.engine = .epoll
-    case "microhttpd": options.http.engine = .microhttpd
-    default: throw UsageError("--http-engine must be epoll or microhttpd")
-    }
     options.publicURL = arguments.value(Self.publicURL)
     options.consoleBuckets = try Self.consoleBuckets(arguments.value(Self.consoleBuckets)!)
     let origins = arguments.values(Self.corsOrigin)

@@ -1,6 +1,7 @@
 import Foundation
 import Larder
 import LarderHTTP
+import LarderImages
 
 /// The HTTP application: one route table, one error mapping, one CORS wrapper.
 ///
@@ -24,7 +25,12 @@ public final class LarderApp: HTTPHandler {
   public let router: Router
   public let cors: CORS
 
-  public init(context: ServiceContext, metrics: Metrics? = nil, resumableUploads: Bool = true) {
+  /// `localReads`: the catalog and the content are on this machine (SQLite, the data
+  /// directory), so reads wait on nothing but the local disk and may run on the engine's own
+  /// threads (``Router/runInline(_:when:)``); renders still go to workers.
+  public init(
+    context: ServiceContext, metrics: Metrics? = nil, resumableUploads: Bool = true, localReads: Bool = false
+  ) {
     self.context = context
     let objects = ObjectsEndpoint(context: context)
     let uploads = resumableUploads ? TusEndpoint(context: context) : nil
@@ -68,10 +74,22 @@ public final class LarderApp: HTTPHandler {
       SignedURLEndpoint(context: context, accounts: accounts).register(in: &router)
     }
     GcsEndpoint(context: context).registerAtRoot(in: &router)  // after the signed URLs' `/{bucket}/…`
+    router.runInline(["healthz"]) { _ in true }
+    if localReads {
+      router.runInline(Self.readLabels) { request in
+        !ImageTransform.parameterNames.contains { request.queryValue($0) != nil }
+      }
+    }
     self.router = router
   }
 
+  /// Firebase reads of one object's bytes or metadata: a row, the policy, a local file. (The
+  /// GCS reads may first hash an old row's content and record it: those stay on workers.)
+  static let readLabels: Set<String> = ["objects.download", "objects.get"]
+
   public func head(_ request: HTTPRequest) -> HTTPHeadDecision { router.head(request) }
+
+  public func start(_ request: HTTPRequest) -> HTTPHeadStart { router.start(request) }
 
   public func errorResponse(for error: any Error, request: HTTPRequest) -> HTTPResponse {
     router.errorResponse(for: error, request: request)

@@ -173,7 +173,9 @@ public final class LarderService: Sendable {
     var http = options.http
     // The limit is on content: a Firebase multipart body wraps it in up to this much more.
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }
-    app = LarderApp(context: context, metrics: metrics)
+    let localReads =
+      (options.catalog ?? .dataDirectory) == .dataDirectory && (options.blobs ?? .dataDirectory) == .dataDirectory
+    app = LarderApp(context: context, metrics: metrics, localReads: localReads)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
   }
 

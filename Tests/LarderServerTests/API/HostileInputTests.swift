@@ -72,7 +72,7 @@ import Testing
       try? c.send("GET /v0/b/app/o HTTP/1.1\r\nHost: x\r\nX-Huge: \(huge)\r\nConnection: close\r\n\r\n")
       let r = try c.readResponse()
       #expect((400..<500).contains(r.status), "status \(r.status)")
-      // Many medium headers, over the 16 KiB header budget but within libmicrohttpd's buffer.
+      // Many medium headers, over the 16 KiB header budget but within the connection's 64 KiB buffer.
       var many = "GET /v0/b/app/o HTTP/1.1\r\nHost: x\r\n"
       for i in 0..<40 { many += "X-Pad-\(i): \(String(repeating: "p", count: 500))\r\n" }
       let c2 = try WireConnection(port: s.port)

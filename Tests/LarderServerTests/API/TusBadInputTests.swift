@@ -6,7 +6,7 @@ import Testing
   static let malformedOffsets = ["-1", "+0", "0x0", "1.0", "99999999999999999999", "", "3\t1", "٣"]
 
   @Test func malformedUploadOffsetIsRefusedAndTheOffsetStays() throws {
-    // Live: field values are trimmed by the server layer (libmicrohttpd and ServerCore).
+    // Live: field values are trimmed by the server layer (the request head parser).
     let h = try TusHarness()
     let path = try h.create(length: 10)
     #expect(try h.patch(path, offset: 0, Array("abc".utf8)).status == 204)

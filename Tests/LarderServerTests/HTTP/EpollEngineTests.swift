@@ -4,18 +4,6 @@ import Testing
 
 @testable import LarderHTTP
 
-/// Runs `body` against a bare server on Larder's own epoll engine.
-private func withEpollServer<T>(
-  _ configure: (inout HTTPServer.Configuration) -> Void = { _ in }, handler: any HTTPHandler,
-  _ body: (HTTPServer) throws -> T
-) throws -> T {
-  try withServer(
-    {
-      $0.engine = .epoll
-      configure(&$0)
-    }, handler: handler, body)
-}
-
 /// Sends `text` on a new connection and reads one answer; the pipelined `GET /hello` after it
 /// must never be answered.
 private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, closed: Bool) {
@@ -25,7 +13,7 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
   return (r, c.isClosedByServer())
 }
 
-/// RFC 9112's request-smuggling list (§6.1, §6.3, §11.2) and the head errors libmicrohttpd answered
+/// RFC 9112's request-smuggling list (§6.1, §6.3, §11.2) and the head errors HTTP libraries are known to answer
 /// with a 500 or a silent close: each gets its status, a JSON error, `Connection: close`, and
 /// nothing after it on the connection is served.
 @Suite struct RequestSmugglingTests {
@@ -52,7 +40,7 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
       ("GET /hello HTTP/1.1\r\n\r\n", 400),
     ]
     let events = SinkEvents()
-    try withEpollServer(handler: testRouter(events: events)) { server in
+    try withServer(handler: testRouter(events: events)) { server in
       for (text, status) in cases {
         let (r, closed) = try refusal(server.boundPort, text)
         let what = String(text.prefix(60)).debugDescription
@@ -69,7 +57,7 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
   }
 
   @Test func aChunkedBodyWithExtensionsAndTrailersIsDecodedAndThePipelinedRequestServed() throws {
-    try withEpollServer(handler: testRouter()) { server in
+    try withServer(handler: testRouter()) { server in
       let c = try WireConnection(port: server.boundPort)
       try c.send(
         "PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -84,7 +72,7 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
 
 @Suite struct EpollEngineTests {
   @Test func pastThePerAddressLimitIs503WithRetryAfterNotAReset() throws {
-    try withEpollServer({ $0.perIPConnectionLimit = 2 }, handler: testRouter()) { server in
+    try withServer({ $0.perIPConnectionLimit = 2 }, handler: testRouter()) { server in
       let admitted = try (0..<2).map { _ in try WireConnection(port: server.boundPort) }
       for c in admitted {
         try c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -117,7 +105,7 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
       judged.add(1, ordering: .relaxed)
       return .respond(.error(status: 423, message: "locked"))
     }
-    try withEpollServer(handler: router) { server in
+    try withServer(handler: router) { server in
       let c = try WireConnection(port: server.boundPort)
       try c.send("PUT /slow-judge HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n\r\n")
       let r = try c.readResponse(interim: true)
@@ -142,7 +130,7 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
       while !release.load(ordering: .relaxed) { usleep(5_000) }
       return .respond(.text("done"))
     }
-    try withEpollServer({ $0.threadPoolSize = 1 }, handler: router) { server in
+    try withServer({ $0.threadPoolSize = 1 }, handler: router) { server in
       var blocked: [WireConnection] = []
       for _ in 0..<4 {
         let c = try WireConnection(port: server.boundPort)
@@ -167,7 +155,7 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
     var router = testRouter(file: path)
     let big = testBytes(200_000, seed: 9)
     router.add("GET", "/big", route: "big") { _, _ in .respond(HTTPResponse(body: .bytes(big))) }
-    try withEpollServer(handler: router) { server in
+    try withServer(handler: router) { server in
       let c = try WireConnection(port: server.boundPort)
       for _ in 0..<3 {
         try c.send("GET /file HTTP/1.1\r\nHost: x\r\n\r\nGET /big HTTP/1.1\r\nHost: x\r\n\r\n")

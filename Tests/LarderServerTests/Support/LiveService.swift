@@ -97,13 +97,11 @@ func withServer<T>(
 }
 
 extension HTTPServer.Configuration {
-  /// What every live test runs on: 127.0.0.1, any free port, two threads, no access log, and
-  /// the engine `LARDER_HTTP_ENGINE` names (as `larder serve` reads it), so a suite can run on either.
+  /// What every live test runs on: 127.0.0.1, any free port, two threads, no access log.
   static var loopback: HTTPServer.Configuration {
     var c = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
     c.threadPoolSize = 2
     c.accessLog = .disabled
-    c.engine = TestHTTPEngine.selected
     return c
   }
 }
