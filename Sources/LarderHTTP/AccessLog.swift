@@ -16,7 +16,7 @@ public struct AccessLogEntry: Sendable, Equatable {
   public var bytesOut: Int64
   public var durationMilliseconds: Double
   public var remote: String
-  /// `ok`, or why the request ended early: `error`, `timeout`, `shutdown`, `read_error`, `client_abort`.
+  /// `ok`, or why the request ended early: `error`, `timeout`, `shutdown`, `client_abort`.
   public var outcome: String
 
   public init(

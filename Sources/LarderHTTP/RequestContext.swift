@@ -23,8 +23,8 @@ final class RequestContext {
 }
 
 extension RequestContext {
-  /// Records the request's end in the metrics and the access log (both engines); `outcome` is
-  /// `ok`, `timeout`, `shutdown`, `client_abort`, `read_error`, `dropped` or `error`. Only a
+  /// Records the request's end in the metrics and the access log; `outcome` is `ok`,
+  /// `timeout`, `shutdown`, `client_abort` or `error`. Only a
   /// completed response counts its bytes out.
   func record(outcome: String, metrics: Metrics, accessLog: AccessLog, remote: () -> String) {
     let bytesOut = outcome == "ok" ? self.bytesOut : 0
