@@ -17,7 +17,7 @@ import LarderCrypto
 /// let manifest = try Restore(destination: dest, snapshot: nil, directory: dataURL).run()
 /// ```
 package struct Restore {
-  let destination: BackupDestination
+  let destination: any BackupDestination
   let snapshot: String?
   let directory: URL
   let catalog: CatalogLocation
@@ -26,7 +26,7 @@ package struct Restore {
   var progress: (@Sendable (BackupProgress) -> Void)?
 
   package init(
-    destination: BackupDestination, snapshot: String?, directory: URL, catalog: CatalogLocation? = nil,
+    destination: any BackupDestination, snapshot: String?, directory: URL, catalog: CatalogLocation? = nil,
     blobs: BlobLocation? = nil, backends: StoreBackends = .embedded,
     progress: (@Sendable (BackupProgress) -> Void)? = nil
   ) {
@@ -48,12 +48,13 @@ package struct Restore {
     if POSIX.exists(root), POSIX.lstat(root).map({ ($0.st_mode & S_IFMT) != S_IFDIR }) ?? true {
       throw BackupError.notEmpty(directory: root, entry: "a file, not a directory")
     }
-    let source = try destination.openCatalog(manifest)
+    let (source, catalogFile) = try destination.openCatalog(manifest)
     let contents = try Backup.contents(of: source)
     let checker = BackupVerifier(destination: destination, deep: false)
+    let listed = try destination.listBlobs()
     for (sha256, size) in contents.blobs {
       let hex = Hex.encode(sha256)
-      if let problem = checker.check(hex: hex, size: size) {
+      if let problem = checker.check(hex: hex, size: size, listed: listed) {
         let names = try BackupVerifier.references(to: sha256, in: source)
         throw BackupError.damaged(
           snapshot: manifest.id,
@@ -76,7 +77,7 @@ package struct Restore {
     for (sha256, size) in contents.blobs {
       let hex = Hex.encode(sha256)
       try target.put(BlobAddress(hex: hex, fence: target.keepsFences ? fences[hex] ?? 0 : 0), size: size) { body in
-        try BlobReader(path: destination.blobPath(hex)).forEachChunk(in: nil, body)
+        try destination.readBlob(hex, body)
       }
       done.blobsDone += 1
       done.bytesDone += size
@@ -85,8 +86,7 @@ package struct Restore {
     try target.finish()
 
     let staged = target.store.tmpDirectory.appendingPathComponent("restore-\(manifest.id).sqlite").path
-    try FileManager.default.copyItem(
-      atPath: "\(destination.snapshotDirectory(manifest.id))/\(manifest.catalogFile)", toPath: staged)
+    try FileManager.default.copyItem(atPath: catalogFile.path, toPath: staged)
     try withExtendedLifetime(try SQLiteDatabase(path: staged)) { db in
       try db.execute("DELETE FROM snapshot_pins")
       try db.execute("DELETE FROM uploads")
