@@ -55,18 +55,30 @@ package struct Backup {
     let catalogPath = try destination.catalogStagingPath(id)
     defer { _ = POSIX.unlink(catalogPath) }
     try larder.catalog.read(snapshot: false) { db in try larder.catalog.engine.writeSnapshot(db, to: catalogPath) }
-    let contents = try Self.contents(ofCatalogAt: catalogPath)
+    let contents = try Self.summary(ofCatalogAt: catalogPath)
+    // What to look at: with a listing, every blob (the listing says what is there); without one
+    // (a directory), only the blobs the newest complete snapshot does not reference with the
+    // same size, each looked at (a killed run's copies are found so). Trusting that snapshot
+    // is safe: its manifest was written only after every blob it references was copied and
+    // flushed, blobs leave DEST only by prune, which keeps every blob of a kept snapshot (and
+    // keeps the newest), under the lock this run holds. Damage done to DEST by other hands is
+    // what `backup verify` finds, as before.
+    let listed = try destination.listBlobs()
+    let trusted = listed == nil ? try? destination.snapshots().last.map { try destination.openCatalog($0) } : nil
+    let candidates = try withExtendedLifetime(trusted?.1) {
+      try Self.blobs(ofCatalogAt: catalogPath, notIn: trusted?.1.path)
+    }
     try destination.storeCatalog(from: catalogPath, snapshot: id, name: Self.catalogFile)
-    var total = BackupProgress(blobsTotal: Int64(contents.blobs.count), bytesTotal: contents.bytes)
+    var total = BackupProgress(blobsTotal: contents.blobs, bytesTotal: contents.bytes)
+    total.blobsDone = contents.blobs - Int64(candidates.count)
+    total.bytesDone = contents.bytes - candidates.reduce(0) { $0 + $1.1 }
     progress?(total)
 
-    let listed = try destination.listBlobs()
     var copiedBlobs: Int64 = 0
     var copiedBytes: Int64 = 0
     var renewed = ContinuousClock.now
-    let half = Int64(contents.blobs.count / 2)
-    for (sha256, size) in contents.blobs {
-      if total.blobsDone == half && half > 0 { try larder.files.faults.hit(.backupMidCopy) }
+    for (index, (sha256, size)) in candidates.enumerated() {
+      if index == candidates.count / 2 && index > 0 { try larder.files.faults.hit(.backupMidCopy) }
       let hex = Hex.encode(sha256)
       let held = try listed.map { $0[hex] ?? -1 } ?? destination.storedBlob(hex)?.size
       if held != size {
@@ -90,7 +102,7 @@ package struct Backup {
     let manifest = BackupManifest(
       id: id, createdAt: createdAt, storeID: storeID, catalogFormat: "sqlite", catalogFile: Self.catalogFile,
       catalogSHA256: contents.catalogSHA256, catalogBytes: contents.catalogBytes,
-      schemaVersion: contents.schemaVersion, objects: contents.objects, blobs: Int64(contents.blobs.count),
+      schemaVersion: contents.schemaVersion, objects: contents.objects, blobs: contents.blobs,
       bytes: contents.bytes, copiedBlobs: copiedBlobs, copiedBytes: copiedBytes)
     try destination.writeManifest(try manifest.encoded(), snapshot: id)
     return manifest
@@ -114,22 +126,54 @@ package struct Backup {
     var bytes: Int64
     var objects: Int64
     var schemaVersion: Int
-    var catalogSHA256 = ""
-    var catalogBytes: Int64 = 0
   }
 
-  /// Makes a fresh `VACUUM INTO` file self-contained (rollback journal, so it opens read-only
-  /// with no side files) and durable, and reads what it references and its checksum.
-  static func contents(ofCatalogAt path: String) throws -> Contents {
-    var result = try withExtendedLifetime(try SQLiteDatabase(path: path)) { db in
+  /// What a fresh snapshot file holds: its counts, bytes, schema version and checksum.
+  struct Summary {
+    var blobs: Int64
+    var bytes: Int64
+    var objects: Int64
+    var schemaVersion: Int
+    var catalogSHA256: String
+    var catalogBytes: Int64
+  }
+
+  /// Makes a fresh snapshot file self-contained (rollback journal, so it opens read-only with
+  /// no side files) and durable, and sums up what it references (in SQL: no row reaches Swift).
+  static func summary(ofCatalogAt path: String) throws -> Summary {
+    let (blobs, bytes, objects, version) = try withExtendedLifetime(try SQLiteDatabase(path: path)) { db in
       try db.execute("PRAGMA journal_mode=DELETE")
-      return try contents(of: db)
+      let sums = try db.row("SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs")
+      let objects = try db.row("SELECT count(*) AS n FROM objects")?.int("n") ?? 0
+      let version = try db.row("PRAGMA user_version")?.int("user_version") ?? 0
+      return (sums?.int("n") ?? 0, sums?.int("bytes") ?? 0, objects, Int(version))
     }
     let fd = try POSIX.open(path, O_RDONLY | O_CLOEXEC)
     defer { POSIX.close(fd) }
     try POSIX.fsync(fd, path: path)
-    (result.catalogSHA256, result.catalogBytes) = try BackupFiles.sha256(ofFile: path)
-    return result
+    let (sha256, size) = try BackupFiles.sha256(ofFile: path)
+    return Summary(
+      blobs: blobs, bytes: bytes, objects: objects, schemaVersion: version, catalogSHA256: sha256,
+      catalogBytes: size)
+  }
+
+  /// The blob rows of the snapshot file at `path` that the catalog file `previous` (when
+  /// given) has not with the same size: one anti-join in SQLite, in hash order.
+  static func blobs(ofCatalogAt path: String, notIn previous: String?) throws -> [([UInt8], Int64)] {
+    let db = try SQLiteDatabase(path: path, readOnly: true)
+    var sql = "SELECT sha256, size FROM blobs ORDER BY sha256"
+    if let previous {
+      try db.execute("ATTACH DATABASE ? AS previous", [previous])
+      sql = """
+        SELECT sha256, size FROM blobs b WHERE NOT EXISTS (
+          SELECT 1 FROM previous.blobs p WHERE p.sha256 = b.sha256 AND p.size = b.size) ORDER BY sha256
+        """
+    }
+    var blobs: [([UInt8], Int64)] = []
+    try db.forEachRow(sql) { row in
+      if let sha256 = row.bytes("sha256") { blobs.append((sha256, row.int("size") ?? 0)) }
+    }
+    return blobs
   }
 
   static func contents(of db: Database) throws -> Contents {
