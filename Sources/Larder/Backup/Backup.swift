@@ -13,7 +13,7 @@ public struct BackupProgress: Sendable {
 ///
 /// 1. pin (``SnapshotPins``), so the collector removes no blob from here on;
 /// 2. the catalog as of one instant into the snapshot (``CatalogEngine/writeSnapshot(_:to:)``:
-///    SQLite's `VACUUM INTO`, PostgreSQL's REPEATABLE READ snapshot copied into an SQLite file);
+///    SQLite's online backup, PostgreSQL's REPEATABLE READ snapshot copied into an SQLite file);
 /// 3. every blob row of that snapshot not already in the destination, re-hashed while copied,
 ///    from wherever the store keeps it (its ``ContentStore``: the data directory or S3);
 /// 4. one flush of the destination for every blob copied, then the manifest, last; then the pin goes.
