@@ -287,6 +287,24 @@ private struct BackedUpPet: Model, Equatable {
     #expect(!FileManager.default.fileExists(atPath: target.data.appendingPathComponent("larder.sqlite").path))
   }
 
+  /// A restore writes only into its targets: the target's content store (S3 in the S3 pass)
+  /// is opened over the restored catalog staged in the data directory, not over a scratch
+  /// store in the temporary directory.
+  @Test func restoreNeedsNoTemporaryDirectory() throws {
+    let box = try Sandbox()
+    let objects = try Self.seed(box, count: 3)
+    let dest = box.path("dest")
+    #expect(try box.larder("backup", dest).status == 0)
+    let restored = try Sandbox()
+    let restore = try restored.larder("restore", dest, environment: ["TMPDIR": box.path("no-such-tmp")])
+    #expect(restore.status == 0, "\(restore)")
+    #expect(!FileManager.default.fileExists(atPath: box.path("no-such-tmp")))
+    let get = try restored.larder("get", "b/o2", "--output", restored.path("o2"))
+    #expect(get.status == 0, "\(get)")
+    #expect(restored.read("o2") == objects["o2"])
+    #expect(try FileManager.default.contentsOfDirectory(atPath: restored.data.appendingPathComponent("tmp").path) == [])
+  }
+
   @Test func restoreRefusesANonEmptyStoreAndChangesNothing() throws {
     let box = try Sandbox()
     _ = try Self.seed(box, count: 3)
