@@ -59,7 +59,7 @@ S3_TEST_DIR ?= /tmp/larder-test-s3
 S3_TEST_PORT ?= 15500
 S3_PG_TEST_DIR ?= /tmp/larder-test-s3-pg
 S3_PG_TEST_PORT ?= 15434
-S3_SUITES ?= GCDryRunTests|UploadRowReadTests|StoreIdentityTests|KeyedWriteTests|KeyedWriteNodeTests|ObjectEndpointTests|ImageVariantDownloadTests|ImageVariantPolicyTests|VariantCacheTests|RangeAndConditionalTests|CachedDownloadTests|TusConformanceTests|FirebaseResumableUploadTests|FirebaseMultipartUploadTests|GcsClientWireTests|LarderS3Tests|MultiNodeTests|S3FailureAnswerTests|S3StreamingDownloadTests|S3CommandTests|BackupCommandTests
+S3_SUITES ?= GCDryRunTests|UploadRowReadTests|StoreIdentityTests|KeyedWriteTests|KeyedWriteNodeTests|ObjectEndpointTests|ImageVariantDownloadTests|ImageVariantPolicyTests|VariantCacheTests|RangeAndConditionalTests|CachedDownloadTests|TusConformanceTests|FirebaseResumableUploadTests|FirebaseMultipartUploadTests|GcsClientWireTests|LarderS3Tests|MultiNodeTests|S3FailureAnswerTests|S3StreamingDownloadTests|S3CommandTests|BackupCommandTests|S3BackupDestinationTests
 test-swift-s3:
 	@if ! command -v swift-proxy-server >/dev/null; then \
 	  echo "*** SKIPPED: the S3 pass (no OpenStack Swift; scripts/deps.sh installs swift-proxy swift-account swift-container swift-object memcached) ***"; exit 0; fi; \

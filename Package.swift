@@ -129,7 +129,8 @@ let package = Package(
     .testTarget(
       name: "LarderClientTests",
       dependencies: ["LarderClient", "LarderServer", "LarderHTTP", "Larder", "LarderTestSupport", "LarderImages"]),
-    .testTarget(name: "LarderCLITests", dependencies: ["Larder", "LarderS3Store", "LarderTestSupport", "LarderImages"]),
+    .testTarget(
+      name: "LarderCLITests", dependencies: ["Larder", "LarderS3", "LarderS3Store", "LarderTestSupport", "LarderImages"]),
     .testTarget(
       name: "LarderS3Tests",
       dependencies: ["LarderS3", "LarderS3Store", "LarderPostgres", "Larder", "LarderCrypto", "LarderTestSupport"]),

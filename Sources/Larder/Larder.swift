@@ -131,23 +131,8 @@ public final class Larder: Sendable {
     reserve?.replenish()
     // The one place the storage mode is decided: the content store that the write path, reads,
     // recovery, gc and verify use (its protocol for each, ``ContentStore``).
-    let blobLocation = configuration.blobs ?? .dataDirectory
-    switch blobLocation {
-    case .dataDirectory:
-      content = LocalContentStore(blobs: blobs, catalog: catalog)
-    case .s3(let url, let credentialsFile):
-      guard let open = configuration.backends.s3 else {
-        throw LarderError.invalidArgument(
-          "blobs in S3 need the LarderS3Store module: open the store with backends: [.s3]")
-      }
-      do {
-        content = try open(url, credentialsFile, catalog)
-      } catch let error as LarderError {
-        throw error
-      } catch {
-        throw LarderError.invalidArgument("the blob store \(blobLocation): \(error)")
-      }
-    }
+    content = try Self.openContent(
+      configuration.blobs ?? .dataDirectory, blobs: blobs, catalog: catalog, backends: configuration.backends)
     do {
       try StoreIdentity.check(
         catalog: catalog, content: content, catalogLocation: configuration.catalog ?? .dataDirectory,
@@ -213,6 +198,28 @@ public final class Larder: Sendable {
     if removeOnDeinit {
       // Blob files are read-only; their directories are not, so removal works.
       try? FileManager.default.removeItem(at: directory)
+    }
+  }
+
+  /// The content store of `location` over `catalog` (a restore opens its target's the same way).
+  static func openContent(_ location: BlobLocation, blobs: BlobStore, catalog: Catalog, backends: StoreBackends)
+    throws -> any ContentStore
+  {
+    switch location {
+    case .dataDirectory:
+      return LocalContentStore(blobs: blobs, catalog: catalog)
+    case .s3(let url, let credentialsFile):
+      guard let open = backends.s3 else {
+        throw LarderError.invalidArgument(
+          "blobs in S3 need the LarderS3Store module: open the store with backends: [.s3]")
+      }
+      do {
+        return try open(url, credentialsFile, catalog)
+      } catch let error as LarderError {
+        throw error
+      } catch {
+        throw LarderError.invalidArgument("the blob store \(location): \(error)")
+      }
     }
   }
 }

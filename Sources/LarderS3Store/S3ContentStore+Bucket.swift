@@ -9,15 +9,22 @@ internal import LarderS3
 /// ``LarderError``s by ``translating(_:)``.
 extension S3ContentStore {
   /// The URL without its `prefix` setting (which is the store's, not the client's), and the prefix.
-  static func splitPrefix(_ url: String) throws -> (url: String, prefix: String?) {
+  /// `nested`: the prefix may be several such names joined by `/` (a backup destination's
+  /// `backups/larder`).
+  static func splitPrefix(_ url: String, nested: Bool = false) throws -> (url: String, prefix: String?) {
     guard var components = URLComponents(string: url), let items = components.queryItems,
       let prefix = items.last(where: { $0.name == "prefix" })?.value
     else { return (url, nil) }
-    let allowed = prefix.utf8.allSatisfy {
-      ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D
+    let names = nested ? prefix.split(separator: "/", omittingEmptySubsequences: false) : [Substring(prefix)]
+    let allowed = names.allSatisfy { name in
+      (1...63).contains(name.utf8.count)
+        && name.utf8.allSatisfy {
+          ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D
+        }
     }
-    guard (1...63).contains(prefix.utf8.count), allowed else {
-      throw S3ConfigurationError("prefix must be 1 to 63 of a-z, 0-9, _ and -, got '\(prefix.prefix(80))'")
+    guard prefix.utf8.count <= 255, allowed else {
+      throw S3ConfigurationError(
+        "prefix must be 1 to 63 of a-z, 0-9, _ and -\(nested ? " (or several, joined by /)" : ""), got '\(prefix.prefix(80))'")
     }
     let others = items.filter { $0.name != "prefix" }
     components.queryItems = others.isEmpty ? nil : others

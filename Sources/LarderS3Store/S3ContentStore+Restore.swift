@@ -16,4 +16,9 @@ extension S3ContentStore: RestorableContent {
   }
 
   package func placeRestored(_ staged: StagedBlob, at address: BlobAddress) throws { try publish(staged, at: address) }
+
+  /// An acknowledged PUT is durable.
+  package func finishRestore() {}
+
+  package var restoresFences: Bool { true }
 }

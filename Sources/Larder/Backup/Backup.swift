@@ -12,23 +12,23 @@ public struct BackupProgress: Sendable {
 /// Takes a consistent snapshot of a live store into a backup destination (issue 35, ARCHITECTURE §7f).
 ///
 /// 1. pin (``SnapshotPins``), so the collector removes no blob from here on;
-/// 2. the catalog as of one instant into the snapshot's directory (``CatalogSnapshotSource``:
-///    SQLite's `VACUUM INTO`, PostgreSQL's REPEATABLE READ snapshot copied into an SQLite file);
+/// 2. the catalog as of one instant into the snapshot (``CatalogEngine/writeSnapshot(_:to:)``:
+///    SQLite's online backup, PostgreSQL's REPEATABLE READ snapshot copied into an SQLite file);
 /// 3. every blob row of that snapshot not already in the destination, re-hashed while copied,
 ///    from wherever the store keeps it (its ``ContentStore``: the data directory or S3);
 /// 4. one flush of the destination for every blob copied, then the manifest, last; then the pin goes.
 /// A run killed anywhere leaves no manifest, so nothing listed; the next run reuses the blobs.
 /// ```swift
-/// let manifest = try Backup(larder: larder, destination: BackupDestination("/backups/larder")).run()
+/// let manifest = try Backup(larder: larder, destination: DirectoryDestination("/backups/larder")).run()
 /// ```
 package struct Backup {
   let larder: Larder
-  let destination: BackupDestination
+  let destination: any BackupDestination
   var force = false
   var progress: (@Sendable (BackupProgress) -> Void)?
 
   package init(
-    larder: Larder, destination: BackupDestination, force: Bool = false,
+    larder: Larder, destination: any BackupDestination, force: Bool = false,
     progress: (@Sendable (BackupProgress) -> Void)? = nil
   ) {
     self.larder = larder
@@ -45,41 +45,44 @@ package struct Backup {
     let lock = try destination.lock()
     defer { withExtendedLifetime(lock) {} }
     try destination.claim(for: storeID, force: force)
-    destination.removeLeftovers()
+    try destination.removeLeftovers()
 
     let id = Self.newSnapshotID()
-    let directory = destination.snapshotDirectory(id)
-    try POSIX.makeDirectory(directory)
     let pins = SnapshotPins(catalog: larder.catalog)
     try pins.pin(id)
     defer { try? pins.release(id) }
     let createdAt = Date()
-    let catalogPath = "\(directory)/catalog.sqlite"
-    try larder.catalog.read(snapshot: false) { db in
-      guard let source = db as? any CatalogSnapshotSource else {
-        throw LarderError.invalidArgument("this catalog engine cannot take a backup snapshot")
-      }
-      try source.writeSnapshot(to: catalogPath)
+    let catalogPath = try destination.catalogStagingPath(id)
+    defer { _ = POSIX.unlink(catalogPath) }
+    try larder.catalog.read(snapshot: false) { db in try larder.catalog.engine.writeSnapshot(db, to: catalogPath) }
+    let contents = try Self.summary(ofCatalogAt: catalogPath)
+    // What to look at: with a listing, every blob (the listing says what is there); without one
+    // (a directory), only the blobs the newest complete snapshot does not reference with the
+    // same size, each looked at (a killed run's copies are found so). Trusting that snapshot
+    // is safe: its manifest was written only after every blob it references was copied and
+    // flushed, blobs leave DEST only by prune, which keeps every blob of a kept snapshot (and
+    // keeps the newest), under the lock this run holds. Damage done to DEST by other hands is
+    // what `backup verify` finds, as before.
+    let listed = try destination.listBlobs()
+    let trusted = listed == nil ? try? destination.snapshots().last.map { try destination.openCatalog($0) } : nil
+    let candidates = try withExtendedLifetime(trusted?.1) {
+      try Self.blobs(ofCatalogAt: catalogPath, notIn: trusted?.1.path)
     }
-    let contents = try Self.contents(ofCatalogAt: catalogPath)
-    var total = BackupProgress(blobsTotal: Int64(contents.blobs.count), bytesTotal: contents.bytes)
+    try destination.storeCatalog(from: catalogPath, snapshot: id, name: Self.catalogFile)
+    var total = BackupProgress(blobsTotal: contents.blobs, bytesTotal: contents.bytes)
+    total.blobsDone = contents.blobs - Int64(candidates.count)
+    total.bytesDone = contents.bytes - candidates.reduce(0) { $0 + $1.1 }
     progress?(total)
 
     var copiedBlobs: Int64 = 0
     var copiedBytes: Int64 = 0
     var renewed = ContinuousClock.now
-    var touched: Set<String> = []
-    let half = Int64(contents.blobs.count / 2)
-    for (sha256, size) in contents.blobs {
-      if total.blobsDone == half && half > 0 { try larder.files.faults.hit(.backupMidCopy) }
+    for (index, (sha256, size)) in candidates.enumerated() {
+      if index == candidates.count / 2 && index > 0 { try larder.files.faults.hit(.backupMidCopy) }
       let hex = Hex.encode(sha256)
-      let target = destination.blobPath(hex)
-      if POSIX.lstat(target).map({ Int64($0.st_size) }) != size {
-        let parent = (target as NSString).deletingLastPathComponent
-        if touched.insert(parent).inserted { try POSIX.makeDirectory(parent) }
-        try BlobCopy.copy(hex: hex, size: size, to: target, through: destination.tmp, durable: false) { body in
-          try larder.content.read(sha256, range: nil, body)
-        }
+      let held = try listed.map { $0[hex] ?? -1 } ?? destination.storedBlob(hex)?.size
+      if held != size {
+        try destination.putBlob(hex: hex, size: size) { body in try larder.content.read(sha256, range: nil, body) }
         copiedBlobs += 1
         copiedBytes += size
       }
@@ -88,26 +91,24 @@ package struct Backup {
       progress?(total)
       if ContinuousClock.now - renewed > .seconds(SnapshotPins.lease / 10) {
         try pins.renew(id)
+        try lock.renew()
         renewed = .now
       }
     }
-    // Every new blob and name durable before the manifest says the snapshot is whole: one
-    // flush of the destination's filesystem (data and metadata, the new directories and names
-    // included) for them all, instead of an fsync per blob and per directory. A crash before
+    // Every new blob durable before the manifest says the snapshot is whole. A crash before
     // it loses no snapshot, only copies the next run makes again (a blob at its name is
-    // checked by size, and by hash when deep). Also when this run copied nothing: blobs a
-    // killed run left may still be only in the page cache.
-    try POSIX.syncFilesystem(of: destination.root)
-    let (checksum, catalogBytes) = try BackupDestination.sha256(ofFile: catalogPath)
+    // checked by size, and by hash when deep).
+    try destination.flush()
     let manifest = BackupManifest(
-      id: id, createdAt: createdAt, storeID: storeID, catalogFormat: "sqlite", catalogFile: "catalog.sqlite",
-      catalogSHA256: checksum, catalogBytes: catalogBytes, schemaVersion: contents.schemaVersion,
-      objects: contents.objects, blobs: Int64(contents.blobs.count), bytes: contents.bytes,
-      copiedBlobs: copiedBlobs, copiedBytes: copiedBytes)
-    try destination.writeAtomically(try manifest.encoded(), to: destination.manifestPath(id))
-    try POSIX.fsyncDirectory(destination.snapshotsRoot)
+      id: id, createdAt: createdAt, storeID: storeID, catalogFormat: "sqlite", catalogFile: Self.catalogFile,
+      catalogSHA256: contents.catalogSHA256, catalogBytes: contents.catalogBytes,
+      schemaVersion: contents.schemaVersion, objects: contents.objects, blobs: contents.blobs,
+      bytes: contents.bytes, copiedBlobs: copiedBlobs, copiedBytes: copiedBytes)
+    try destination.writeManifest(try manifest.encoded(), snapshot: id)
     return manifest
   }
+
+  static let catalogFile = "catalog.sqlite"
 
   /// `20261206T031500.123Z-1a2b3c4d`: sorts by time to the millisecond, which is what orders a
   /// destination's snapshots (backups on one destination run one at a time, each longer than a
@@ -127,17 +128,52 @@ package struct Backup {
     var schemaVersion: Int
   }
 
-  /// Makes a fresh `VACUUM INTO` file self-contained (rollback journal, so it opens read-only
-  /// with no side files) and durable, and reads what it references.
-  static func contents(ofCatalogAt path: String) throws -> Contents {
-    let result = try withExtendedLifetime(try SQLiteDatabase(path: path)) { db in
+  /// What a fresh snapshot file holds: its counts, bytes, schema version and checksum.
+  struct Summary {
+    var blobs: Int64
+    var bytes: Int64
+    var objects: Int64
+    var schemaVersion: Int
+    var catalogSHA256: String
+    var catalogBytes: Int64
+  }
+
+  /// Makes a fresh snapshot file self-contained (rollback journal, so it opens read-only with
+  /// no side files) and durable, and sums up what it references (in SQL: no row reaches Swift).
+  static func summary(ofCatalogAt path: String) throws -> Summary {
+    let (blobs, bytes, objects, version) = try withExtendedLifetime(try SQLiteDatabase(path: path)) { db in
       try db.execute("PRAGMA journal_mode=DELETE")
-      return try contents(of: db)
+      let sums = try db.row("SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs")
+      let objects = try db.row("SELECT count(*) AS n FROM objects")?.int("n") ?? 0
+      let version = try db.row("PRAGMA user_version")?.int("user_version") ?? 0
+      return (sums?.int("n") ?? 0, sums?.int("bytes") ?? 0, objects, Int(version))
     }
     let fd = try POSIX.open(path, O_RDONLY | O_CLOEXEC)
     defer { POSIX.close(fd) }
     try POSIX.fsync(fd, path: path)
-    return result
+    let (sha256, size) = try BackupFiles.sha256(ofFile: path)
+    return Summary(
+      blobs: blobs, bytes: bytes, objects: objects, schemaVersion: version, catalogSHA256: sha256,
+      catalogBytes: size)
+  }
+
+  /// The blob rows of the snapshot file at `path` that the catalog file `previous` (when
+  /// given) has not with the same size: one anti-join in SQLite, in hash order.
+  static func blobs(ofCatalogAt path: String, notIn previous: String?) throws -> [([UInt8], Int64)] {
+    let db = try SQLiteDatabase(path: path, readOnly: true)
+    var sql = "SELECT sha256, size FROM blobs ORDER BY sha256"
+    if let previous {
+      try db.execute("ATTACH DATABASE ? AS previous", [previous])
+      sql = """
+        SELECT sha256, size FROM blobs b WHERE NOT EXISTS (
+          SELECT 1 FROM previous.blobs p WHERE p.sha256 = b.sha256 AND p.size = b.size) ORDER BY sha256
+        """
+    }
+    var blobs: [([UInt8], Int64)] = []
+    try db.forEachRow(sql) { row in
+      if let sha256 = row.bytes("sha256") { blobs.append((sha256, row.int("size") ?? 0)) }
+    }
+    return blobs
   }
 
   static func contents(of db: Database) throws -> Contents {
@@ -159,8 +195,8 @@ package struct Backup {
 /// hash to their name are refused, not copied), fsynced (unless `durable` is false: the caller
 /// then flushes the filesystem once for a whole batch), renamed to `target`. The caller fsyncs
 /// the target's directory.
-enum BlobCopy {
-  static func copy(
+package enum BlobCopy {
+  package static func copy(
     hex: String, size: Int64, to target: String, through tmp: String, durable: Bool = true,
     _ read: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
   ) throws {

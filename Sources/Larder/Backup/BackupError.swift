@@ -13,6 +13,8 @@ public enum BackupError: Error, Equatable, CustomStringConvertible {
   case busy(lockPath: String)
   /// The destination cannot be made or written.
   case unwritable(path: String, reason: String)
+  /// The destination's store cannot be reached, refuses the credentials, or has no such bucket.
+  case unreachable(destination: String, reason: String)
   /// A snapshot's catalog or blob is not what its manifest says (restore refuses it).
   case damaged(snapshot: String, what: String)
   /// The pin lapsed while the backup copied (the process stalled past its lease): the
@@ -32,6 +34,7 @@ public enum BackupError: Error, Equatable, CustomStringConvertible {
       "\(directory) is not empty (it holds \(entry)): restore only into an empty store"
     case .busy(let lockPath): "another backup or prune is running on this destination (\(lockPath) is locked)"
     case .unwritable(let path, let reason): "cannot write the backup destination \(path): \(reason)"
+    case .unreachable(let destination, let reason): "cannot use the backup destination \(destination): \(reason)"
     case .damaged(let snapshot, let what): "snapshot \(snapshot) is damaged: \(what)"
     case .pinLapsed(let snapshot):
       "snapshot \(snapshot)'s pin lapsed while copying (the process stalled past its lease); run the backup again"

@@ -8,7 +8,7 @@ public struct BackupManifest: Codable, Sendable, Equatable {
   /// When the catalog snapshot was taken (ISO 8601, UTC).
   public var createdAt: Date
   public var storeID: String
-  /// `sqlite`: the catalog is an SQLite file made with `VACUUM INTO`, in rollback-journal mode.
+  /// `sqlite`: the catalog is an SQLite catalog file, in rollback-journal mode.
   public var catalogFormat: String
   public var catalogFile: String
   public var catalogSHA256: String

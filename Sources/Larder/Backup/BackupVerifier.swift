@@ -17,12 +17,12 @@ public struct BackupDamage: Sendable, Codable, Equatable {
 /// let damage = try BackupVerifier(destination: dest, deep: true).verify(snapshot: nil)
 /// ```
 package struct BackupVerifier {
-  let destination: BackupDestination
+  let destination: any BackupDestination
   let deep: Bool
   var progress: (@Sendable (BackupProgress) -> Void)?
 
   package init(
-    destination: BackupDestination, deep: Bool, progress: (@Sendable (BackupProgress) -> Void)? = nil
+    destination: any BackupDestination, deep: Bool, progress: (@Sendable (BackupProgress) -> Void)? = nil
   ) {
     self.destination = destination
     self.deep = deep
@@ -33,24 +33,27 @@ package struct BackupVerifier {
   package func verify(snapshot id: String?) throws -> (checked: [BackupManifest], damage: [BackupDamage]) {
     let manifests = try id.map { [try destination.snapshot($0)] } ?? destination.snapshots()
     guard !manifests.isEmpty else {
-      throw BackupError.unknownSnapshot(id: nil, destination: destination.root)
+      throw BackupError.unknownSnapshot(id: nil, destination: destination.location)
     }
+    let listed = try destination.listBlobs()
     var damage: [BackupDamage] = []
     var verified: Set<String> = []
     for manifest in manifests {
       let db: SQLiteDatabase
+      let file: BackupLocalFile
       do {
-        db = try destination.openCatalog(manifest)
+        (db, file) = try destination.openCatalog(manifest)
       } catch let error as BackupError {
         damage.append(.init(snapshot: manifest.id, sha256: nil, detail: error.description, references: []))
         continue
       }
+      defer { withExtendedLifetime(file) {} }
       let contents = try Backup.contents(of: db)
       var done = BackupProgress(blobsTotal: Int64(contents.blobs.count), bytesTotal: contents.bytes)
       for (sha256, size) in contents.blobs {
         let hex = Hex.encode(sha256)
         if !verified.contains(hex) {
-          if let problem = check(hex: hex, size: size) {
+          if let problem = check(hex: hex, size: size, listed: listed) {
             damage.append(
               .init(
                 snapshot: manifest.id, sha256: hex, detail: problem,
@@ -67,16 +70,29 @@ package struct BackupVerifier {
     return (manifests, damage)
   }
 
-  /// What is wrong with the copy of `hex`, if anything.
-  func check(hex: String, size: Int64) -> String? {
-    let path = destination.blobPath(hex)
-    guard let st = POSIX.lstat(path) else { return "missing (\(path))" }
-    guard (st.st_mode & S_IFMT) == S_IFREG else { return "not a regular file (\(path))" }
-    guard Int64(st.st_size) == size else { return "\(st.st_size) bytes, the catalog says \(size) (\(path))" }
+  /// What is wrong with the copy of `hex`, if anything; `listed` is the destination's
+  /// listing when it has one (else each blob is looked at).
+  func check(hex: String, size: Int64, listed: [String: Int64]?) -> String? {
+    let place = destination.place(ofBlob: hex)
+    let stored: BackupStoredBlob?
+    do {
+      if let listed {
+        stored = listed[hex].map { BackupStoredBlob(size: $0) }
+      } else {
+        stored = try destination.storedBlob(hex)
+      }
+    } catch {
+      return "unreadable: \(error)"
+    }
+    guard let stored else { return "missing (\(place))" }
+    guard stored.isRegular else { return "not a regular file (\(place))" }
+    guard stored.size == size else { return "\(stored.size) bytes, the catalog says \(size) (\(place))" }
     guard deep else { return nil }
     do {
-      let (actual, _) = try BackupDestination.sha256(ofFile: path)
-      return actual == hex ? nil : "its bytes hash to \(actual) (\(path))"
+      let digest = Digest(.sha256)
+      try destination.readBlob(hex) { digest.update($0) }
+      let actual = Hex.encode(digest.finalize())
+      return actual == hex ? nil : "its bytes hash to \(actual) (\(place))"
     } catch {
       return "unreadable: \(error)"
     }
@@ -99,44 +115,40 @@ package struct BackupVerifier {
 /// Removes all but the newest `keep` snapshots, then every blob no kept snapshot references
 /// (under the destination's lock, so no backup is copying blobs not yet in a manifest).
 package struct BackupPruner {
-  let destination: BackupDestination
+  let destination: any BackupDestination
 
-  package init(destination: BackupDestination) { self.destination = destination }
+  package init(destination: any BackupDestination) { self.destination = destination }
 
   package func prune(keep: Int) throws -> (snapshots: [String], blobs: Int, bytes: Int64) {
-    guard POSIX.exists(destination.snapshotsRoot) else {
-      throw BackupError.unknownSnapshot(id: nil, destination: destination.root)
+    guard try destination.exists() else {
+      throw BackupError.unknownSnapshot(id: nil, destination: destination.location)
     }
     let lock = try destination.lock()
     defer { withExtendedLifetime(lock) {} }
-    destination.removeLeftovers()
+    try destination.removeLeftovers()
     let all = try destination.snapshots()
     let removed = Array(all.dropLast(keep))
     let kept = all.suffix(keep)
     // Read the kept catalogs first: a damaged one stops the prune before anything is removed.
     var referenced: Set<String> = []
     for manifest in kept {
-      let db = try destination.openCatalog(manifest)
-      try db.forEachRow("SELECT sha256 FROM blobs") { row in
-        if let sha256 = row.bytes("sha256") { referenced.insert(Hex.encode(sha256)) }
-      }
-    }
-    for manifest in removed { destination.removeSnapshot(manifest.id) }
-    try POSIX.fsyncDirectory(destination.snapshotsRoot)
-    var blobs = 0
-    var bytes: Int64 = 0
-    for a in POSIX.listDirectory(destination.blobsRoot) {
-      for b in POSIX.listDirectory("\(destination.blobsRoot)/\(a)") {
-        let directory = "\(destination.blobsRoot)/\(a)/\(b)"
-        for hex in POSIX.listDirectory(directory) where !referenced.contains(hex) {
-          let size = POSIX.lstat("\(directory)/\(hex)").map { Int64($0.st_size) } ?? 0
-          if POSIX.unlink("\(directory)/\(hex)") {
-            blobs += 1
-            bytes += size
-          }
+      let (db, file) = try destination.openCatalog(manifest)
+      try withExtendedLifetime(file) {
+        try db.forEachRow("SELECT sha256 FROM blobs") { row in
+          if let sha256 = row.bytes("sha256") { referenced.insert(Hex.encode(sha256)) }
         }
       }
     }
-    return (removed.map(\.id), blobs, bytes)
+    for manifest in removed { try destination.removeSnapshot(manifest.id) }
+    var unreferenced: [(String, Int64)] = []
+    try destination.forEachBlob { hex, size in
+      if !referenced.contains(hex) { unreferenced.append((hex, size)) }
+    }
+    var bytes: Int64 = 0
+    for (hex, size) in unreferenced {
+      try destination.removeBlob(hex)
+      bytes += size
+    }
+    return (removed.map(\.id), unreferenced.count, bytes)
   }
 }

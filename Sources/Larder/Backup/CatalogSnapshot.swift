@@ -1,27 +1,22 @@
 import Foundation
 
-/// A catalog connection that can write the catalog as of one instant into a snapshot file, and
-/// make a snapshot pin binding on collectors already at work. Each engine answers for itself:
-/// SQLite here (`VACUUM INTO`), PostgreSQL in `LarderPostgres` (one REPEATABLE READ read-only
-/// transaction copied table by table, ``CatalogSnapshotFile``).
+/// A backup's view of the SQLite catalog (``CatalogEngine/writeSnapshot(_:to:)``): SQLite's
+/// online backup of the file as of one read transaction (a page copy: `VACUUM INTO` rebuilt every
+/// table and index, most of an incremental backup's time on a large catalog).
+/// PostgreSQL's is in `LarderPostgres` (one REPEATABLE READ read-only transaction copied table
+/// by table, ``CatalogSnapshotFile``).
 ///
 /// The snapshot file is always an SQLite catalog of Larder's schema, in rollback-journal mode:
 /// one portable, self-describing file whatever the catalog was (docs/backup.md), which
 /// `sqlite3` opens, the verifier reads, and a restore puts in place or copies into PostgreSQL.
-package protocol CatalogSnapshotSource: Database {
-  /// Inside the pin's write transaction: returns once no transaction that deleted blob rows
-  /// without seeing the pin can still commit after the snapshot is taken. SQLite's one writer
-  /// already orders them; PostgreSQL's writers commit side by side.
-  func holdOffCollectors() throws
-  /// Writes the catalog as of one instant to a new SQLite file at `path` (not in a transaction
-  /// of the caller's: each engine opens the one it needs).
-  func writeSnapshot(to path: String) throws
-}
+extension SQLiteCatalogEngine {
+  /// SQLite's one writer already orders the pin after every collector's transaction.
+  func holdOffCollectors(_ writer: any Database) {}
 
-extension SQLiteDatabase: CatalogSnapshotSource {
-  package func holdOffCollectors() throws {}
-
-  package func writeSnapshot(to path: String) throws { try execute("VACUUM INTO ?", [path]) }
+  /// On a connection of its own (`db` may be a wrapped one), after the pin committed.
+  func writeSnapshot(_ db: any Database, to path: String) throws {
+    try SQLiteDatabase(path: self.path, readOnly: true).copy(to: path)
+  }
 }
 
 /// A snapshot file made from another engine's catalog: a fresh SQLite catalog of the same

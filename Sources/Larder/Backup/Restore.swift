@@ -4,10 +4,11 @@ import LarderCrypto
 /// Restores a snapshot into an empty store (issue 35): the data directory's SQLite or an empty
 /// PostgreSQL catalog, and blobs in the data directory or in an empty S3 bucket prefix.
 ///
-/// Everything is checked before anything is written: the targets are empty (the data
-/// directory empty or absent; a PostgreSQL catalog without a store; an S3 prefix with no blob
-/// and no other store's identity), the snapshot's catalog matches its checksum and every blob
-/// it references is present with its size. Blobs are re-hashed while copied, made durable in
+/// Everything is checked before any of the store is written: the targets are empty (the data
+/// directory empty or absent; a PostgreSQL catalog without a store; the content store, opened
+/// through the seam the store uses over the restored catalog staged in the data directory,
+/// with no blob and no store's identity: a refusal removes what the staging made), the
+/// snapshot's catalog matches its checksum and every blob it references is present with its size. Blobs are re-hashed while copied, made durable in
 /// one flush, and the catalog goes in last, in one step (a rename, or one PostgreSQL
 /// transaction), so a restore killed halfway leaves no catalog: empty the target (the data
 /// directory, the S3 prefix) and run it again. The
@@ -17,7 +18,7 @@ import LarderCrypto
 /// let manifest = try Restore(destination: dest, snapshot: nil, directory: dataURL).run()
 /// ```
 package struct Restore {
-  let destination: BackupDestination
+  let destination: any BackupDestination
   let snapshot: String?
   let directory: URL
   let catalog: CatalogLocation
@@ -26,7 +27,7 @@ package struct Restore {
   var progress: (@Sendable (BackupProgress) -> Void)?
 
   package init(
-    destination: BackupDestination, snapshot: String?, directory: URL, catalog: CatalogLocation? = nil,
+    destination: any BackupDestination, snapshot: String?, directory: URL, catalog: CatalogLocation? = nil,
     blobs: BlobLocation? = nil, backends: StoreBackends = .embedded,
     progress: (@Sendable (BackupProgress) -> Void)? = nil
   ) {
@@ -48,51 +49,74 @@ package struct Restore {
     if POSIX.exists(root), POSIX.lstat(root).map({ ($0.st_mode & S_IFMT) != S_IFDIR }) ?? true {
       throw BackupError.notEmpty(directory: root, entry: "a file, not a directory")
     }
-    let source = try destination.openCatalog(manifest)
+    let (source, catalogFile) = try destination.openCatalog(manifest)
     let contents = try Backup.contents(of: source)
     let checker = BackupVerifier(destination: destination, deep: false)
+    let listed = try destination.listBlobs()
     for (sha256, size) in contents.blobs {
       let hex = Hex.encode(sha256)
-      if let problem = checker.check(hex: hex, size: size) {
+      if let problem = checker.check(hex: hex, size: size, listed: listed) {
         let names = try BackupVerifier.references(to: sha256, in: source)
         throw BackupError.damaged(
           snapshot: manifest.id,
           what: "blob \(hex) is \(problem)\(names.isEmpty ? "" : " (\(names.joined(separator: ", ")))")")
       }
     }
-    // Checked before anything is made, the data directory included.
-    let content = try BlobTarget.content(blobs, backends: backends)
-    try BlobTarget.checkEmpty(content)
     if case .postgres = catalog { try checkEmptyCatalog() }
-    var target = BlobTarget(store: try BlobStore(root: directory), content: content)
 
-    // The identity first (as a store records it: blob store before catalog), the catalog last.
-    try target.recordStoreIdentity(manifest.storeID)
-    let fences = try Dictionary(
-      source.rows("SELECT sha256, fence FROM blobs").compactMap { row in
-        row.bytes("sha256").map { (Hex.encode($0), row.int("fence") ?? 0) }
-      }, uniquingKeysWith: { a, _ in a })
-    var done = BackupProgress(blobsTotal: Int64(contents.blobs.count), bytesTotal: contents.bytes)
-    for (sha256, size) in contents.blobs {
-      let hex = Hex.encode(sha256)
-      try target.put(BlobAddress(hex: hex, fence: target.keepsFences ? fences[hex] ?? 0 : 0), size: size) { body in
-        try BlobReader(path: destination.blobPath(hex)).forEachChunk(in: nil, body)
+    // The restored catalog is staged in the data directory first: the target's content store
+    // is opened over it, through the seam the store itself uses (``Larder/openContent``), and
+    // asked whether it is empty before any blob or identity is written.
+    let existed = POSIX.exists(root)
+    let store = try BlobStore(root: directory)
+    let staged = store.tmpDirectory.appendingPathComponent("restore-\(manifest.id).sqlite").path
+    defer { _ = POSIX.unlink(staged) }
+    try FileManager.default.copyItem(atPath: catalogFile.path, toPath: staged)
+    let outcome = try withExtendedLifetime(try Catalog(path: staged)) { stagedCatalog -> Result<Bool, BackupError> in
+      let content = try RestoreTarget.content(blobs, store: store, catalog: stagedCatalog, backends: backends)
+      if let held = try content.firstHeld() { return .failure(.notEmpty(directory: content.location, entry: held)) }
+      // The identity first (as a store records it: blob store before catalog), the catalog last.
+      try content.recordStoreIdentity(manifest.storeID)
+      let fences = try Dictionary(
+        source.rows("SELECT sha256, fence FROM blobs").compactMap { row in
+          row.bytes("sha256").map { (Hex.encode($0), row.int("fence") ?? 0) }
+        }, uniquingKeysWith: { a, _ in a })
+      var done = BackupProgress(blobsTotal: Int64(contents.blobs.count), bytesTotal: contents.bytes)
+      let tmp = store.tmpDirectory.path
+      for (sha256, size) in contents.blobs {
+        let hex = Hex.encode(sha256)
+        let file = "\(tmp)/restore-\(hex)"
+        try BlobCopy.copy(hex: hex, size: size, to: file, through: tmp, durable: false) { body in
+          try destination.readBlob(hex, body)
+        }
+        let blob = try StagedBlob.adopting(path: file, sha256: sha256, removeOnDiscard: true)
+        defer { blob.discard() }
+        let address = BlobAddress(hex: hex, fence: content.restoresFences ? fences[hex] ?? 0 : 0)
+        try content.placeRestored(blob, at: address)
+        done.blobsDone += 1
+        done.bytesDone += size
+        progress?(done)
       }
-      done.blobsDone += 1
-      done.bytesDone += size
-      progress?(done)
+      try content.finishRestore()
+      return .success(content.restoresFences)
     }
-    try target.finish()
+    let restoresFences: Bool
+    switch outcome {
+    case .failure(let refusal):
+      // Nothing of the store's is there yet: what this made goes, the directory as it was.
+      for entry in POSIX.listDirectory(root) { try? FileManager.default.removeItem(atPath: "\(root)/\(entry)") }
+      if !existed { _ = rmdir(root) }
+      throw refusal
+    case .success(let keeps):
+      restoresFences = keeps
+    }
 
-    let staged = target.store.tmpDirectory.appendingPathComponent("restore-\(manifest.id).sqlite").path
-    try FileManager.default.copyItem(
-      atPath: "\(destination.snapshotDirectory(manifest.id))/\(manifest.catalogFile)", toPath: staged)
     try withExtendedLifetime(try SQLiteDatabase(path: staged)) { db in
       try db.execute("DELETE FROM snapshot_pins")
       try db.execute("DELETE FROM uploads")
       try db.execute("DELETE FROM blob_deletions")
-      // The filesystem keeps every blob at fence 0 (an S3 store's rows name their fences).
-      if !target.keepsFences { try db.execute("UPDATE blobs SET fence = 0 WHERE fence <> 0") }
+      // A store that keeps every blob at fence 0 (the filesystem) gets rows at 0.
+      if !restoresFences { try db.execute("UPDATE blobs SET fence = 0 WHERE fence <> 0") }
       // Back to a rollback journal: the file is whole on its own when it is renamed.
       try db.execute("PRAGMA journal_mode=DELETE")
     }
@@ -106,7 +130,6 @@ package struct Restore {
       }
       try POSIX.fsyncDirectory(root)
     case .postgres:
-      defer { _ = POSIX.unlink(staged) }
       _ = try CatalogCopy.run(fromCatalogAt: staged, to: catalog, backends: backends)
     }
     return manifest
@@ -129,72 +152,13 @@ package struct Restore {
   }
 }
 
-/// Where a restore puts the blobs: the data directory's `blobs/` or a content store that takes
-/// restored blobs (S3), opened over a scratch catalog of its own (it only publishes and lists:
-/// the restored catalog is written last).
-private struct BlobTarget {
-  let store: BlobStore
-  let content: (any RestorableContent)?
-  var touched: Set<String> = []
-
-  init(store: BlobStore, content: (any RestorableContent)?) {
-    self.store = store
-    self.content = content
-  }
-
-  /// The content store of `location`; nil for the data directory's `blobs/`.
-  static func content(_ location: BlobLocation, backends: StoreBackends) throws -> (any RestorableContent)? {
-    guard case .s3(let url, let credentialsFile) = location else { return nil }
-    guard let open = backends.s3 else {
-      throw LarderError.invalidArgument("restoring into S3 needs the LarderS3Store module (backends: [.s3])")
-    }
-    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("larder-restore-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: scratch) }
-    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-    let catalog = try Catalog(
-      location: .dataDirectory, sqlitePath: scratch.appendingPathComponent("larder.sqlite").path, backends: .embedded)
-    guard let content = try open(url, credentialsFile, catalog) as? any RestorableContent else {
-      throw BackupError.notSupportedYet("restoring into \(url)")
-    }
+/// Where a restore puts the blobs: the content store the restored store will use.
+private enum RestoreTarget {
+  static func content(_ location: BlobLocation, store: BlobStore, catalog: Catalog, backends: StoreBackends) throws
+    -> any RestorableContent
+  {
+    guard let content = try Larder.openContent(location, blobs: store, catalog: catalog, backends: backends) as? any RestorableContent
+    else { throw BackupError.notSupportedYet("restoring into \(location)") }
     return content
-  }
-
-  /// Whether rows keep their fences (S3) or are all at fence 0 (the filesystem).
-  var keepsFences: Bool { content != nil }
-
-  func recordStoreIdentity(_ identity: String) throws {
-    if let content { try content.recordStoreIdentity(identity) } else { try store.recordStoreIdentity(identity) }
-  }
-
-  /// A content store must hold no store: no identity and no blob.
-  static func checkEmpty(_ content: (any RestorableContent)?) throws {
-    guard let content, let held = try content.firstHeld() else { return }
-    throw BackupError.notEmpty(directory: content.location, entry: held)
-  }
-
-  /// Stores the blob `address` (whose bytes `read` streams), re-hashed on the way.
-  mutating func put(
-    _ address: BlobAddress, size: Int64, _ read: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
-  ) throws {
-    let tmp = store.tmpDirectory.path
-    guard let content else {
-      let target = store.path(forHex: address.hex)
-      let parent = (target as NSString).deletingLastPathComponent
-      if touched.insert(parent).inserted { try POSIX.makeDirectory(parent) }
-      try BlobCopy.copy(hex: address.hex, size: size, to: target, through: tmp, durable: false, read)
-      return
-    }
-    let staged = "\(tmp)/restore-\(address.hex)"
-    try BlobCopy.copy(hex: address.hex, size: size, to: staged, through: tmp, durable: false, read)
-    let blob = try StagedBlob.adopting(path: staged, sha256: Hex.decode(address.hex), removeOnDiscard: true)
-    defer { blob.discard() }
-    try content.placeRestored(blob, at: address)
-  }
-
-  /// Local blobs durable, with their names and directories, before the catalog names them:
-  /// one flush of the filesystem for them all.
-  func finish() throws {
-    guard content == nil, !touched.isEmpty else { return }
-    try POSIX.syncFilesystem(of: store.blobsPath)
   }
 }

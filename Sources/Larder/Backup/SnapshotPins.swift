@@ -8,7 +8,7 @@ import Foundation
 /// snapshot references millions of blobs), the check is one indexed probe inside a transaction
 /// the collector runs anyway, and it is correct by ordering alone — the pin commits before the
 /// snapshot is taken, after every deleting transaction that could have missed it has ended
-/// (SQLite: under the one write lock; PostgreSQL: ``CatalogSnapshotSource/holdOffCollectors()``),
+/// (SQLite: under the one write lock; PostgreSQL: ``CatalogEngine/holdOffCollectors(_:)``),
 /// so a deletion is either before the pin (and absent from the snapshot) or sees the pin. The cost is that a collection during a backup frees no
 /// blobs (files, uploads and strays still go); the next one after the backup does.
 ///
@@ -24,7 +24,7 @@ package struct SnapshotPins: Sendable {
   package func pin(_ id: String) throws {
     let now = Date()
     try catalog.write { db in
-      try (db as? any CatalogSnapshotSource)?.holdOffCollectors()
+      try catalog.engine.holdOffCollectors(db)
       try db.execute(
         "INSERT INTO snapshot_pins(id, created_at, expires_at) VALUES (?, ?, ?)",
         [id, now, now.addingTimeInterval(Self.lease)])

@@ -50,7 +50,7 @@ public struct BlobStore: Sendable {
   public func path(forHex hex: String) -> String { "\(blobsPath)/\(Self.fanOut(hex))" }
 
   /// `ab/cd/<hex>`: where a blob lives under `blobs/sha256/` (a backup uses the same layout).
-  static func fanOut(_ hex: String) -> String {
+  package static func fanOut(_ hex: String) -> String {
     "\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))/\(hex)"
   }
 

@@ -38,6 +38,13 @@ package protocol CatalogEngine: Sendable {
   /// What the engine's own consistency checks find wrong with the catalog (`larder verify`);
   /// none for an engine that enforces every constraint at once and has no such check.
   func integrityProblems(_ db: any Database) throws -> [CatalogIntegrityProblem]
+  /// Inside the write transaction that commits a backup's pin (``SnapshotPins``): returns once
+  /// no transaction that deleted blob rows without seeing the pin can still commit after the
+  /// backup's snapshot is taken.
+  func holdOffCollectors(_ writer: any Database) throws
+  /// Writes the catalog as of one instant to a new SQLite catalog file at `path` (a backup's
+  /// snapshot, ``CatalogSnapshotFile``), on `db`, outside any transaction of the caller's.
+  func writeSnapshot(_ db: any Database, to path: String) throws
 }
 
 /// A lock a catalog session holds until ``release()`` (or until the session ends).

@@ -1,8 +1,10 @@
 import Foundation
 import Larder
+import LarderS3Store
 
 /// The destination positional every backup command takes.
-private let destinationArgument = Positional("DEST", help: "the backup destination directory")
+private let destinationArgument = Positional(
+  "DEST", help: "the backup destination: a directory, or s3://BUCKET?endpoint=URL&prefix=P")
 private let snapshotOption = Option.value(
   "--snapshot", "ID", help: "one snapshot (default: the newest; verify: all)")
 
@@ -39,16 +41,17 @@ struct BackupCommand: Command {
     "--force", help: "back up into a destination that holds another store's backups")
 
   static let configuration = CommandConfiguration(
-    name: "backup", summary: "take a consistent, incremental snapshot of the store into a directory",
+    name: "backup", summary: "take a consistent, incremental snapshot of the store into a directory or S3",
     discussion: """
       Safe while `larder serve` and `larder gc` run: the catalog is snapshotted at one instant
       and pinned, so gc removes no blob until the copy is done. Only blobs not already in DEST
-      are copied; the snapshot is listed (larder backup list) only once complete.
+      are copied; the snapshot is listed (larder backup list) only once complete. An s3://
+      DEST takes its credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
       """,
     positionals: [destinationArgument], options: [force], groups: [StoreOptions.self])
 
   var store: StoreOptions
-  var destination: BackupDestination
+  var destination: any BackupDestination
   var force: Bool
 
   init(_ arguments: ParsedArguments) throws(UsageError) {
@@ -83,9 +86,11 @@ enum BackupCommandsSupport {
       + "no blob is removed until it ends"
   }
 
-  static func destination(_ path: String) throws(UsageError) -> BackupDestination {
+  /// A directory, or a bucket prefix for an `s3://` URL (the same URL and client as `--blobs`).
+  static func destination(_ path: String) throws(UsageError) -> any BackupDestination {
+    guard path.hasPrefix("s3://") else { return DirectoryDestination(path) }
     do {
-      return try BackupDestination(path)
+      return try S3BackupDestination(url: path)
     } catch {
       throw UsageError("DEST: \(error)")
     }
@@ -99,7 +104,7 @@ struct BackupListCommand: Command {
     name: "backup list", summary: "list the complete snapshots in a backup destination",
     positionals: [destinationArgument], options: [json])
 
-  var destination: BackupDestination
+  var destination: any BackupDestination
   var json: Bool
 
   init(_ arguments: ParsedArguments) throws(UsageError) {
@@ -133,7 +138,7 @@ struct BackupVerifyCommand: Command {
       """,
     positionals: [destinationArgument], options: [snapshotOption, deep, json])
 
-  var destination: BackupDestination
+  var destination: any BackupDestination
   var snapshot: String?
   var deep: Bool
   var json: Bool
@@ -172,7 +177,7 @@ struct BackupPruneCommand: Command {
     name: "backup prune", summary: "remove old snapshots and the blobs no kept snapshot references",
     positionals: [destinationArgument], options: [keep])
 
-  var destination: BackupDestination
+  var destination: any BackupDestination
   var keep: Int
 
   init(_ arguments: ParsedArguments) throws(UsageError) {
@@ -201,7 +206,7 @@ struct RestoreCommand: Command {
     positionals: [destinationArgument], options: [snapshotOption], groups: [StoreOptions.self])
 
   var store: StoreOptions
-  var destination: BackupDestination
+  var destination: any BackupDestination
   var snapshot: String?
 
   init(_ arguments: ParsedArguments) throws(UsageError) {

@@ -61,6 +61,23 @@ package final class SQLiteDatabase: Database {
     s.reset()
   }
 
+  /// Copies the database as of one read transaction into a new file at `path` with SQLite's
+  /// online backup API: its pages as they are, no table or index rebuilt (`VACUUM INTO` rebuilds
+  /// both); writers go on meanwhile (WAL).
+  package func copy(to path: String) throws(DatabaseError) {
+    var target: OpaquePointer?
+    let opened = sqlite3_open_v2(path, &target, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+    defer { sqlite3_close_v2(target) }
+    try check(opened, target)
+    guard let backup = sqlite3_backup_init(target, "main", handle, "main") else {
+      throw DatabaseError(
+        extendedCode: sqlite3_extended_errcode(target), message: String(cString: sqlite3_errmsg(target)), sql: nil)
+    }
+    let stepped = sqlite3_backup_step(backup, -1)
+    let finished = sqlite3_backup_finish(backup)
+    try check(stepped == SQLITE_DONE ? finished : stepped, target)
+  }
+
   /// Runs several `;`-separated statements without arguments (migrations).
   package func executeScript(_ sql: String) throws(DatabaseError) {
     var message: UnsafeMutablePointer<CChar>?
