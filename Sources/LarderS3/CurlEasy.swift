@@ -133,7 +133,10 @@ final class CurlEasy: @unchecked Sendable {
       try set(CURLOPT_LOW_SPEED_LIMIT, 1)
       try set(CURLOPT_LOW_SPEED_TIME, exchange.stallTimeoutSeconds)
     }
-    try set(CURLOPT_BUFFERSIZE, 256 << 10)
+    // Large buffers only for transfers that fill them: after a reset libcurl allocates them anew
+    // for every transfer (fresh pages each time), a cost a webhook's or a small object's
+    // exchange would pay for nothing.
+    if stream != nil { try set(CURLOPT_BUFFERSIZE, 256 << 10) }
     try check(larder_curl_set_data_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback))
     try check(larder_curl_set_pointer(handle, CURLOPT_HEADERDATA, context))
     try check(larder_curl_set_data_callback(handle, CURLOPT_WRITEFUNCTION, curlWriteCallback))
@@ -152,7 +155,7 @@ final class CurlEasy: @unchecked Sendable {
     if exchange.method == "PUT" || exchange.method == "POST" {
       try check(larder_curl_set_data_callback(handle, CURLOPT_READFUNCTION, curlReadCallback))
       try check(larder_curl_set_pointer(handle, CURLOPT_READDATA, context))
-      try set(CURLOPT_UPLOAD_BUFFERSIZE, 512 << 10)
+      if exchange.body.length >= 512 << 10 { try set(CURLOPT_UPLOAD_BUFFERSIZE, 512 << 10) }
     }
 
     let code = curl_easy_perform(handle)
