@@ -5,7 +5,7 @@ import Foundation
 /// reports it in `crc32c` and `x-goog-hash: crc32c=…`: the base64 of the 4 bytes, big-endian.
 ///
 /// With the CPU's `crc32` instruction where it has one (SSE 4.2, through the header-only
-/// `CCRC32C`), else table-driven slice-by-8 in Swift (eight bytes per step, eight 256-entry
+/// `CCRC32C`; three streams at once over long inputs), else table-driven slice-by-8 in Swift (eight bytes per step, eight 256-entry
 /// tables); no C library is linked either way:
 ///
 /// ```swift
@@ -47,7 +47,7 @@ public struct CRC32C: Sendable, Equatable {
   public mutating func update(_ buffer: UnsafeRawBufferPointer) {
     guard let p = buffer.baseAddress, !buffer.isEmpty else { return }
     if Self.hardware {
-      state = larder_crc32c_update(state, p, buffer.count)
+      state = Self.blockShift.withUnsafeBufferPointer { larder_crc32c_update3(state, p, buffer.count, $0.baseAddress) }
     } else {
       state = Self.tableUpdate(state, buffer)
     }
@@ -55,6 +55,26 @@ public struct CRC32C: Sendable, Equatable {
 
   /// Whether this CPU computes CRC-32C itself (SSE 4.2).
   public static let hardware = larder_crc32c_hardware() != 0
+
+  /// `larder_crc32c_update3`'s table: a register moved over one block of zero bytes, by byte
+  /// (4 × 256). The move is linear, so a register's is the XOR of its bits' moves, and each bit's
+  /// is the instruction run over the block's zeros.
+  private static let blockShift: [UInt32] = {
+    guard hardware else { return [] }
+    let zeros = [UInt8](repeating: 0, count: Int(LARDER_CRC32C_BLOCK))
+    let bits: [UInt32] = (0..<32).map { bit in
+      zeros.withUnsafeBytes { larder_crc32c_update(UInt32(1) << UInt32(bit), $0.baseAddress, $0.count) }
+    }
+    var table = [UInt32](repeating: 0, count: 4 * 256)
+    for k in 0..<4 {
+      for byte in 0..<256 {
+        var moved: UInt32 = 0
+        for i in 0..<8 where byte & (1 << i) != 0 { moved ^= bits[k * 8 + i] }
+        table[k * 256 + byte] = moved
+      }
+    }
+    return table
+  }()
 
   /// `crc` continued over `buffer` by the tables: the path of CPUs without the instruction, and
   /// the tests' reference for the one with it.

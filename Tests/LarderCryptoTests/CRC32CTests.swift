@@ -60,6 +60,15 @@ import Testing
       c.update(UnsafeRawBufferPointer(rebasing: all[3..<1000]))
       let running = ~c.value
       c.update(UnsafeRawBufferPointer(rebasing: all[1000...]))
+      // Around the three-stream path's threshold (3 blocks of 8,192) and past several rounds of it.
+      for length in [24_575, 24_576, 24_577, 49_151, 49_152 + 13, 100_003] {
+        for offset in [0, 1, 5, 7] {
+          let slice = UnsafeRawBufferPointer(rebasing: all[offset..<offset + length])
+          var c = CRC32C()
+          c.update(slice)
+          #expect(~c.value == CRC32C.tableUpdate(0xFFFF_FFFF, slice), "offset \(offset) length \(length)")
+        }
+      }
       let head = CRC32C.tableUpdate(0xFFFF_FFFF, UnsafeRawBufferPointer(rebasing: all[3..<1000]))
       let table = CRC32C.tableUpdate(head, UnsafeRawBufferPointer(rebasing: all[1000...]))
       #expect(~c.value == table)
