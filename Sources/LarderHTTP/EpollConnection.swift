@@ -72,6 +72,10 @@ final class Connection: @unchecked Sendable {
   private var lingerDeadline = ContinuousClock.now
   private var discarded = 0
   private var minorVersion = 1
+  /// A body's worker may read the socket (see `deliver`): a close then leaves the descriptor to
+  /// the worker's continuation (`closePending`).
+  private var workerOwnsSocket = false
+  private var closePending = false
 
   private var out: [UInt8] = []
   private var outOffset = 0
@@ -328,24 +332,60 @@ final class Connection: @unchecked Sendable {
     }
   }
 
-  /// The sink takes `piece` on a worker; the connection reads nothing more meanwhile, so the
-  /// input buffer holding it is untouched until the worker is done.
+  /// The sink takes `piece` on a worker; the loop reads nothing more meanwhile, so the input
+  /// buffer holding it is untouched until the worker is done. A `Content-Length` body's worker
+  /// then reads on from the socket itself while bytes are waiting (a fast client's usually are),
+  /// so a large body is not handed from the loop to a worker and back for every buffer's worth;
+  /// it gives the connection back when the socket is empty, the body complete, or after
+  /// ``workerReadRounds`` pieces. While it may read, a close only marks the socket to be closed
+  /// by its continuation, so the worker never reads a descriptor that was closed and reused.
   private func deliver(_ piece: Piece, sink: any HTTPBodySink, _ exchange: Exchange) {
     phase = .working
     let input = UnsafeRawBufferPointer(buffer)
+    let readsOn = exchange.chunked == nil
+    workerOwnsSocket = readsOn
+    let limit = server.configuration.maxBodyBytes
     server.workers.submit { [self] in
       var failure: (any Error)?
-      do {
-        switch piece {
-        case .buffered(let n): try sink.receive(UnsafeRawBufferPointer(rebasing: input[0..<n]))
-        case .decoded(let bytes): try bytes.withUnsafeBytes { try sink.receive($0) }
+      var piece = piece
+      var rounds = 0
+      while true {
+        do {
+          switch piece {
+          case .buffered(let n): try sink.receive(UnsafeRawBufferPointer(rebasing: input[0..<n]))
+          case .decoded(let bytes): try bytes.withUnsafeBytes { try sink.receive($0) }
+          }
+        } catch {
+          failure = error
+          break
         }
-      } catch {
-        failure = error
+        guard readsOn, case .buffered(let n) = piece else { break }
+        consume(n)
+        piece = .buffered(0)
+        rounds += 1
+        guard exchange.remaining > 0, rounds < Self.workerReadRounds else { break }
+        if count == 0 {
+          // Non-blocking: nothing waiting (or the peer gone) gives the connection back to the
+          // loop, which sees the same state on its own read.
+          let got = recv(fd, buffer.baseAddress!, buffer.count, 0)
+          guard got > 0 else { break }
+          count = got
+          lastActivity = .now
+        }
+        let m = Int(min(exchange.remaining, Int64(count)))
+        exchange.remaining -= Int64(m)
+        exchange.context.bytesIn += Int64(m)
+        if let limit, exchange.context.bytesIn > limit {
+          failure = HTTPRequestError.bodyTooLarge(limit: limit)
+          break
+        }
+        piece = .buffered(m)
       }
       loop.post(
         Job {
+          self.workerOwnsSocket = false
           guard self.phase != .closed else {
+            if self.closePending { Glibc.close(self.fd) }
             self.cancelSink(exchange)
             return
           }
@@ -359,6 +399,11 @@ final class Connection: @unchecked Sendable {
         })
     }
   }
+
+  /// Pieces a body's worker takes from the socket before giving the connection back to its
+  /// loop (64 KiB each with the default connection memory): a bound on how long one upload
+  /// holds a worker while others wait.
+  static let workerReadRounds = 256
 
   private func finishBody(_ sink: any HTTPBodySink, _ exchange: Exchange) {
     phase = .working
@@ -649,7 +694,7 @@ final class Connection: @unchecked Sendable {
     if phase == .lingering { server.lingering.subtract(1, ordering: .relaxed) }
     phase = .closed
     loop.forget(self)
-    Glibc.close(fd)
+    if workerOwnsSocket { closePending = true } else { Glibc.close(fd) }
     if counted { server.release(remote) }
     if let f = file { Glibc.close(f.fd) }
     file = nil
