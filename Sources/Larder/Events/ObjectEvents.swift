@@ -206,6 +206,13 @@ public struct ObjectEvents: Sendable {
     }
   }
 
+  /// Every event in this store's outbox in commit order, whether or not every transaction
+  /// that began before it has finished (which `feed` waits for): for tests and tools that
+  /// inspect what their own writes recorded, on a PostgreSQL cluster other clients keep busy.
+  package func outbox() throws -> [ObjectEvent] {
+    try catalog.read { db in try db.rows("SELECT * FROM object_events ORDER BY tx_order, seq").map(Self.event(row:)) }
+  }
+
   // MARK: Feed
 
   /// Up to `limit` events after `cursor`, in commit order, and the cursor to ask with next

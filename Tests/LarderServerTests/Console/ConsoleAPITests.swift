@@ -114,7 +114,7 @@ import Testing
       for name in ["shared/f/a.txt", "shared/f/sub/b.txt", "shared/f/locked.txt", "shared/f/", "shared/other.txt"] {
         try put(s, name, token: token)
       }
-      let before = try s.service.larder.events.feed(after: .start, limit: 1000).next
+      let before = try s.service.larder.events.outbox().count
       let r = try s.send(
         .init("POST", "/console/v1/b/app/deleteFolder?prefix=shared%2Ff%2F", headers: bearer(token)))
       #expect(r.status == 200, "\(r.text)")
@@ -126,7 +126,7 @@ import Testing
       let left = try s.service.larder.objects.list(bucket: "app", prefix: "shared/").items.map(\.name)
       #expect(left == ["shared/f/locked.txt", "shared/other.txt"])
       // Each delete went through the store's delete: one `deleted` event per object, in order.
-      let events = try s.service.larder.events.feed(after: before, limit: 1000).events
+      let events = try s.service.larder.events.outbox().dropFirst(before)
       #expect(events.map(\.kind) == [.deleted, .deleted, .deleted])
       #expect(events.map(\.object.name) == ["shared/f/", "shared/f/a.txt", "shared/f/sub/b.txt"])
     }

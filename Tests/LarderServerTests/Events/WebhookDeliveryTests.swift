@@ -62,7 +62,7 @@ import Testing
         "google.cloud.storage.object.v1.finalized", "google.cloud.storage.object.v1.metadataUpdated",
         "google.cloud.storage.object.v1.deleted",
       ])
-      let ids = try s.service.larder.events.feed(after: .start).events.map(\.id)
+      let ids = try s.service.larder.events.outbox().map(\.id)
       #expect(got.map { $0["ce-id"] ?? "" } == ids)
       for r in got {
         #expect(r["ce-specversion"] == "1.0")
@@ -97,7 +97,7 @@ import Testing
           _ = try larder.objects.put(bucket: "app", name: name, data: Data("\(name)\(round)".utf8))
         }
       }
-      let events = try larder.events.feed(after: .start).events
+      let events = try larder.events.outbox()
       #expect(events.count == 15)  // per name: finalized, then (deleted, finalized) twice
       receiver.wait { $0.filter { (200..<300).contains($0.status) }.count >= 15 }
       let acknowledged = receiver.acknowledged
@@ -132,7 +132,7 @@ import Testing
     try withService(configure: Self.fast) { s in
       let larder = s.service.larder
       for round in 0..<10 { _ = try larder.objects.put(bucket: "app", name: "x", data: Data("\(round)".utf8)) }
-      let events = try larder.events.feed(after: .start).events
+      let events = try larder.events.outbox()
       #expect(events.count == 19)  // finalized, then (deleted, finalized) nine times
       func writes() -> UInt64 {
         let times = larder.catalogLockTimes()

@@ -58,6 +58,30 @@ import Testing
     #expect(try !runsNow(app, "/v0/b/app/o/a.txt", method: "DELETE"))
   }
 
+  /// Rules that read `resource.md5Hash` make judging a large old row hash its content (its MD5
+  /// is not known until the background hasher gets to it): such reads go to workers, from the
+  /// moment the rules that mention it are loaded.
+  @Test func objectReadsLeaveTheLoopWhileTheRulesReadMD5Hash() throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-inline-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    func rules(_ condition: String) -> String {
+      "rules_version = '2';\nservice firebase.storage {\n  match /b/{bucket}/o/{name=**} {\n    allow read: if \(condition);\n  }\n}\n"
+    }
+    let file = try temporaryRulesFile(rules("resource.md5Hash != 'x'"))
+    defer { try? FileManager.default.removeItem(at: file) }
+    let service = try LarderService(
+      options: LarderService.Options(dataDirectory: directory, policy: .rulesFile(file)).onTestStores())
+    defer { service.stop(timeout: .seconds(1)) }
+    let local = TestStore.catalogBase == nil && TestStore.blobsBase == nil
+    #expect(try !runsNow(service.app, "/v0/b/app/o/a.txt?alt=media"))
+    #expect(try !runsNow(service.app, "/v0/b/app/o/a.txt"))
+    try Data(rules("resource.size > 0").utf8).write(to: file)
+    #expect(service.rules?.reload() == nil)
+    #expect(try runsNow(service.app, "/v0/b/app/o/a.txt?alt=media") == local)
+    #expect(try runsNow(service.app, "/v0/b/app/o/a.txt") == local)
+  }
+
   /// An inline route runs on the loop's thread, any other on a worker's; a
   /// long pipelined run of inline requests is answered in order on one connection.
   @Test func theEpollEngineRunsInlineHandlersOnItsLoop() throws {
