@@ -36,6 +36,10 @@ public struct Router: HTTPHandler {
     let handler: Handler
     /// Which of its requests the handler answers without waiting (``Router/runInline(_:when:)``).
     let inline: (@Sendable (HTTPRequest) -> Bool)?
+    /// The pattern's shape, worked out once: whether it ends in `{rest...}`, and whether it is a
+    /// collection (ends in a literal, so it also matches with a trailing slash).
+    let hasRest: Bool
+    let isCollection: Bool
 
     init(
       method: String, segments: [Segment], label: String, query: [String: String], options: RouteOptions,
@@ -49,7 +53,12 @@ public struct Router: HTTPHandler {
       self.decorate = decorate
       self.inline = inline
       self.handler = handler
+      hasRest = segments.contains { if case .rest = $0 { true } else { false } }
+      isCollection = if case .literal? = segments.last { true } else { false }
     }
+
+    /// The literal a path's first segment must be for this route to match; nil when any will do.
+    var firstLiteral: String? { if case .literal(let text)? = segments.first { text } else { nil } }
   }
 
   enum Segment: Sendable, Equatable {
@@ -58,7 +67,13 @@ public struct Router: HTTPHandler {
     case rest(String)
   }
 
-  private var routes: [Route] = []
+  private var routes: [Route] = [] {
+    didSet { index = Self.index(routes) }
+  }
+  /// The routes a path can match, by its first raw segment, each list in the order the routes
+  /// were added: those whose pattern starts with that literal and those that start with a
+  /// parameter. A request tries a handful of routes instead of the whole table.
+  private var index: (byFirst: [Substring: [Route]], otherwise: [Route]) = ([:], [])
   /// Maps errors thrown by route handlers, their body sinks, and the layer to responses.
   public var errorMapper: @Sendable (any Error, HTTPRequest) -> HTTPResponse = { error, _ in
     HTTPResponse.defaultErrorResponse(for: error)
@@ -108,6 +123,14 @@ public struct Router: HTTPHandler {
     }
   }
 
+  private static func index(_ routes: [Route]) -> (byFirst: [Substring: [Route]], otherwise: [Route]) {
+    var byFirst: [Substring: [Route]] = [:]
+    for literal in Set(routes.compactMap(\.firstLiteral)) {
+      byFirst[literal[...]] = routes.filter { $0.firstLiteral.map { $0 == literal } ?? true }
+    }
+    return (byFirst, routes.filter { $0.firstLiteral == nil })
+  }
+
   public func head(_ request: HTTPRequest) -> HTTPHeadDecision {
     switch resolve(request) {
     case .route(let route, let params): run(route, request, params)
@@ -136,8 +159,9 @@ public struct Router: HTTPHandler {
     var allowed: [String] = []
     var fallback: (Route, RouteParameters)?
     var headFallbackAllowed = false
-    for route in routes {
-      guard let params = Self.match(route.segments, path),
+    let candidates = path.first.flatMap { index.byFirst[$0] } ?? index.otherwise
+    for route in candidates {
+      guard let params = Self.match(route, path),
         route.query.allSatisfy({
           $0.value == Self.anyValue ? request.queryValue($0.key) != nil : request.queryValue($0.key) == $0.value
         })
@@ -207,33 +231,31 @@ public struct Router: HTTPHandler {
     return r
   }
 
-  static func match(_ pattern: [Segment], _ path: [Substring]) -> RouteParameters? {
+  static func match(_ route: Route, _ path: [Substring]) -> RouteParameters? {
+    let pattern = route.segments
     // Without a rest segment only a path of the pattern's length matches (a collection's also
     // one longer, its trailing slash): checked first, so routes that cannot match capture nothing.
-    if !pattern.contains(where: { if case .rest = $0 { true } else { false } }) {
-      let collection = if case .literal? = pattern.last { true } else { false }
-      guard path.count == pattern.count || (collection && path.count == pattern.count + 1) else { return nil }
+    if !route.hasRest {
+      guard path.count == pattern.count || (route.isCollection && path.count == pattern.count + 1) else { return nil }
     }
-    var values: [String: Substring] = [:]
+    var values = RouteParameters()
     var i = 0
     for segment in pattern {
       switch segment {
       case .rest(let name):
-        values[name] = path[min(i, path.count)...].joined(separator: "/")[...]
-        return RouteParameters(raw: values)
+        values.pairs.append((name, path[min(i, path.count)...].joined(separator: "/")[...]))
+        return values
       case .literal(let text):
         guard i < path.count, path[i] == text else { return nil }
       case .parameter(let name):
         guard i < path.count, !path[i].isEmpty else { return nil }
-        values[name] = path[i]
+        values.pairs.append((name, path[i]))
       }
       i += 1
     }
-    if i == path.count { return RouteParameters(raw: values) }
+    if i == path.count { return values }
     // A collection (pattern ending in a literal) also answers with a trailing slash.
-    if case .literal? = pattern.last, i == path.count - 1, path[i].isEmpty {
-      return RouteParameters(raw: values)
-    }
+    if route.isCollection, i == path.count - 1, path[i].isEmpty { return values }
     return nil
   }
 
@@ -291,13 +313,21 @@ final class RoutedBodySink: HTTPBodySink {
 
 /// Values captured by a route pattern, raw (still percent-encoded) until asked for decoded.
 public struct RouteParameters: Sendable {
-  public let raw: [String: Substring]
+  /// In pattern order; a route has a handful, so a search beats hashing.
+  var pairs: [(name: String, value: Substring)] = []
+
+  /// Every captured value by name, raw.
+  public var raw: [String: Substring] { Dictionary(pairs, uniquingKeysWith: { first, _ in first }) }
+
+  init() { pairs.reserveCapacity(3) }
 
   /// The strictly percent-decoded value of parameter `name`.
   /// - Throws: `HTTPRequestError.malformedPercentEncoding` or `.invalidUTF8`; a missing
   ///   name is a programming error and traps.
   public func decoded(_ name: String) throws(HTTPRequestError) -> String {
-    guard let value = raw[name] else { preconditionFailure("route has no parameter \(name)") }
+    guard let value = pairs.first(where: { $0.name == name })?.value else {
+      preconditionFailure("route has no parameter \(name)")
+    }
     return try PercentEncoding.decode(value)
   }
 }

@@ -33,9 +33,12 @@ import LarderHTTP
 ///
 /// An adapter over ``ObjectService``, as ``ObjectsEndpoint`` is for the Firebase API.
 struct GcsEndpoint {
-  let context: ServiceContext
-  var objects: ObjectsEndpoint { ObjectsEndpoint(context: context) }
-  var service: ObjectService { ObjectService(context: context) }
+  /// Made once: a request's handler asks them several times, and making one copies the context.
+  let objects: ObjectsEndpoint
+  var service: ObjectService { objects.service }
+  var context: ServiceContext { objects.context }
+
+  init(context: ServiceContext) { objects = ObjectsEndpoint(context: context) }
 
   static let exposedHeaders = [
     "X-Goog-Hash", "X-Goog-Generation", "X-Goog-Metageneration", "X-Goog-Storage-Class", "Range",

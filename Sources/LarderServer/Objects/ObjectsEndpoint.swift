@@ -17,8 +17,11 @@ import LarderHTTP
 ///
 /// An adapter over ``ObjectService``: it parses requests and shapes answers as Firebase does.
 struct ObjectsEndpoint {
-  let context: ServiceContext
-  var service: ObjectService { ObjectService(context: context) }
+  /// Made once: a request's handler asks it several times, and making one copies the context.
+  let service: ObjectService
+  var context: ServiceContext { service.context }
+
+  init(context: ServiceContext) { service = ObjectService(context: context) }
 
   /// Response headers a browser script may read: object answers, and Firebase's resumable
   /// upload protocol (`X-Goog-Upload-*`).

@@ -168,4 +168,39 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
       }
     }
   }
+
+  /// A response field holding a CR or an LF would end the head early and let a client's value
+  /// write headers or a body of its own (response splitting): such a field is dropped, wherever
+  /// the break falls in it, and the rest of the answer goes out whole. The head's own decimals
+  /// (Content-Length) are written without a String in between: checked at several sizes.
+  @Test func aResponseFieldWithALineBreakIsDroppedAndTheRestSent() throws {
+    let values = [
+      "a\rb", "x\n", "\ninjected: 1", "1234567\r", "12345678\n", "123456789012345\r\nSet-Cookie: s=1",
+      String(repeating: "v", count: 64) + "\n",
+    ]
+    var router = Router()
+    router.add("GET", "/split/{n}", route: "split") { _, params in
+      let n = Int(try params.decoded("n"))!
+      var response = HTTPResponse(body: .bytes(Array(repeating: 0x61, count: n)))
+      response.headers.set("X-Before", "kept")
+      for (i, value) in values.enumerated() { response.headers.add("X-Bad-\(i)", value) }
+      response.headers.add("X-Bad\nName", "v")
+      response.headers.set("X-After", String(repeating: "z", count: 17))
+      return .respond(response)
+    }
+    try withServer(handler: router) { server in
+      let c = try WireConnection(port: server.boundPort)
+      for n in [0, 9, 10, 99, 100, 4096, 123_456] {
+        try c.send("GET /split/\(n) HTTP/1.1\r\nHost: x\r\n\r\n")
+        let r = try c.readResponse()
+        #expect(r.status == 200)
+        #expect(r.body == Array(repeating: 0x61, count: n))
+        #expect(r.headers["Content-Length"] == "\(n)")
+        #expect(r.headers["X-Before"] == "kept")
+        #expect(r.headers["X-After"] == String(repeating: "z", count: 17))
+        #expect(r.headers.fields.filter { $0.name.hasPrefix("X-Bad") }.isEmpty, "\(r.headers.fields)")
+        #expect(r.headers["injected"] == nil && r.headers["Set-Cookie"] == nil)
+      }
+    }
+  }
 }
