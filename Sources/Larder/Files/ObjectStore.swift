@@ -7,11 +7,19 @@ import LarderCrypto
 /// let object = try larder.objects.put(bucket: "app", name: "users/u1/avatar.png", data: png)
 /// let page = try larder.objects.list(bucket: "app", prefix: "users/", delimiter: "/")
 /// ```
-public struct ObjectStore: Sendable {
+///
+/// A class: every request reaches it through ``Larder/objects``, and a struct of reference
+/// fields is copied (each retained and released) on every such access.
+public final class ObjectStore: Sendable {
   let catalog: Catalog
   let files: FileStore
   /// Rows looked up lately, served while the catalog is unchanged (see ``ObjectCache``).
   let cache = ObjectCache()
+
+  init(catalog: Catalog, files: FileStore) {
+    self.catalog = catalog
+    self.files = files
+  }
 
   /// The most custom metadata an object may carry, keys and values together.
   public static let maxMetadataBytes = 8 * 1024

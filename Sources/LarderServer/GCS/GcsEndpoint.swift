@@ -33,12 +33,15 @@ import LarderHTTP
 ///
 /// An adapter over ``ObjectService``, as ``ObjectsEndpoint`` is for the Firebase API.
 struct GcsEndpoint {
+  let context: ServiceContext
   /// Made once: a request's handler asks them several times, and making one copies the context.
   let objects: ObjectsEndpoint
   var service: ObjectService { objects.service }
-  var context: ServiceContext { objects.context }
 
-  init(context: ServiceContext) { objects = ObjectsEndpoint(context: context) }
+  init(context: ServiceContext) {
+    self.context = context
+    objects = ObjectsEndpoint(context: context)
+  }
 
   static let exposedHeaders = [
     "X-Goog-Hash", "X-Goog-Generation", "X-Goog-Metageneration", "X-Goog-Storage-Class", "Range",

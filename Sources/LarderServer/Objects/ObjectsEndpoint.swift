@@ -17,11 +17,14 @@ import LarderHTTP
 ///
 /// An adapter over ``ObjectService``: it parses requests and shapes answers as Firebase does.
 struct ObjectsEndpoint {
+  let context: ServiceContext
   /// Made once: a request's handler asks it several times, and making one copies the context.
   let service: ObjectService
-  var context: ServiceContext { service.context }
 
-  init(context: ServiceContext) { service = ObjectService(context: context) }
+  init(context: ServiceContext) {
+    self.context = context
+    service = ObjectService(context: context)
+  }
 
   /// Response headers a browser script may read: object answers, and Firebase's resumable
   /// upload protocol (`X-Goog-Upload-*`).
