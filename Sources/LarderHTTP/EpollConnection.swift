@@ -102,7 +102,16 @@ final class Connection: @unchecked Sendable {
   /// Waiting for a request that has not begun: safe to close when draining.
   var isIdle: Bool { phase == .head && count == 0 && exchange == nil }
 
+  /// A short read emptied the socket: until epoll reports more, another read would only say
+  /// EAGAIN (a system call per request saved). Safe because connections are edge-triggered: every
+  /// arrival after that read is reported. Not trusted once the peer half-closed, whose FIN may
+  /// have come with the data the short read took (no edge would follow it).
+  private var drained = false
+  private var peerClosing = false
+
   func onEvents(_ events: UInt32) {
+    drained = false
+    if events & (LinuxIO.peerHalfClosed | LinuxIO.hangUp | LinuxIO.error) != 0 { peerClosing = true }
     advance()
   }
 
@@ -150,11 +159,13 @@ final class Connection: @unchecked Sendable {
 
   /// Reads what the socket holds into the buffer; false when nothing came (or the peer left).
   private func fill() -> Bool {
-    guard count < buffer.count else { return false }
+    guard count < buffer.count, !drained else { return false }
     while true {
-      let n = recv(fd, buffer.baseAddress! + count, buffer.count - count, 0)
+      let space = buffer.count - count
+      let n = recv(fd, buffer.baseAddress! + count, space, 0)
       if n > 0 {
         count += n
+        drained = n < space && !peerClosing
         lastActivity = .now
         return true
       }
