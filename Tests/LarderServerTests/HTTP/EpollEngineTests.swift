@@ -203,4 +203,28 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
       }
     }
   }
+
+  /// A client that sends its request and half-closes (`shutdown(SHUT_WR)`, reading until EOF)
+  /// gets its answer and then the close at once, not after the idle timeout: the engine skips
+  /// the read after a short one (the socket is empty) only while the peer has not half-closed,
+  /// since a FIN that came with the request is reported by no later event.
+  @Test func aClientThatHalfClosesGetsItsAnswerAndTheCloseAtOnce() throws {
+    var router = Router()
+    router.add("GET", "/hello", route: "hello") { _, _ in .respond(.text("hello")) }
+    try withServer({ $0.connectionTimeout = 30 }, handler: router) { server in
+      for round in 0..<5 {
+        let c = try WireConnection(port: server.boundPort)
+        // Two pipelined requests, the second after a pause, then the FIN right behind it.
+        try c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try c.readResponse().text == "hello")
+        if round % 2 == 1 { Thread.sleep(forTimeInterval: 0.05) }
+        try c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        shutdown(c.fd, Int32(SHUT_WR))
+        #expect(try c.readResponse().text == "hello")
+        let started = ContinuousClock.now
+        #expect(c.isClosedByServer())
+        #expect(ContinuousClock.now - started < .seconds(10), "round \(round): closed only after the idle timeout")
+      }
+    }
+  }
 }
