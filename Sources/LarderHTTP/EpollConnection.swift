@@ -494,22 +494,26 @@ final class Connection: @unchecked Sendable {
     var head = out
     out = []
     head.append(contentsOf: Self.statusLine(status))
-    for field in response.headers
-    where !HTTPHeaders.same(field.name, "Content-Length") && !HTTPHeaders.same(field.name, "Connection") {
-      let start = head.count
-      head.append(contentsOf: field.name.utf8)
-      head.append(contentsOf: ": ".utf8)
-      head.append(contentsOf: field.value.utf8)
-      // No CR or LF inside a field: it would end the head early (response splitting).
-      let broken = head.withUnsafeBytes { Self.containsLineBreak(UnsafeRawBufferPointer(rebasing: $0[start...])) }
-      guard !broken else {
-        head.removeSubrange(start...)
-        server.configuration.logger.warning(
-          "dropped invalid response header \(field.name.debugDescription)",
-          metadata: ["request_id": exchange.request.id])
-        continue
+    if let wire = response.headers.wire {
+      head.append(contentsOf: wire)
+    } else {
+      for field in response.headers
+      where !HTTPHeaders.same(field.name, "Content-Length") && !HTTPHeaders.same(field.name, "Connection") {
+        let start = head.count
+        head.append(contentsOf: field.name.utf8)
+        head.append(contentsOf: ": ".utf8)
+        head.append(contentsOf: field.value.utf8)
+        // No CR or LF inside a field: it would end the head early (response splitting).
+        let broken = head.withUnsafeBytes { HTTPHeaders.containsLineBreak(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        guard !broken else {
+          head.removeSubrange(start...)
+          server.configuration.logger.warning(
+            "dropped invalid response header \(field.name.debugDescription)",
+            metadata: ["request_id": exchange.request.id])
+          continue
+        }
+        head.append(contentsOf: "\r\n".utf8)
       }
-      head.append(contentsOf: "\r\n".utf8)
     }
     head.append(contentsOf: "X-Request-Id: ".utf8)
     head.append(contentsOf: exchange.request.id.utf8)
@@ -734,21 +738,6 @@ final class Connection: @unchecked Sendable {
 
   private static let statusLines: [Int: [UInt8]] = Dictionary(
     uniqueKeysWithValues: (100..<600).map { ($0, Array("HTTP/1.1 \($0) \(reason($0))\r\n".utf8)) })
-
-  /// Whether `bytes` hold a CR or an LF, eight bytes at a time (a response head's fields are
-  /// checked on every answer).
-  static func containsLineBreak(_ bytes: UnsafeRawBufferPointer) -> Bool {
-    let ones: UInt64 = 0x0101_0101_0101_0101
-    let highs: UInt64 = 0x8080_8080_8080_8080
-    func hasZeroByte(_ v: UInt64) -> Bool { (v &- ones) & ~v & highs != 0 }
-    var i = 0
-    while i + 8 <= bytes.count {
-      let word = bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-      if hasZeroByte(word ^ (ones &* 13)) || hasZeroByte(word ^ (ones &* 10)) { return true }
-      i += 8
-    }
-    return bytes[i...].contains { $0 == 13 || $0 == 10 }
-  }
 
   /// `value` in decimal, without a String in between.
   static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {

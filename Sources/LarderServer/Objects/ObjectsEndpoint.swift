@@ -199,7 +199,11 @@ struct ObjectsEndpoint {
   /// An object's metadata answer (`GET …/o/{name}`), the same for every caller who may read it.
   struct MetadataAnswer: Sendable {
     let response: HTTPResponse
-    init(_ object: StoredObject) { response = .json(object.firebaseMetadata) }
+    init(_ object: StoredObject) {
+      var response = HTTPResponse.json(object.firebaseMetadata)
+      response.headers = response.headers.sealed()
+      self.response = response
+    }
   }
 
   /// What every download of one object answers, whatever the request asks: its validators and
@@ -236,10 +240,11 @@ struct ObjectsEndpoint {
       }
       if let language = object.contentLanguage { content.add("Content-Language", language) }
       content.add("Content-Security-Policy", "default-src 'none'; sandbox")
-      var full = common
-      full.append(contentsOf: content)
-      self.common = common
-      self.content = content
+      // Sealed: their wire form is worked out once per cached row, not per answer.
+      self.common = common.sealed()
+      self.content = content.sealed()
+      var full = self.common
+      full.append(contentsOf: self.content)
       self.full = full
     }
   }

@@ -227,4 +227,51 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
       }
     }
   }
+
+  /// A sealed header set (its wire form worked out once, for answers cached with their row) goes
+  /// out exactly as the same fields unsealed would, through every later change: a field added, a
+  /// set appended, a field replaced or removed, a field with a line break (dropped either way), a
+  /// field the engine writes itself (`Content-Length`: its own value wins).
+  @Test func aSealedHeaderSetGoesOutAsTheSameFieldsUnsealed() throws {
+    let base: HTTPHeaders = ["ETag": "\"abc\"", "Cache-Control": "private, max-age=0", "X-Goog-Generation": "7"]
+    let more: HTTPHeaders = ["Content-Type": "text/plain", "Content-Security-Policy": "default-src 'none'; sandbox"]
+    let changes: [(String, @Sendable (inout HTTPHeaders) -> Void)] = [
+      ("none", { _ in }),
+      ("add", { $0.add("Content-Range", "bytes 0-1/2") }),
+      ("append", { $0.append(contentsOf: more.sealed()) }),
+      ("append-unsealed", { $0.append(contentsOf: more) }),
+      ("set-existing", { $0.set("Cache-Control", "no-store") }),
+      ("set-new", { $0.set("Vary", "Origin") }),
+      ("remove", { $0.remove("ETag") }),
+      ("remove-absent", { $0.remove("X-None") }),
+      ("line-break", { $0.add("X-Bad", "a\r\nSet-Cookie: s=1"); $0.add("X-Good", "after") }),
+      ("content-length", { $0.add("Content-Length", "999") }),
+    ]
+    var router = Router()
+    router.add("GET", "/h/{sealed}/{change}", route: "h") { _, params in
+      var headers = try params.decoded("sealed") == "yes" ? base.sealed() : base
+      let change = try params.decoded("change")
+      changes.first { $0.0 == change }!.1(&headers)
+      return .respond(HTTPResponse(status: 200, headers: headers, body: .bytes(Array("ok".utf8))))
+    }
+    try withServer(handler: router) { server in
+      let c = try WireConnection(port: server.boundPort)
+      func fields(_ sealed: String, _ change: String) throws -> [HTTPHeaders.Field] {
+        try c.send("GET /h/\(sealed)/\(change) HTTP/1.1\r\nHost: x\r\n\r\n")
+        let r = try c.readResponse()
+        #expect(r.body == Array("ok".utf8))
+        return r.headers.fields.filter { !["X-Request-Id", "Date"].contains($0.name) }
+      }
+      for (change, _) in changes {
+        let unsealed = try fields("no", change)
+        #expect(try fields("yes", change) == unsealed, "\(change)")
+        #expect(unsealed.filter { $0.name == "Content-Length" }.map(\.value) == ["2"], "\(change)")
+        #expect(!unsealed.contains { $0.name == "X-Bad" || $0.name == "Set-Cookie" }, "\(change)")
+      }
+      #expect(try fields("yes", "add").map(\.name) == ["ETag", "Cache-Control", "X-Goog-Generation", "Content-Range", "Content-Length"])
+      #expect(try fields("yes", "line-break").map(\.name).contains("X-Good"))
+    }
+    // Equality is the fields', whatever was worked out for the wire.
+    #expect(base.sealed() == base)
+  }
 }
