@@ -14,7 +14,7 @@ function el(tag, props = {}, ...children) {
   e.append(...children);
   return e;
 }
-const state = { bucket: "", prefix: "", items: [], prefixes: [], next: null, loading: false, current: null, view: "list", selected: new Set(), session: null, buckets: [] };
+const state = { bucket: "", prefix: "", items: [], prefixes: [], next: null, loading: false, going: null, current: null, view: "list", selected: new Set(), session: null, buckets: [] };
 // "1 folder", "2 folders".
 const count = (n, word) => `${n} ${word}${Number(n) === 1 ? "" : "s"}`;
 const formatSize = (n) => { n = Number(n); const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0; while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; } return `${i ? n.toFixed(1) : n} ${u[i]}`; };
@@ -168,7 +168,9 @@ addEventListener("popstate", () => followURL());
 function followURL() {
   if (!state.session || $("browser").hidden) return;
   const place = placeInURL();
-  if (place.bucket === state.bucket && place.prefix === state.prefix) return;
+  // (A fragment link fires both hashchange and popstate: the second finds its folder on its way.)
+  const shown = state.going || state;
+  if (place.bucket === shown.bucket && place.prefix === shown.prefix) return;
   if (place.bucket) openFolder(place.bucket, place.prefix, "none"); else clearListing();
 }
 
@@ -199,11 +201,15 @@ function crumbs() {
 
 async function load(reset, target = null) {
   if (state.loading && !reset) return;
+  // A refresh while another folder is on its way (an upload ended, the filter changed) lists that
+  // folder: the one shown is about to go, and refreshing it would cancel the move.
+  if (!target && reset && state.going) target = state.going;
   const bucket = target ? target.bucket : state.bucket, prefix = target ? target.prefix : state.prefix;
   if (!bucket) return;
   state.loading = true;
   // Only the latest listing is shown: a reload started while a page was on its way wins.
   const ticket = (state.ticket = (state.ticket || 0) + 1);
+  state.going = target;
   try {
     // Pages of 200 as the user scrolls; the API's largest (1000) when the sort needs the whole folder.
     const page = await api.list(bucket, prefix + (target ? "" : $("filter").value), reset ? null : state.next, $("sort").value === "name" ? 200 : 1000);
@@ -234,7 +240,7 @@ async function load(reset, target = null) {
     fillBuckets();
     const still = state.bucket && target ? ` Still showing ${where(state.bucket, state.prefix)}.` : "";
     say("status", words(error, { op: "list", what: where(bucket, prefix) }) + still, true);
-  } finally { if (ticket === state.ticket) state.loading = false; }
+  } finally { if (ticket === state.ticket) Object.assign(state, { loading: false, going: null }); }
 }
 
 function showCount() {
