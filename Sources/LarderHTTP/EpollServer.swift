@@ -258,7 +258,9 @@ final class EventLoop: @unchecked Sendable {
       accepting = false
       if !paused { LinuxIO.remove(epoll, server.listen.descriptor) }
     }
-    for connection in Array(connections.values) where connection.isIdle { connection.close(outcome: nil) }
+    for connection in Array(connections.values) {
+      if connection.isIdle { connection.close(outcome: nil) } else { connection.hurry() }
+    }
   }
 
   func forget(_ connection: Connection) {

@@ -179,12 +179,24 @@ public struct Router: HTTPHandler {
     } catch {
       return .respond(respond(to: error, route: route, request: request, sink: nil), route: route.label)
     }
+    return routed(action, route: route, request: request)
+  }
+
+  /// `action` of `route` with its answers decorated and its errors mapped, given now or later.
+  private func routed(_ action: HTTPHeadDecision.Action, route: Route, request: HTTPRequest) -> HTTPHeadDecision {
     switch action {
     case .respond(let response):
       return .respond(decorated(response, route: route, request: request, sink: nil), route: route.label)
     case .receiveBody(let sink):
       return .receiveBody(
         RoutedBodySink(sink, route: route, request: request, router: self), route: route.label)
+    case .later(let start):
+      return .later(route: route.label) { responder in
+        start(
+          responder.mapped(
+            { routed($0.action, route: route, request: request) },
+            mapError: { respond(to: $0, route: route, request: request, sink: nil) }))
+      }
     }
   }
 
