@@ -250,6 +250,9 @@ final class Connection: @unchecked Sendable {
           loop.post(Job { self.decided(decision, exchange, resume: true) })
         }
       }
+    case .later(let route, let start):
+      phase = .working
+      answerLater(start, route, exchange)
     }
   }
 

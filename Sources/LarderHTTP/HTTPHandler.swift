@@ -31,6 +31,9 @@ public enum HTTPHeadStart {
   case now(HTTPHeadDecision)
   /// May wait: the server runs this on a worker thread.
   case onWorker(@Sendable () -> HTTPHeadDecision)
+  /// Answered later, holding no server thread (``HTTPHeadDecision/later(route:_:)``): `start`
+  /// runs on the calling thread and must not block (it hands the responder on).
+  case later(route: String?, @Sendable (HTTPResponder) -> Void)
 }
 
 extension HTTPHandler {

@@ -36,10 +36,13 @@ public struct Router: HTTPHandler {
     let handler: Handler
     /// Which of its requests the handler answers without waiting (``Router/runInline(_:when:)``).
     let inline: (@Sendable (HTTPRequest) -> Bool)?
+    /// Which of its requests run on a pool of the application's (``Router/runOn(_:pool:when:)``).
+    let pool: (WorkerPool, when: @Sendable (HTTPRequest) -> Bool)?
 
     init(
       method: String, segments: [Segment], label: String, query: [String: String], options: RouteOptions,
-      decorate: Decorator?, inline: (@Sendable (HTTPRequest) -> Bool)? = nil, handler: @escaping Handler
+      decorate: Decorator?, inline: (@Sendable (HTTPRequest) -> Bool)? = nil,
+      pool: (WorkerPool, when: @Sendable (HTTPRequest) -> Bool)? = nil, handler: @escaping Handler
     ) {
       self.method = method
       self.segments = segments
@@ -48,6 +51,7 @@ public struct Router: HTTPHandler {
       self.options = options
       self.decorate = decorate
       self.inline = inline
+      self.pool = pool
       self.handler = handler
     }
   }
@@ -104,7 +108,21 @@ public struct Router: HTTPHandler {
       guard labels.contains(r.label) else { return r }
       return Route(
         method: r.method, segments: r.segments, label: r.label, query: r.query, options: r.options,
-        decorate: r.decorate, inline: predicate, handler: r.handler)
+        decorate: r.decorate, inline: predicate, pool: r.pool, handler: r.handler)
+    }
+  }
+
+  /// Lets the routes labelled `labels` run the requests `when` accepts on `pool` and answer
+  /// later (``HTTPHeadDecision/later(route:_:)``): for handlers that wait on a bounded resource
+  /// of the application's (a render pool), so a burst of them holds none of the engine's workers.
+  public mutating func runOn(
+    _ labels: Set<String>, pool: WorkerPool, when predicate: @escaping @Sendable (HTTPRequest) -> Bool
+  ) {
+    routes = routes.map { r in
+      guard labels.contains(r.label) else { return r }
+      return Route(
+        method: r.method, segments: r.segments, label: r.label, query: r.query, options: r.options,
+        decorate: r.decorate, inline: r.inline, pool: (pool, predicate), handler: r.handler)
     }
   }
 
@@ -119,6 +137,9 @@ public struct Router: HTTPHandler {
     switch resolve(request) {
     case .route(let route, let params):
       if let inline = route.inline, inline(request) { return .now(run(route, request, params)) }
+      if let (pool, when) = route.pool, when(request) {
+        return .later(route: route.label) { responder in pool.submit { responder.respond(run(route, request, params)) } }
+      }
       return .onWorker { run(route, request, params) }
     case .answered(let decision): return .now(decision)
     }
