@@ -52,7 +52,7 @@ import Testing
       let plain = try s.send(.get("/storage/v1/b/app/o/plain.txt?alt=media", auth))
       #expect(plain.status == 200 && plain.text == "plain")
       #expect(ContinuousClock.now - started < .seconds(10))
-      #expect(s.service.server.inFlightRequests == 200)
+      #expect(pollUntil { s.service.server.inFlightRequests == 200 })
 
       _ = try larder.objects.put(bucket: "app", name: "new.txt", data: Data("new".utf8))
       let committed = ContinuousClock.now
