@@ -20,8 +20,9 @@ public protocol HTTPHandler: Sendable {
   func errorResponse(for error: any Error, request: HTTPRequest) -> HTTPResponse
 
   /// Where `head` runs, asked on the thread that parsed the head: `.now` when the handler
-  /// answered it there (it never waits: no network, no fsync, no render), else the work to run
-  /// on a worker thread. The default sends every request to a worker.
+  /// answered it there (it never waits: no network, no fsync, no render), `.later` when something
+  /// of the handler's answers it (holding no server thread), else the work to run on a worker
+  /// thread. The default sends every request to a worker.
   func start(_ request: HTTPRequest) -> HTTPHeadStart
 }
 

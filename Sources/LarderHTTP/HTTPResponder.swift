@@ -55,6 +55,8 @@ public final class HTTPResponder: Sendable {
     let first = state.withLock { s -> Bool in
       guard !s.answered, !s.closed else { return false }
       s.answered = true
+      // Never needed now; they often hold this responder (a cycle otherwise).
+      s.onStop = []
       return true
     }
     return first && deliver(decision)
@@ -76,9 +78,11 @@ public final class HTTPResponder: Sendable {
   /// True once answered or once the connection is gone: nothing more to do.
   public var isDone: Bool { state.withLock { $0.answered || $0.closed } || parent?.isDone == true }
 
-  /// Runs `body` once when the server stops waiting (see the type's contract); at once if it has.
+  /// Runs `body` once when the server stops waiting (see the type's contract); at once if it
+  /// has, never once answered.
   public func onStopWaiting(_ body: @escaping @Sendable () -> Void) {
     let now = state.withLock { s -> Bool in
+      if s.answered { return false }
       if s.stopped { return true }
       s.onStop.append(body)
       return false
@@ -90,7 +94,7 @@ public final class HTTPResponder: Sendable {
   func stopWaiting(closed: Bool) {
     let run = state.withLock { s -> [@Sendable () -> Void] in
       if closed { s.closed = true }
-      guard !s.stopped else { return [] }
+      guard !s.stopped, !s.answered else { return [] }
       s.stopped = true
       defer { s.onStop = [] }
       return s.onStop

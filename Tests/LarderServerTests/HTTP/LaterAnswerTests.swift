@@ -196,6 +196,26 @@ private func laterRouter(_ waiting: Waiting, hurry: Bool = false) -> Router {
     }
   }
 
+  /// An answered responder drops the hooks that hold it (a long poll's do), so it is released.
+  @Test func anAnsweredResponderIsReleasedWithItsHooks() {
+    let delivered = Mutex(0)
+    weak var released: HTTPResponder?
+    do {
+      let responder = HTTPResponder(deliver: { _ in
+        delivered.withLock { $0 += 1 }
+        return true
+      })
+      responder.onStopWaiting { _ = responder.isDone }
+      released = responder
+      #expect(responder.respond(.text("a")))
+      #expect(!responder.respond(.text("b")))
+      // Once answered, a hook is never kept (nor run).
+      responder.onStopWaiting { Issue.record("a hook ran after the answer") }
+    }
+    #expect(released == nil)
+    #expect(delivered.withLock { $0 } == 1)
+  }
+
   /// Draining asks a waiting handler to answer now: its answer still goes out (with
   /// `Connection: close`) and the drain completes in time.
   @Test func drainingAsksAWaitingHandlerToAnswerNow() throws {
