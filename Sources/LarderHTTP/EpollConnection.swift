@@ -46,6 +46,8 @@ final class Connection: @unchecked Sendable {
   enum Phase: Equatable {
     case head
     case working
+    /// A handler answers later (``HTTPResponder``): no thread holds the exchange.
+    case waiting
     case body
     case responding
     case lingering
@@ -76,6 +78,8 @@ final class Connection: @unchecked Sendable {
   /// the worker's continuation (`closePending`).
   private var workerOwnsSocket = false
   private var closePending = false
+  /// The completion of the exchange answered later (phase `.waiting`).
+  private var responder: HTTPResponder?
 
   private var out: [UInt8] = []
   private var outOffset = 0
@@ -120,6 +124,9 @@ final class Connection: @unchecked Sendable {
     while true {
       switch phase {
       case .closed, .working:
+        return
+      case .waiting:
+        watchWhileWaiting()
         return
       case .lingering:
         drainLinger()
@@ -250,8 +257,77 @@ final class Connection: @unchecked Sendable {
       phase = .working
       server.workers.submit { [self] in
         let decision = head()
-        loop.post(Job { self.decided(decision, exchange, resume: true) })
+        if case .later(let start) = decision.action {
+          answerLater(start, decision.routeLabel, exchange)
+        } else {
+          loop.post(Job { self.decided(decision, exchange, resume: true) })
+        }
       }
+    case .later(let route, let start):
+      phase = .working
+      answerLater(start, route, exchange)
+    }
+  }
+
+  /// Starts an answer given later, on the thread that decided: the loop learns first (the inbox
+  /// keeps order, so the answer cannot overtake it), then `start` gets the responder.
+  private func answerLater(
+    _ start: @Sendable (HTTPResponder) -> Void, _ route: String?, _ exchange: Exchange
+  ) {
+    let handler = server.handler
+    let request = exchange.request
+    // Touched only on the loop, by the continuation the answer posts (as `Job`s are).
+    nonisolated(unsafe) let exchange = exchange
+    let responder = HTTPResponder(
+      deliver: { [self] decision in
+        loop.post(Job { self.laterDecided(decision, exchange) })
+        return true
+      },
+      mapError: { handler.errorResponse(for: $0, request: request) })
+    loop.post(Job { self.wait(for: responder, route: route, exchange) })
+    start(responder)
+  }
+
+  /// On the loop: the exchange waits for `responder`, holding no thread.
+  private func wait(for responder: HTTPResponder, route: String?, _ exchange: Exchange) {
+    guard phase != .closed, self.exchange === exchange else {
+      responder.stopWaiting(closed: true)
+      return
+    }
+    exchange.context.routeLabel = route
+    self.responder = responder
+    phase = .waiting
+    if server.draining.load(ordering: .relaxed) { responder.stopWaiting(closed: false) }
+    advance()
+  }
+
+  /// On the loop: the later answer came (the responder lets one through).
+  private func laterDecided(_ decision: HTTPHeadDecision, _ exchange: Exchange) {
+    guard phase == .waiting, self.exchange === exchange else {
+      if case .receiveBody(let sink) = decision.action { sink.cancel() }
+      return
+    }
+    responder = nil
+    phase = .working
+    // The idle timeout counts from the answer, not from the request's head.
+    lastActivity = .now
+    decided(decision, exchange, resume: true)
+  }
+
+  /// While waiting, reads what the client sends (a pipelined request stays in the buffer for
+  /// after the answer), so a client that goes away ends the wait rather than holding its
+  /// connection until the answer.
+  private func watchWhileWaiting() {
+    while count < buffer.count {
+      let n = recv(fd, buffer.baseAddress! + count, buffer.count - count, 0)
+      if n > 0 {
+        count += n
+        continue
+      }
+      if n < 0 && errno == EINTR { continue }
+      if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
+      close(outcome: "client_abort")
+      return
     }
   }
 
@@ -264,6 +340,11 @@ final class Connection: @unchecked Sendable {
     }
     exchange.context.routeLabel = decision.routeLabel
     switch decision.action {
+    case .later(let start):
+      // Nothing more happens on this connection until the answer (`wait(for:)` comes first).
+      phase = .working
+      answerLater(start, decision.routeLabel, exchange)
+      return
     case .respond(let response):
       respond(response, unreadBody: exchange.hasBody)
     case .receiveBody(let sink):
@@ -703,9 +784,15 @@ final class Connection: @unchecked Sendable {
       if idle { close(outcome: "timeout") }
     case .lingering:
       if now > lingerDeadline { close(outcome: nil) }
-    case .working, .closed:
+    case .working, .waiting, .closed:
+      // Bounded by the work itself: a handler answering later bounds its own wait.
       break
     }
+  }
+
+  /// Draining: a handler answering later is asked to answer now (its answer closes the connection).
+  func hurry() {
+    responder?.stopWaiting(closed: false)
   }
 
   /// Closes the socket and ends the current exchange with `outcome` (nil: none was under way,
@@ -722,6 +809,10 @@ final class Connection: @unchecked Sendable {
     file = nil
     if !working, let s = stream { Glibc.close(s.fd) }
     stream = nil
+    if let responder {
+      self.responder = nil
+      responder.stopWaiting(closed: true)
+    }
     if let exchange {
       if !working { cancelSink(exchange) }
       server.end(exchange.context, outcome: outcome ?? "client_abort", remote: remote)

@@ -49,7 +49,7 @@ final class EpollServer: @unchecked Sendable {
     self.connectionLimit = connectionLimit
     self.maxLingering = maxLingering
     // Handlers block (catalog commits, fsync, hashing, store reads): several per loop.
-    workers = WorkerPool(count: max(8, 4 * configuration.threadPoolSize))
+    workers = WorkerPool(count: max(8, 4 * configuration.threadPoolSize), name: "http-worker")
   }
 
   func start() throws(HTTPServerError) {
@@ -119,26 +119,29 @@ final class EpollServer: @unchecked Sendable {
   }
 }
 
-/// Threads that run blocking work handed over by the loops, first come first served.
-final class WorkerPool: @unchecked Sendable {
+/// Threads that run blocking work, first come first served: the engine's (work the loops hand
+/// over), or an application's own for requests that wait on something of theirs
+/// (``Router/runOn(_:pool:when:)``), so they do not take the engine's.
+public final class WorkerPool: @unchecked Sendable {
   private let condition = NSCondition()
   private var jobs: [Job] = []
   private var head = 0
   private var stopped = false
 
-  init(count: Int) {
+  /// Starts `count` threads named `name-N` (the kernel's name: 15 bytes at most).
+  public init(count: Int, name: String) {
     for index in 0..<count {
       let thread = Thread { [self] in
-        LinuxIO.nameThisThread("http-worker-\(index)")
+        LinuxIO.nameThisThread("\(name)-\(index)")
         run()
       }
-      thread.name = "larder-http-worker-\(index)"
+      thread.name = "larder-\(name)-\(index)"
       thread.stackSize = 1 << 20
       thread.start()
     }
   }
 
-  func submit(_ job: @escaping () -> Void) {
+  public func submit(_ job: @escaping () -> Void) {
     condition.lock()
     jobs.append(Job(run: job))
     condition.signal()
@@ -146,7 +149,7 @@ final class WorkerPool: @unchecked Sendable {
   }
 
   /// Lets the threads end once the queue is empty (a job running keeps its thread until it returns).
-  func stop() {
+  public func stop() {
     condition.lock()
     stopped = true
     condition.broadcast()
@@ -258,7 +261,9 @@ final class EventLoop: @unchecked Sendable {
       accepting = false
       if !paused { LinuxIO.remove(epoll, server.listen.descriptor) }
     }
-    for connection in Array(connections.values) where connection.isIdle { connection.close(outcome: nil) }
+    for connection in Array(connections.values) {
+      if connection.isIdle { connection.close(outcome: nil) } else { connection.hurry() }
+    }
   }
 
   func forget(_ connection: Connection) {

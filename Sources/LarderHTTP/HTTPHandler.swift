@@ -10,7 +10,8 @@
 /// ```
 public protocol HTTPHandler: Sendable {
   /// Decides what to do with a request whose headers are complete. Must not block for long:
-  /// it runs on one of the server's few threads.
+  /// it runs on one of the server's few threads. A wait that may last (a long poll, a render
+  /// queued on its pool) answers ``HTTPHeadDecision/later(route:_:)`` instead of blocking.
   func head(_ request: HTTPRequest) -> HTTPHeadDecision
 
   /// Turns any error (an `HTTPRequestError` from parsing, or what a sink threw) into a
@@ -19,8 +20,9 @@ public protocol HTTPHandler: Sendable {
   func errorResponse(for error: any Error, request: HTTPRequest) -> HTTPResponse
 
   /// Where `head` runs, asked on the thread that parsed the head: `.now` when the handler
-  /// answered it there (it never waits: no network, no fsync, no render), else the work to run
-  /// on a worker thread. The default sends every request to a worker.
+  /// answered it there (it never waits: no network, no fsync, no render), `.later` when something
+  /// of the handler's answers it (holding no server thread), else the work to run on a worker
+  /// thread. The default sends every request to a worker.
   func start(_ request: HTTPRequest) -> HTTPHeadStart
 }
 
@@ -30,6 +32,9 @@ public enum HTTPHeadStart {
   case now(HTTPHeadDecision)
   /// May wait: the server runs this on a worker thread.
   case onWorker(@Sendable () -> HTTPHeadDecision)
+  /// Answered later, holding no server thread (``HTTPHeadDecision/later(route:_:)``): `start`
+  /// runs on the calling thread and must not block (it hands the responder on).
+  case later(route: String?, @Sendable (HTTPResponder) -> Void)
 }
 
 extension HTTPHandler {
@@ -56,6 +61,8 @@ public struct HTTPHeadDecision {
   public enum Action {
     case respond(HTTPResponse)
     case receiveBody(any HTTPBodySink)
+    /// Answered later through the ``HTTPResponder`` (see ``HTTPHeadDecision/later(route:_:)``).
+    case later(@Sendable (HTTPResponder) -> Void)
   }
 
   public var action: Action
@@ -75,6 +82,16 @@ public struct HTTPHeadDecision {
   /// Stream the body into `sink`; its `finish()` produces the response.
   public static func receiveBody(_ sink: any HTTPBodySink, route: String? = nil) -> HTTPHeadDecision {
     HTTPHeadDecision(.receiveBody(sink), routeLabel: route)
+  }
+
+  /// Answer later, holding no server thread meanwhile: `start` runs at once on the thread that
+  /// made this decision (a worker, or the loop for a `.now` start, where it must not block) and
+  /// hands the responder to whatever will answer (a render pool's completion, a change signal).
+  /// Requests pipelined behind this one wait for its answer (answers go out in order).
+  public static func later(route: String? = nil, _ start: @escaping @Sendable (HTTPResponder) -> Void)
+    -> HTTPHeadDecision
+  {
+    HTTPHeadDecision(.later(start), routeLabel: route)
   }
 }
 

@@ -40,10 +40,13 @@ public struct Router: HTTPHandler {
     /// collection (ends in a literal, so it also matches with a trailing slash).
     let hasRest: Bool
     let isCollection: Bool
+    /// Which of its requests run on a pool of the application's (``Router/runOn(_:pool:when:)``).
+    let pool: (WorkerPool, when: @Sendable (HTTPRequest) -> Bool)?
 
     init(
       method: String, segments: [Segment], label: String, query: [String: String], options: RouteOptions,
-      decorate: Decorator?, inline: (@Sendable (HTTPRequest) -> Bool)? = nil, handler: @escaping Handler
+      decorate: Decorator?, inline: (@Sendable (HTTPRequest) -> Bool)? = nil,
+      pool: (WorkerPool, when: @Sendable (HTTPRequest) -> Bool)? = nil, handler: @escaping Handler
     ) {
       self.method = method
       self.segments = segments
@@ -52,6 +55,7 @@ public struct Router: HTTPHandler {
       self.options = options
       self.decorate = decorate
       self.inline = inline
+      self.pool = pool
       self.handler = handler
       hasRest = segments.contains { if case .rest = $0 { true } else { false } }
       isCollection = if case .literal? = segments.last { true } else { false }
@@ -119,7 +123,21 @@ public struct Router: HTTPHandler {
       guard labels.contains(r.label) else { return r }
       return Route(
         method: r.method, segments: r.segments, label: r.label, query: r.query, options: r.options,
-        decorate: r.decorate, inline: predicate, handler: r.handler)
+        decorate: r.decorate, inline: predicate, pool: r.pool, handler: r.handler)
+    }
+  }
+
+  /// Lets the routes labelled `labels` run the requests `when` accepts on `pool` and answer
+  /// later (``HTTPHeadDecision/later(route:_:)``): for handlers that wait on a bounded resource
+  /// of the application's (a render pool), so a burst of them holds none of the engine's workers.
+  public mutating func runOn(
+    _ labels: Set<String>, pool: WorkerPool, when predicate: @escaping @Sendable (HTTPRequest) -> Bool
+  ) {
+    routes = routes.map { r in
+      guard labels.contains(r.label) else { return r }
+      return Route(
+        method: r.method, segments: r.segments, label: r.label, query: r.query, options: r.options,
+        decorate: r.decorate, inline: r.inline, pool: (pool, predicate), handler: r.handler)
     }
   }
 
@@ -142,6 +160,9 @@ public struct Router: HTTPHandler {
     switch resolve(request) {
     case .route(let route, let params):
       if let inline = route.inline, inline(request) { return .now(run(route, request, params)) }
+      if let (pool, when) = route.pool, when(request) {
+        return .later(route: route.label) { responder in pool.submit { responder.respond(run(route, request, params)) } }
+      }
       return .onWorker { run(route, request, params) }
     case .answered(let decision): return .now(decision)
     }
@@ -203,12 +224,24 @@ public struct Router: HTTPHandler {
     } catch {
       return .respond(respond(to: error, route: route, request: request, sink: nil), route: route.label)
     }
+    return routed(action, route: route, request: request)
+  }
+
+  /// `action` of `route` with its answers decorated and its errors mapped, given now or later.
+  private func routed(_ action: HTTPHeadDecision.Action, route: Route, request: HTTPRequest) -> HTTPHeadDecision {
     switch action {
     case .respond(let response):
       return .respond(decorated(response, route: route, request: request, sink: nil), route: route.label)
     case .receiveBody(let sink):
       return .receiveBody(
         RoutedBodySink(sink, route: route, request: request, router: self), route: route.label)
+    case .later(let start):
+      return .later(route: route.label) { responder in
+        start(
+          responder.mapped(
+            { routed($0.action, route: route, request: request) },
+            mapError: { respond(to: $0, route: route, request: request, sink: nil) }))
+      }
     }
   }
 

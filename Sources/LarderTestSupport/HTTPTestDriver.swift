@@ -41,15 +41,43 @@ public struct HTTPTestDriver {
       return try Self.materialize(
         handler.errorResponse(for: error, request: fallback), request: fallback, route: route)
     }
-    let decision = handler.head(request)
+    var decision = handler.head(request)
+    while case .later(let start) = decision.action {
+      decision = Self.awaitLater(start, handler: handler, request: request)
+    }
     route = decision.routeLabel ?? "unmatched"
     switch decision.action {
     case .respond(let r):
       response = r
     case .receiveBody(let sink):
       response = feed(sink, body, request: request)
+    case .later:
+      preconditionFailure("answered above")
     }
     return try Self.materialize(response, request: request, route: route)
+  }
+
+  /// The decision a handler answering later gives its responder (the test's thread waits).
+  private static func awaitLater(
+    _ start: @Sendable (HTTPResponder) -> Void, handler: any HTTPHandler, request: HTTPRequest
+  ) -> HTTPHeadDecision {
+    let answer = LaterAnswer()
+    let responder = HTTPResponder(
+      deliver: { decision in
+        answer.decision = decision
+        answer.done.signal()
+        return true
+      },
+      mapError: { handler.errorResponse(for: $0, request: request) })
+    start(responder)
+    answer.done.wait()
+    return answer.decision!
+  }
+
+  /// `decision` is written once before `done` is signalled and read after it.
+  private final class LaterAnswer: @unchecked Sendable {
+    var decision: HTTPHeadDecision?
+    let done = DispatchSemaphore(value: 0)
   }
 
   private func feed(_ sink: any HTTPBodySink, _ body: [UInt8], request: HTTPRequest) -> HTTPResponse {

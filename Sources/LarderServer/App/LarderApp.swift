@@ -27,9 +27,11 @@ public final class LarderApp: HTTPHandler {
 
   /// `localReads`: the catalog and the content are on this machine (SQLite, the data
   /// directory), so reads wait on nothing but the local disk and may run on the engine's own
-  /// threads (``Router/runInline(_:when:)``); renders still go to workers.
+  /// threads (``Router/runInline(_:when:)``). `renderRequests`: where downloads asking for an
+  /// image variant run (they wait on the render pool), so they hold none of the engine's workers.
   public init(
-    context: ServiceContext, metrics: Metrics? = nil, resumableUploads: Bool = true, localReads: Bool = false
+    context: ServiceContext, metrics: Metrics? = nil, resumableUploads: Bool = true, localReads: Bool = false,
+    renderRequests: WorkerPool? = nil
   ) {
     self.context = context
     let objects = ObjectsEndpoint(context: context)
@@ -83,8 +85,16 @@ public final class LarderApp: HTTPHandler {
         !policy.readsMD5Hash && !ImageTransform.parameterNames.contains { request.queryValue($0) != nil }
       }
     }
+    if let renderRequests {
+      router.runOn(Self.downloadLabels, pool: renderRequests) { request in
+        ImageTransform.parameterNames.contains { request.queryValue($0) != nil }
+      }
+    }
     self.router = router
   }
+
+  /// Every download that may serve an image variant (``ImageVariantDownload``).
+  static let downloadLabels: Set<String> = ["objects.download", "gcs.objects.download", "signed.get"]
 
   /// Firebase reads of one object's bytes or metadata: a row, the policy, a local file. (The
   /// GCS reads may first hash an old row's content and record it: those stay on workers.)

@@ -77,6 +77,9 @@ public final class LarderService: Sendable {
   public let server: HTTPServer
   /// The application the server runs (drive it in process with `HTTPTestDriver`).
   public let app: LarderApp
+  /// Where downloads that ask for an image variant wait for the render pool (not on the
+  /// engine's workers); nil with images off.
+  private let renderRequests: WorkerPool?
   public let context: ServiceContext
   /// The rules policy when serving a rules file (for reload on SIGHUP).
   public let rules: RulesPolicy?
@@ -175,7 +178,9 @@ public final class LarderService: Sendable {
     if http.maxBodyBytes == nil { http.maxBodyBytes = options.maxUploadSize + FirebaseUploads.maxWrapperBytes }
     let localReads =
       (options.catalog ?? .dataDirectory) == .dataDirectory && (options.blobs ?? .dataDirectory) == .dataDirectory
-    app = LarderApp(context: context, metrics: metrics, localReads: localReads)
+    // As many as the render pool takes at once (running and queued); more wait their turn here.
+    renderRequests = context.images.map { WorkerPool(count: $0.pool.threads + $0.pool.queueLength, name: "render-wait") }
+    app = LarderApp(context: context, metrics: metrics, localReads: localReads, renderRequests: renderRequests)
     server = HTTPServer(configuration: http, handler: app, metrics: metrics)
   }
 
@@ -237,6 +242,7 @@ public final class LarderService: Sendable {
   @discardableResult
   public func stop(timeout: Duration = .seconds(10)) -> Bool {
     let clean = server.shutdown(timeout: timeout)
+    renderRequests?.stop()
     deliverer?.stop()
     // Shared-mode removals queued by finished uploads (pieces, multipart aborts) go out first.
     context.uploads.waitForCleanup()

@@ -77,6 +77,7 @@ struct EventsEndpoint {
   }
 
   func register(in router: inout Router) {
+    let poll = FeedLongPoll(events: context.larder.events)
     router.add("GET", "/admin/v1/events/subscriptions", route: "admin.events.subscriptions") { request, _ in
       try admit(request)
       let list = try context.larder.events.subscriptions().map { SubscriptionAnswer($0, withSecret: false) }
@@ -128,22 +129,38 @@ struct EventsEndpoint {
       let cursor = try ObjectEventCursor(request.queryValue("after") ?? "")
       let limit = try Self.number(request.queryValue("limit"), name: "limit", range: 1...1000) ?? 100
       let wait = try Self.number(request.queryValue("wait"), name: "wait", range: 0...Self.maxWait) ?? 0
-      return .respond(Self.noStore(try feed(after: cursor, limit: limit, wait: .seconds(wait), request: request)))
+      guard wait > 0 else {
+        return .respond(Self.noStore(feed(try context.larder.events.feed(after: cursor, limit: limit), request: request)))
+      }
+      let deadline = ContinuousClock.now + .seconds(wait)
+      return .later { responder in longPoll(poll, after: cursor, limit: limit, deadline: deadline, request, responder) }
     }
   }
 
-  /// The feed's page; waits up to `wait` for the first event when there is none yet.
-  private func feed(after cursor: ObjectEventCursor, limit: Int, wait: Duration, request: HTTPRequest) throws
-    -> HTTPResponse
-  {
-    let events = context.larder.events
-    let deadline = ContinuousClock.now + wait
-    let watch = EventCommitWatch(events: events)
-    var page = try events.feed(after: cursor, limit: limit)
-    while page.events.isEmpty && ContinuousClock.now < deadline {
-      watch.wait(timeout: min(.milliseconds(500), deadline - .now))
-      page = try events.feed(after: cursor, limit: limit)
+  /// A feed request that waits up to `deadline` for its first event, holding no thread
+  /// (``FeedLongPoll``). Registered before the first read, so an event committed between the
+  /// two is not missed. When the server stops waiting (client gone, draining) it answers at once
+  /// with nothing new.
+  private func longPoll(
+    _ poll: FeedLongPoll, after cursor: ObjectEventCursor, limit: Int, deadline: ContinuousClock.Instant,
+    _ request: HTTPRequest, _ responder: HTTPResponder
+  ) {
+    let id = poll.add(after: cursor, limit: limit, deadline: deadline) { page in
+      responder.respond { Self.noStore(feed(try page.get(), request: request)) }
     }
+    responder.onStopWaiting {
+      if poll.remove(id) { responder.respond(Self.noStore(feed((events: [], next: cursor), request: request))) }
+    }
+    do {
+      let page = try context.larder.events.feed(after: cursor, limit: limit)
+      if !page.events.isEmpty, poll.remove(id) { responder.respond(Self.noStore(feed(page, request: request))) }
+    } catch {
+      if poll.remove(id) { responder.fail(error) }
+    }
+  }
+
+  /// The feed's page as its answer.
+  private func feed(_ page: FeedLongPoll.Page, request: HTTPRequest) -> HTTPResponse {
     let base = (try? FirebaseUploads(context: context).uploadBase(request)) ?? ""
     let documents = page.events.map { event in
       CloudEventMessage.Document(
