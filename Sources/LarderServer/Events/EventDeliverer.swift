@@ -236,7 +236,7 @@ public final class EventDeliverer: Sendable {
   ) -> Bool {
     let failure: String
     do {
-      let message = try CloudEventMessage(
+      let message = CloudEventMessage(
         event: delivery.event, resource: CloudEventMessage.resource(delivery.event, larder: larder, base: base()),
         mode: subscription.mode, key: subscription.signingKey, timestamp: Int64(Date().timeIntervalSince1970))
       let response = try http.post(
