@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 import LarderLogging
 import Synchronization
 
@@ -79,7 +80,10 @@ public final class EventDeliverer: Sendable {
   public var counts: [String: Counts] { counters.withLock { $0 } }
 
   public func start() {
-    let thread = Thread { [self] in coordinate() }
+    let thread = Thread { [self] in
+      LinuxIO.nameThisThread("event-deliverer")
+      coordinate()
+    }
     thread.name = "larder.event-deliverer"
     thread.start()
   }
@@ -162,6 +166,7 @@ public final class EventDeliverer: Sendable {
           let worker = SubscriptionWorker(subscription: subscription)
           s.workers[subscription.id] = worker
           let thread = Thread { [self] in
+            LinuxIO.nameThisThread("event-webhook")
             work(worker)
             worker.finished.signal()
           }
