@@ -16,16 +16,19 @@ package enum TrickyObjects {
       name: "ctl \u{01}\u{08}\u{09}\u{0A}\u{0C}\u{0D}\u{1F}\u{7F} end", metadata: ["\u{00}nul": "\u{1B}[0m"],
       size: Int64.max, crc32c: UInt32.max, time: -978_307_200.25),
     make(
-      name: "ünïcödé/日本語/🦊 e\u{301}", metadata: ["é": "1", "e": "2", "B": "3", "a": "4", "10": "5", "9": "6", "Z": "🦊"],
+      name: "ünïcödé/日本語/🦊 e\u{301}",
+      metadata: ["é": "1", "e": "2", "B": "3", "a": "4", "10": "5", "9": "6", "Z": "🦊"],
       size: 1, crc32c: 123_456_789, time: 1_300_000_000.999, optionals: true, tokens: ["t1", "t2/x"]),
     make(
-      name: "\u{2028}line\u{2029}sep </script>", metadata: ["": "", "quote\"key": "back\\value"], size: 5_000_000_000,
+      name: "\u{2028}line\u{2029}sep </script>", metadata: ["": "", "quote\"key": "back\\value"],
+      size: 5_000_000_000,
       crc32c: nil, time: 8_000_000_000.5, tokens: []),
   ]
 
   /// Times of the ``all`` objects' `updated`: one second on, as a later metadata change would be.
   static func make(
-    name: String, metadata: [String: String], size: Int64, crc32c: UInt32?, time: Double, optionals: Bool = false,
+    name: String, metadata: [String: String], size: Int64, crc32c: UInt32?, time: Double,
+    optionals: Bool = false,
     tokens: [String] = ["0f8fad5b-d9cb-469f-a165-70867728950e"]
   ) -> StoredObject {
     var file: [String: Any] = [

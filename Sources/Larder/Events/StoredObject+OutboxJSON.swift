@@ -56,9 +56,19 @@ extension StoredObject {
   /// ``fromOutboxJSON(_:)`` hands to `JSONDecoder`.
   package init?(outboxJSON utf8: UnsafeBufferPointer<UInt8>) {
     var json = JSONReader(utf8)
-    var bucket: String?, name: String?, contentType: String?, generation: Int64?, metageneration: Int64?
-    var metadata: [String: String]?, downloadTokens: [String]?, timeCreated: Double?, updated: Double?
-    var cacheControl: String?, contentDisposition: String?, contentEncoding: String?, contentLanguage: String?
+    var bucket: String?
+    var name: String?
+    var contentType: String?
+    var generation: Int64?
+    var metageneration: Int64?
+    var metadata: [String: String]?
+    var downloadTokens: [String]?
+    var timeCreated: Double?
+    var updated: Double?
+    var cacheControl: String?
+    var contentDisposition: String?
+    var contentEncoding: String?
+    var contentLanguage: String?
     var file: File?
     let read = json.members { key, json in
       switch key {
@@ -75,19 +85,23 @@ extension StoredObject {
       case "contentLanguage": return json.null() || JSONReader.keep(json.string(), in: &contentLanguage)
       case "metadata":
         var entries: [String: String] = [:]
-        guard json.members({ key, json in
-          guard let value = json.string() else { return false }
-          entries[key] = value
-          return true
-        }) else { return false }
+        guard
+          json.members({ key, json in
+            guard let value = json.string() else { return false }
+            entries[key] = value
+            return true
+          })
+        else { return false }
         metadata = entries
       case "downloadTokens":
         var tokens: [String] = []
-        guard json.elements({ json in
-          guard let token = json.string() else { return false }
-          tokens.append(token)
-          return true
-        }) else { return false }
+        guard
+          json.elements({ json in
+            guard let token = json.string() else { return false }
+            tokens.append(token)
+            return true
+          })
+        else { return false }
         downloadTokens = tokens
       case "file":
         file = File(outboxJSON: &json)
@@ -101,17 +115,27 @@ extension StoredObject {
     else { return nil }
     self.init(
       bucket: bucket, name: name, file: file, generation: generation, metageneration: metageneration,
-      contentType: contentType, metadata: metadata, downloadTokens: downloadTokens, cacheControl: cacheControl,
-      contentDisposition: contentDisposition, contentEncoding: contentEncoding, contentLanguage: contentLanguage,
-      timeCreated: Date(timeIntervalSinceReferenceDate: timeCreated), updated: Date(timeIntervalSinceReferenceDate: updated))
+      contentType: contentType, metadata: metadata, downloadTokens: downloadTokens,
+      cacheControl: cacheControl,
+      contentDisposition: contentDisposition, contentEncoding: contentEncoding,
+      contentLanguage: contentLanguage,
+      timeCreated: Date(timeIntervalSinceReferenceDate: timeCreated),
+      updated: Date(timeIntervalSinceReferenceDate: updated))
   }
 }
 
 extension File {
   /// The `file` member of the outbox's form; nil for anything ``StoredObject/init(outboxJSON:)`` should not trust.
   fileprivate init?(outboxJSON json: inout JSONReader) {
-    var id: String?, sha256: String?, size: Int64?, md5: String?, contentType: String?, createdAt: Double?
-    var declaredContentType: String?, filename: String?, crc32c: UInt32?
+    var id: String?
+    var sha256: String?
+    var size: Int64?
+    var md5: String?
+    var contentType: String?
+    var createdAt: Double?
+    var declaredContentType: String?
+    var filename: String?
+    var crc32c: UInt32?
     let read = json.members { key, json in
       switch key {
       case "id": return JSONReader.keep(json.string(), in: &id)
@@ -120,15 +144,18 @@ extension File {
       case "md5": return JSONReader.keep(json.string(), in: &md5)
       case "contentType": return JSONReader.keep(json.string(), in: &contentType)
       case "createdAt": return JSONReader.keep(json.double(), in: &createdAt)
-      case "declaredContentType": return json.null() || JSONReader.keep(json.string(), in: &declaredContentType)
+      case "declaredContentType":
+        return json.null() || JSONReader.keep(json.string(), in: &declaredContentType)
       case "filename": return json.null() || JSONReader.keep(json.string(), in: &filename)
-      case "crc32c": return json.null() || JSONReader.keep(json.int64().flatMap(UInt32.init(exactly:)), in: &crc32c)
+      case "crc32c":
+        return json.null() || JSONReader.keep(json.int64().flatMap(UInt32.init(exactly:)), in: &crc32c)
       default: return json.skip()
       }
     }
     guard read, let id, let sha256, let size, let md5, let contentType, let createdAt else { return nil }
     self.init(
-      id: id, sha256: sha256, size: size, md5: md5, contentType: contentType, declaredContentType: declaredContentType,
+      id: id, sha256: sha256, size: size, md5: md5, contentType: contentType,
+      declaredContentType: declaredContentType,
       filename: filename, createdAt: Date(timeIntervalSinceReferenceDate: createdAt), crc32c: crc32c)
   }
 }

@@ -45,7 +45,8 @@ package struct JSONReader {
   /// `null` (consumed) or not (nothing consumed).
   package mutating func null() -> Bool {
     skipSpace()
-    guard bytes.count - at >= 4, bytes[at] == 0x6E, bytes[at + 1] == 0x75, bytes[at + 2] == 0x6C, bytes[at + 3] == 0x6C
+    guard bytes.count - at >= 4, bytes[at] == 0x6E, bytes[at + 1] == 0x75, bytes[at + 2] == 0x6C,
+      bytes[at + 3] == 0x6C
     else { return false }
     at += 4
     return true
@@ -139,7 +140,8 @@ package struct JSONReader {
     skipSpace()
     let start = at
     while at < bytes.count, case let byte = bytes[at],
-      (0x30...0x39).contains(byte) || byte == 0x2D || byte == 0x2B || byte == 0x2E || byte == 0x65 || byte == 0x45
+      (0x30...0x39).contains(byte) || byte == 0x2D || byte == 0x2B || byte == 0x2E || byte == 0x65
+        || byte == 0x45
     {
       at += 1
     }
@@ -185,7 +187,9 @@ package struct JSONReader {
   }
 
   private mutating func skipSpace() {
-    while at < bytes.count, case let byte = bytes[at], byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 {
+    while at < bytes.count, case let byte = bytes[at],
+      byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
+    {
       at += 1
     }
   }

@@ -130,7 +130,9 @@ package struct JSONWriter {
       var mark = 0
       for i in utf8.indices {
         let byte = utf8[i]
-        guard byte < 0x20 || byte == 0x22 || byte == 0x5C || (byte == 0x2F && escapingSlashes) else { continue }
+        guard byte < 0x20 || byte == 0x22 || byte == 0x5C || (byte == 0x2F && escapingSlashes) else {
+          continue
+        }
         bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[mark..<i]))
         mark = i + 1
         bytes.append(0x5C)
@@ -143,7 +145,9 @@ package struct JSONWriter {
         case 0x09: bytes.append(0x74)
         default:
           let hex: StaticString = "0123456789abcdef"
-          bytes.append(contentsOf: [0x75, 0x30, 0x30, hex.utf8Start[Int(byte >> 4)], hex.utf8Start[Int(byte & 0xF)]])
+          bytes.append(contentsOf: [
+            0x75, 0x30, 0x30, hex.utf8Start[Int(byte >> 4)], hex.utf8Start[Int(byte & 0xF)],
+          ])
         }
       }
       bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[mark...]))

@@ -1,9 +1,10 @@
 import Foundation
-@testable import Larder
-@testable import LarderServer
 import LarderHTTP
 import LarderTestSupport
 import Testing
+
+@testable import Larder
+@testable import LarderServer
 
 /// Event bodies and the `objects.get` resource are written without Codable, and receivers see
 /// exactly the bytes `JSONEncoder` (sorted keys, slashes bare) wrote before: for both delivery
@@ -26,7 +27,8 @@ import Testing
         time: object.updated, timeDeleted: nil, cursor: cursor),
       ObjectEvent(
         sequence: 8, id: "5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d", kind: .deleted, object: object,
-        time: object.updated.addingTimeInterval(0.0015), timeDeleted: object.updated.addingTimeInterval(0.0015),
+        time: object.updated.addingTimeInterval(0.0015),
+        timeDeleted: object.updated.addingTimeInterval(0.0015),
         cursor: cursor),
     ]
   }
@@ -47,7 +49,8 @@ import Testing
     let resource = GcsObjectResource(object, base: Self.base)
     for event in Self.events(object) {
       let data = CloudEventMessage.EventData(event, resource: resource)
-      let binary = CloudEventMessage(event: event, resource: resource, mode: .binary, key: [1, 2, 3], timestamp: 9)
+      let binary = CloudEventMessage(
+        event: event, resource: resource, mode: .binary, key: [1, 2, 3], timestamp: 9)
       let expected = Array(try Self.encoder.encode(data))
       #expect(binary.body == expected, "\(Self.text(binary.body))\n!=\n\(Self.text(expected))")
       let structured = CloudEventMessage(
@@ -62,13 +65,20 @@ import Testing
   @Test func objectsGetAnswersTheWrittenResourceAndFieldsFilterIt() throws {
     let object = try #require(TrickyObjects.all.last)
     let resource = GcsObjectResource(object, base: Self.base)
-    let whole = try GcsAPI.json(resource, request: try HTTPRequest(method: "GET", target: "/storage/v1/b/app/o/x"))
-    guard case .bytes(let body) = whole.body else { Issue.record("no body"); return }
+    let whole = try GcsAPI.json(
+      resource, request: try HTTPRequest(method: "GET", target: "/storage/v1/b/app/o/x"))
+    guard case .bytes(let body) = whole.body else {
+      Issue.record("no body")
+      return
+    }
     #expect(body == Array(try Self.encoder.encode(resource)))
     #expect(whole.headers["Content-Type"] == "application/json; charset=utf-8")
     let some = try GcsAPI.json(
       resource, request: try HTTPRequest(method: "GET", target: "/storage/v1/b/app/o/x?fields=name,size"))
-    guard case .bytes(let part) = some.body else { Issue.record("no body"); return }
+    guard case .bytes(let part) = some.body else {
+      Issue.record("no body")
+      return
+    }
     let fields = try #require(try JSONSerialization.jsonObject(with: Data(part)) as? [String: String])
     #expect(fields == ["name": object.name, "size": String(object.file.size)])
   }

@@ -1,8 +1,9 @@
 import Foundation
 import Larder
-@testable import LarderServer
 import Synchronization
 import Testing
+
+@testable import LarderServer
 
 /// A subscription's worker is woken after every commit; only a worker that sleeps for work is
 /// signalled, so one waiting out its batch window is not woken (and rescheduled) per commit.
@@ -42,7 +43,8 @@ import Testing
     }
     done.wait()
     let counted = try #require(switches.withLock { $0 })
-    #expect(counted >= 0 && counted < 20, "the pausing thread was switched out \(counted) times by 100 wake-ups")
+    #expect(
+      counted >= 0 && counted < 20, "the pausing thread was switched out \(counted) times by 100 wake-ups")
     // A wake-up during the pause is kept: the next sleep ends at once.
     let start = ContinuousClock.now
     worker.sleep(for: .seconds(5))

@@ -27,7 +27,8 @@ import Testing
     var text = String(decoding: try object.outboxJSON(), as: UTF8.self)
     let read = try #require(text.withUTF8 { StoredObject(outboxJSON: $0) })
     #expect(read == object)
-    #expect(read.timeCreated.timeIntervalSinceReferenceDate == object.timeCreated.timeIntervalSinceReferenceDate)
+    #expect(
+      read.timeCreated.timeIntervalSinceReferenceDate == object.timeCreated.timeIntervalSinceReferenceDate)
     #expect(try StoredObject.fromOutboxJSON(text) == object)
   }
 
@@ -61,12 +62,13 @@ import Testing
     let object = try StoredObject.fromOutboxJSON(previousBuild)
     #expect(String(decoding: try object.outboxJSON(), as: UTF8.self) == previousBuild)
     var astral = #"{"x":"\ud83e\udd8a"}"#
-    #expect(astral.withUTF8 { utf8 -> String? in
-      var json = JSONReader(utf8)
-      var value: String?
-      guard json.members({ _, json in JSONReader.keep(json.string(), in: &value) }) else { return nil }
-      return value
-    } == "🦊")
+    #expect(
+      astral.withUTF8 { utf8 -> String? in
+        var json = JSONReader(utf8)
+        var value: String?
+        guard json.members({ _, json in JSONReader.keep(json.string(), in: &value) }) else { return nil }
+        return value
+      } == "🦊")
   }
 
   @Test func textThatIsNotAStoredObjectIsRefusedAsJSONDecoderRefusesIt() throws {
@@ -78,7 +80,8 @@ import Testing
   /// Resources and events carry their times as Foundation's ISO 8601 style writes them
   /// (milliseconds truncated from the seconds since 2001), now without the formatter.
   @Test func timestampsAreWhatTheISO8601FormatStyleWrites() {
-    let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!)
+    let style = Date.ISO8601FormatStyle(
+      includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!)
     var generator = SystemRandomNumberGenerator()
     var dates = [-978_307_200.0, -978_307_200.25, 0, 755_172_800.1229999, 252_423_993_599.999, 1e-9, -1e-9]
       .map(Date.init(timeIntervalSinceReferenceDate:))
@@ -88,7 +91,9 @@ import Testing
       dates.append(Date(timeIntervalSinceReferenceDate: .random(in: -978_307_200..<1e10, using: &generator)))
     }
     let differing = dates.filter { StoredObject.timestamp($0) != $0.formatted(style) }
-    #expect(differing.isEmpty, "\(differing.prefix(3).map { ($0.timeIntervalSinceReferenceDate, $0.formatted(style)) })")
+    #expect(
+      differing.isEmpty,
+      "\(differing.prefix(3).map { ($0.timeIntervalSinceReferenceDate, $0.formatted(style)) })")
     // Outside 1970–9999 Foundation writes them; inside, none needs it.
     #expect(dates.filter { $0.timeIntervalSince1970 >= 0 && $0.millisecondTimestamp == nil }.isEmpty)
     #expect(Date(timeIntervalSince1970: -1).millisecondTimestamp == nil)
