@@ -18,7 +18,8 @@ struct CloudEventMessage: Equatable {
   }
 
   init(event: ObjectEvent, resource: GcsObjectResource, mode: EventSubscription.Mode, key: [UInt8], timestamp: Int64) {
-    // Written as `encoder` writes `EventData` and `Document` (the feed's form), without Codable.
+    // The bytes `JSONEncoder` (keys sorted, slashes bare: ``HTTPResponse/json(status:_:)``, the
+    // feed's) writes of `EventData` and `Document`, without Codable (`CloudEventBodyTests`).
     var json = JSONWriter(escapingSlashes: false, capacity: 1024)
     let timeDeleted = event.timeDeleted.map(StoredObject.timestamp)
     switch mode {
@@ -50,13 +51,6 @@ struct CloudEventMessage: Equatable {
     var object = event.object
     if let file = try? larder.files.withChecksums(object.file) { object.file = file }
     return GcsObjectResource(object, base: base)
-  }
-
-  /// One encoding, as objects.get's (``HTTPResponse/json(status:_:)``): keys sorted, slashes bare.
-  static var encoder: JSONEncoder {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return encoder
   }
 
   /// The event's context attributes, as Google sets them for Cloud Storage.
