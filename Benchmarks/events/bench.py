@@ -9,7 +9,9 @@
      `time` (its commit, on this machine's clock) to its arrival at the receiver, p50 and p99
      (goal p99 <= 100 ms).
   3. Per upload, its delivery included: the server's CPU (utime + stime from /proc, so the number
-     holds on a loaded machine) and its catalog write transactions (from /metrics).
+     holds on a loaded machine), split into the event threads' (per delivered event) and the rest
+     (the uploads', the outbox rows included; the event threads' also split into user and kernel
+     time), and its catalog write transactions (from /metrics).
 A measurement, never a test. Everything listens on 127.0.0.1; every directory is removed at exit.
 
   LARDER_BIN=.build/release/larder python3 Benchmarks/events/bench.py
@@ -126,6 +128,23 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def delivery_cpu_seconds(pid):
+    """utime + stime of the server's event threads (`event-deliverer`, `event-webhook`:
+    claims, resources, bodies, POSTs), from /proc/PID/task; the rest of the server's CPU is the uploads'."""
+    total = system = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, tail = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        if head.split("(", 1)[1].startswith("event-"):
+            fields = tail.split()
+            total += int(fields[11]) + int(fields[12])
+            system += int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK"), system / os.sysconf("SC_CLK_TCK")
+
+
 def write_transactions(port):
     """How many catalog write transactions the server committed (or rolled back), from /metrics."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -171,6 +190,7 @@ def throughput(subscribed):
     try:
         counts = [0] * CLIENTS
         cpu, writes = cpu_seconds(server.proc.pid), write_transactions(server.port)
+        delivering, delivering_kernel = delivery_cpu_seconds(server.proc.pid)
         deadline = time.monotonic() + SECONDS
         threads = [threading.Thread(target=upload_loop, args=(server.port, "t", deadline, counts, i))
                    for i in range(CLIENTS)]
@@ -188,8 +208,11 @@ def throughput(subscribed):
         # Per upload, its delivery included: the server's CPU and its catalog write transactions
         # (the /metrics scrape after the uploads adds none).
         cpu = (cpu_seconds(server.proc.pid) - cpu) / sum(counts)
+        delivered, delivered_kernel = delivery_cpu_seconds(server.proc.pid)
+        delivering = (delivered - delivering) / sum(counts)
+        delivering_kernel = (delivered_kernel - delivering_kernel) / sum(counts)
         writes = (write_transactions(server.port) - writes) / sum(counts)
-        return rate, cpu, writes
+        return rate, cpu, writes, delivering, delivering_kernel
     finally:
         server.stop()
         if receiver:
@@ -268,6 +291,11 @@ def main():
     row("server CPU per upload, no subscription", [f"{median(none[b], 1) * 1e6:.0f} µs" for b in labels])
     row("server CPU per upload and its delivery, one subscription",
         [f"{median(one[b], 1) * 1e6:.0f} µs" for b in labels])
+    row("of which the event threads, per delivered event", [f"{median(one[b], 3) * 1e6:.0f} µs" for b in labels])
+    row("  … user / kernel", [f"{statistics.median(run[3] - run[4] for run in one[b]) * 1e6:.0f} / "
+                              f"{median(one[b], 4) * 1e6:.0f} µs" for b in labels])
+    row("of which the other threads (the uploads), per upload",
+        [f"{statistics.median(run[1] - run[3] for run in one[b]) * 1e6:.0f} µs" for b in labels])
     row("catalog write transactions per upload, no subscription", [f"{median(none[b], 2):.2f}" for b in labels])
     row("catalog write transactions per upload, one subscription", [f"{median(one[b], 2):.2f}" for b in labels])
     for k, b in enumerate(labels):

@@ -3,7 +3,7 @@ import Foundation
 
 /// The Linux calls the epoll engine needs and Swift's Glibc module leaves out; the one file that
 /// imports CLinuxIO.
-enum LinuxIO {
+package enum LinuxIO {
   static let readable = larder_EPOLLIN
   static let writable = larder_EPOLLOUT
   static let edgeTriggered = larder_EPOLLET
@@ -33,7 +33,7 @@ enum LinuxIO {
 
   /// Names the calling thread as the kernel shows it (`top -H`, `perf`), cut to 15 bytes:
   /// Foundation's `Thread.name` does not reach the kernel here.
-  static func nameThisThread(_ name: String) { larder_name_thread(name) }
+  package static func nameThisThread(_ name: String) { larder_name_thread(name) }
 
   /// A connection from the listen socket, non-blocking and close-on-exec; -1 with errno.
   static func accept(_ fd: Int32) -> Int32 { larder_accept(fd) }

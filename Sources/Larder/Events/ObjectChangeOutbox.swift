@@ -17,9 +17,7 @@ enum ObjectChangeOutbox {
   static func record(
     _ kind: ObjectChangeKind, object: StoredObject, time: Date, timeDeleted: Date? = nil, db: Database
   ) throws {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = .sortedKeys
-    let body = String(decoding: try encoder.encode(object), as: UTF8.self)
+    let body = String(decoding: try object.outboxJSON(), as: UTF8.self)
     let id = UUID().uuidString.lowercased()
     guard
       let seq = try db.row(

@@ -119,7 +119,7 @@ public struct ObjectEvents: Sendable {
   }
 
   static func event(row: Row) throws -> ObjectEvent {
-    let object = try JSONDecoder().decode(StoredObject.self, from: Data((row.string("object") ?? "").utf8))
+    let object = try StoredObject.fromOutboxJSON(row.string("object") ?? "")
     let sequence = row.int("seq") ?? 0
     return ObjectEvent(
       sequence: sequence, id: row.string("id") ?? "",

@@ -46,8 +46,9 @@ public struct StoredObject: Sendable, Equatable, Codable {
 
   /// RFC 3339 with milliseconds, UTC, as Firebase writes times.
   public static func timestamp(_ date: Date) -> String {
-    date.formatted(
-      Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!))
+    date.millisecondTimestamp
+      ?? date.formatted(
+        Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!))
   }
 }
 

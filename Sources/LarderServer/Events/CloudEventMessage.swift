@@ -17,19 +17,29 @@ struct CloudEventMessage: Equatable {
     a.body == b.body && a.headers.map { "\($0.name): \($0.value)" } == b.headers.map { "\($0.name): \($0.value)" }
   }
 
-  init(event: ObjectEvent, resource: GcsObjectResource, mode: EventSubscription.Mode, key: [UInt8], timestamp: Int64)
-    throws
-  {
-    let data = EventData(event, resource: resource)
+  init(event: ObjectEvent, resource: GcsObjectResource, mode: EventSubscription.Mode, key: [UInt8], timestamp: Int64) {
+    // The bytes `JSONEncoder` (keys sorted, slashes bare: ``HTTPResponse/json(status:_:)``, the
+    // feed's) writes of `EventData` and `Document`, without Codable (`CloudEventBodyTests`).
+    var json = JSONWriter(escapingSlashes: false, capacity: 1024)
+    let timeDeleted = event.timeDeleted.map(StoredObject.timestamp)
     switch mode {
     case .binary:
-      body = Array(try Self.encoder.encode(data))
+      resource.write(to: &json, timeDeleted: timeDeleted)
       headers =
         [("Content-Type", "application/json")] + Self.attributes(event).map { ("ce-" + $0.0, Self.headerSafe($0.1)) }
     case .structured:
-      body = Array(try Self.encoder.encode(Document(event, data: data)))
+      // "data" sorts before "datacontenttype" and every attribute's name.
+      json.beginObject()
+      json.key("data")
+      resource.write(to: &json, timeDeleted: timeDeleted)
+      let members = Self.attributes(event) + [("datacontenttype", "application/json")]
+      for (name, value) in members.sorted(by: { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }) {
+        json.field(name, value)
+      }
+      json.endObject()
       headers = [("Content-Type", "application/cloudevents+json; charset=utf-8")]
     }
+    body = json.bytes
     let signed = Array("\(event.id).\(timestamp).".utf8) + body
     let signature = Data(HMAC.sha256(key: key, message: signed)).base64EncodedString()
     headers += [("webhook-id", event.id), ("webhook-timestamp", String(timestamp)), ("webhook-signature", "v1,\(signature)")]
@@ -41,13 +51,6 @@ struct CloudEventMessage: Equatable {
     var object = event.object
     if let file = try? larder.files.withChecksums(object.file) { object.file = file }
     return GcsObjectResource(object, base: base)
-  }
-
-  /// One encoding, as objects.get's (``HTTPResponse/json(status:_:)``): keys sorted, slashes bare.
-  static var encoder: JSONEncoder {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return encoder
   }
 
   /// The event's context attributes, as Google sets them for Cloud Storage.

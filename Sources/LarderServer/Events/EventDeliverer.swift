@@ -1,5 +1,6 @@
 import Foundation
 import Larder
+import LarderHTTP
 import LarderLogging
 import Synchronization
 
@@ -79,7 +80,10 @@ public final class EventDeliverer: Sendable {
   public var counts: [String: Counts] { counters.withLock { $0 } }
 
   public func start() {
-    let thread = Thread { [self] in coordinate() }
+    let thread = Thread { [self] in
+      LinuxIO.nameThisThread("event-deliverer")
+      coordinate()
+    }
     thread.name = "larder.event-deliverer"
     thread.start()
   }
@@ -162,6 +166,7 @@ public final class EventDeliverer: Sendable {
           let worker = SubscriptionWorker(subscription: subscription)
           s.workers[subscription.id] = worker
           let thread = Thread { [self] in
+            LinuxIO.nameThisThread("event-webhook")
             work(worker)
             worker.finished.signal()
           }
@@ -236,7 +241,7 @@ public final class EventDeliverer: Sendable {
   ) -> Bool {
     let failure: String
     do {
-      let message = try CloudEventMessage(
+      let message = CloudEventMessage(
         event: delivery.event, resource: CloudEventMessage.resource(delivery.event, larder: larder, base: base()),
         mode: subscription.mode, key: subscription.signingKey, timestamp: Int64(Date().timeIntervalSince1970))
       let response = try http.post(
@@ -268,23 +273,34 @@ public final class EventDeliverer: Sendable {
 final class SubscriptionWorker: Sendable {
   let subscription: Mutex<EventSubscription>
   private let condition = NSCondition()
-  private let flags = Mutex((woken: false, active: true))
+  /// `sleeping`: in ``sleep(for:)``, the one wait a wake-up ends.
+  private let flags = Mutex((woken: false, active: true, sleeping: false))
   let finished = DispatchSemaphore(value: 0)
 
   init(subscription: EventSubscription) { self.subscription = Mutex(subscription) }
 
   var isActive: Bool { flags.withLock { $0.active } }
 
+  /// Ends a ``sleep(for:)``, now or (noted) the next one. A worker in its batch window is not
+  /// signalled: the coordinator wakes it after every commit, and each signal would cost the
+  /// pausing thread a futex wake-up and a context switch only to wait again.
   func wake() {
     condition.lock()
-    flags.withLock { $0.woken = true }
-    condition.signal()
+    if flags.withLock({ flags in
+      flags.woken = true
+      return flags.sleeping
+    }) {
+      condition.signal()
+    }
     condition.unlock()
   }
 
   func retire() {
     condition.lock()
-    flags.withLock { $0 = (true, false) }
+    flags.withLock {
+      $0.woken = true
+      $0.active = false
+    }
     condition.signal()
     condition.unlock()
   }
@@ -303,8 +319,12 @@ final class SubscriptionWorker: Sendable {
   func sleep(for duration: Duration) {
     let deadline = Date().addingTimeInterval(duration.timeInterval)
     condition.lock()
+    flags.withLock { $0.sleeping = true }
     while !flags.withLock({ $0.woken }) && condition.wait(until: deadline) {}
-    flags.withLock { $0.woken = false }
+    flags.withLock {
+      $0.woken = false
+      $0.sleeping = false
+    }
     condition.unlock()
   }
 }

@@ -57,6 +57,38 @@ struct GcsObjectResource: Encodable {
     contentLanguage = object.contentLanguage
   }
 
+  /// This resource as JSON: byte for byte what `JSONEncoder` with `.sortedKeys` and
+  /// `.withoutEscapingSlashes` writes of it (its `Encodable` form, which listings still take),
+  /// without Codable's containers, for `objects.get` and every event delivery. `timeDeleted`
+  /// (an event's for a delete, as Google sends it) goes in its sorted place.
+  func write(to json: inout JSONWriter, timeDeleted: String? = nil) {
+    json.beginObject()
+    json.field("bucket", bucket)
+    json.field("cacheControl", cacheControl)
+    json.field("contentDisposition", contentDisposition)
+    json.field("contentEncoding", contentEncoding)
+    json.field("contentLanguage", contentLanguage)
+    json.field("contentType", contentType)
+    json.field("crc32c", crc32c)
+    json.field("etag", etag)
+    json.field("generation", generation)
+    json.field("id", id)
+    json.field("kind", kind)
+    json.field("md5Hash", md5Hash)
+    json.field("mediaLink", mediaLink)
+    if let metadata { json.field("metadata", metadata) }
+    json.field("metageneration", metageneration)
+    json.field("name", name)
+    json.field("selfLink", selfLink)
+    json.field("size", size)
+    json.field("storageClass", storageClass)
+    json.field("timeCreated", timeCreated)
+    json.field("timeDeleted", timeDeleted)
+    json.field("timeStorageClassUpdated", timeStorageClassUpdated)
+    json.field("updated", updated)
+    json.endObject()
+  }
+
   /// `x-goog-hash` of a download: what google-cloud-storage checks the bytes against.
   static func hashHeader(_ file: File) -> String? {
     var parts: [String] = []
@@ -200,6 +232,12 @@ enum GcsAPI {
   /// `value` as JSON, keeping only the `fields` the request selects.
   static func json<T: Encodable>(_ value: T, request: HTTPRequest, status: Int = 200) throws -> HTTPResponse {
     guard let text = request.queryValue("fields"), let fields = try GcsFields.parse(text) else {
+      if let resource = value as? GcsObjectResource {
+        var json = JSONWriter(escapingSlashes: false)
+        resource.write(to: &json)
+        return HTTPResponse(
+          status: status, headers: ["Content-Type": "application/json; charset=utf-8"], body: .bytes(json.bytes))
+      }
       return .json(status: status, value)
     }
     let encoded = try JSONEncoder().encode(value)
