@@ -255,15 +255,25 @@ private final class Transfer {
     return count
   }
 
+  /// One header line as curl hands it over (CRLF included). Read as bytes: Foundation's
+  /// `trimmingCharacters` bridged through NSString was a tenth of a webhook delivery's CPU.
   func header(_ line: UnsafeRawBufferPointer) {
-    let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    if text.hasPrefix("HTTP/") {
+    func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+    func trimmed(_ r: Range<Int>) -> Range<Int> {
+      var (lo, hi) = (r.lowerBound, r.upperBound)
+      while lo < hi, isSpace(line[lo]) { lo += 1 }
+      while hi > lo, isSpace(line[hi - 1]) { hi -= 1 }
+      return lo..<hi
+    }
+    let text = trimmed(0..<line.count)
+    if line[text].starts(with: "HTTP/".utf8) {
       headers = [:]  // a new response (after a 100 Continue, a redirect)
       return
     }
-    guard let colon = text.firstIndex(of: ":") else { return }
-    let name = text[..<colon].lowercased()
-    headers[name] = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    guard let colon = line[text].firstIndex(of: 0x3A) else { return }
+    let name = line[text.lowerBound..<colon].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+    let value = UnsafeRawBufferPointer(rebasing: line[trimmed(colon + 1..<text.upperBound)])
+    headers[String(decoding: name, as: UTF8.self)] = String(decoding: value, as: UTF8.self)
   }
 
   func write(_ chunk: UnsafeRawBufferPointer) -> Bool {
