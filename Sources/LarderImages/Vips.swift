@@ -1,4 +1,4 @@
-import CVips
+internal import CVips
 import Foundation
 
 /// libvips, behind one wrapper: no other file imports `CVips`.
