@@ -50,14 +50,16 @@ public struct HTTPResponse: Sendable {
   }
 
   /// An `application/json` response of `value`, keys sorted so bodies are stable.
+  /// A JSON document already written (by an encoder of the caller's).
+  public static func json(status: Int = 200, encoded: [UInt8]) -> HTTPResponse {
+    HTTPResponse(status: status, headers: ["Content-Type": "application/json; charset=utf-8"], body: .bytes(encoded))
+  }
+
   public static func json<T: Encodable>(status: Int = 200, _ value: T) -> HTTPResponse {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     do {
-      let data = try encoder.encode(value)
-      return HTTPResponse(
-        status: status, headers: ["Content-Type": "application/json; charset=utf-8"],
-        body: .bytes(Array(data)))
+      return .json(status: status, encoded: Array(try encoder.encode(value)))
     } catch {
       return .error(status: 500, message: "response encoding failed")
     }

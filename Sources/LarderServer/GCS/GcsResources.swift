@@ -231,21 +231,31 @@ enum GcsAPI {
 
   /// `value` as JSON, keeping only the `fields` the request selects.
   static func json<T: Encodable>(_ value: T, request: HTTPRequest, status: Int = 200) throws -> HTTPResponse {
-    guard let text = request.queryValue("fields"), let fields = try GcsFields.parse(text) else {
-      if let resource = value as? GcsObjectResource {
-        var json = JSONWriter(escapingSlashes: false)
-        resource.write(to: &json)
-        return HTTPResponse(
-          status: status, headers: ["Content-Type": "application/json; charset=utf-8"], body: .bytes(json.bytes))
-      }
-      return .json(status: status, value)
+    guard let fields = try selectedFields(request) else { return .json(status: status, value) }
+    return try json(value, keeping: fields, status: status)
+  }
+
+  /// An object resource as JSON: without a `fields` selection, written by its own writer (the
+  /// encoder's bytes without Codable: `objects.get` and every write's answer).
+  static func json(_ resource: GcsObjectResource, request: HTTPRequest, status: Int = 200) throws -> HTTPResponse {
+    guard let fields = try selectedFields(request) else {
+      var json = JSONWriter(escapingSlashes: false)
+      resource.write(to: &json)
+      return .json(status: status, encoded: json.bytes)
     }
+    return try json(resource, keeping: fields, status: status)
+  }
+
+  private static func selectedFields(_ request: HTTPRequest) throws -> GcsFields? {
+    try request.queryValue("fields").flatMap { try GcsFields.parse($0) }
+  }
+
+  private static func json<T: Encodable>(_ value: T, keeping fields: GcsFields, status: Int) throws -> HTTPResponse {
     let encoded = try JSONEncoder().encode(value)
     let filtered = fields.apply(try JSONSerialization.jsonObject(with: encoded))
     let data = try JSONSerialization.data(
       withJSONObject: filtered, options: [.sortedKeys, .withoutEscapingSlashes])
-    return HTTPResponse(
-      status: status, headers: ["Content-Type": "application/json; charset=utf-8"], body: .bytes(Array(data)))
+    return .json(status: status, encoded: Array(data))
   }
 
   /// GCS's error `reason` for a status.

@@ -101,6 +101,37 @@ import Testing
     }
   }
 
+  /// The router tries only the routes a path's first segment can match, but in the order they
+  /// were added, whether a route starts with a literal or a parameter: the first added wins, a
+  /// 405's `Allow` lists both kinds in order, a path no literal starts takes the parameter
+  /// routes alone, and routes marked later (`runInline`) keep their place.
+  @Test func routesStartingWithAParameterKeepTheirPlaceAmongLiteralOnes() throws {
+    var router = Router()
+    router.add("GET", "/{bucket}/{name}", route: "param-first") { _, _ in .respond(.text("param")) }
+    router.add("GET", "/v0/{name}", route: "literal") { _, _ in .respond(.text("literal")) }
+    router.add("PUT", "/v0/only-put", route: "literal-put") { _, _ in .respond(.text("put")) }
+    router.add("DELETE", "/{bucket}/{name}", route: "param-delete") { _, _ in .respond(.text("delete")) }
+    router.add("GET", "/v0/{a}/{b}/{c}", route: "deep") { _, _ in .respond(.text("deep")) }
+    router.runInline(["literal"]) { _ in true }
+    func label(_ method: String, _ target: String) throws -> String? {
+      router.head(try HTTPRequest(method: method, target: target)).routeLabel
+    }
+    #expect(try label("GET", "/v0/x") == "param-first")  // added first, matches too
+    #expect(try label("DELETE", "/v0/x") == "param-delete")
+    #expect(try label("PUT", "/v0/only-put") == "literal-put")
+    #expect(try label("GET", "/v0/a/b/c") == "deep")
+    #expect(try label("GET", "/other/x") == "param-first")
+    #expect(try label("GET", "/other/x/y") == "unmatched")
+    let refused = router.head(try HTTPRequest(method: "POST", target: "/v0/only-put"))
+    guard case .respond(let r) = refused.action else {
+      Issue.record("expected a response")
+      return
+    }
+    #expect(r.status == 405)
+    #expect(r.headers["Allow"] == "GET, PUT, DELETE, HEAD")
+    #expect(router.labels == ["param-first", "literal", "literal-put", "param-delete", "deep", "unmatched"])
+  }
+
   @Test func errorResponsesHaveFirebaseShape() throws {
     let r = HTTPResponse.error(status: 413, message: "too big", extra: ["size": 10, "maxSize": 5])
     guard case .bytes(let b) = r.body else {
