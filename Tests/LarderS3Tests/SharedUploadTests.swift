@@ -362,10 +362,12 @@ struct SharedUploadTests {
 
   /// Proves: the lease is renewed on a timer while a part is being sent. A's part takes 2.5
   /// lease times to reach the store; B is refused meanwhile and A's commit goes through.
+  /// (A 3 s lease, renewed every second: with 1 s, a loaded machine running the whole S3 pass
+  /// once delayed the renewals past the lease and B took it.)
   @Test func aPartSlowerThanTheLeaseKeepsIt() throws {
     let cluster = try Cluster(
-      lease: .seconds(1),
-      hooksA: { StallingStorage($0.sharedUploads!).hooks { _ in Thread.sleep(forTimeInterval: 2.5) } })
+      lease: .seconds(3),
+      hooksA: { StallingStorage($0.sharedUploads!).hooks { _ in Thread.sleep(forTimeInterval: 7.5) } })
     let bytes = Self.content(7 * Self.mib, seed: 41)
     let upload = try cluster.uploadsA.create(
       bucket: "app", name: "slowpart.bin", owner: "u", length: Int64(bytes.count))
@@ -376,7 +378,7 @@ struct SharedUploadTests {
       result.withLock { $0 = Result { try Self.append(uploads, upload.id, bytes, 0..<(6 * Self.mib)) } }
       done.signal()
     }
-    Thread.sleep(forTimeInterval: 1.8)
+    Thread.sleep(forTimeInterval: 5.4)
     #expect(throws: UploadError.locked(id: upload.id)) {
       _ = try cluster.uploadsB.beginAppend(id: upload.id, owner: "u", offset: 0)
     }

@@ -18,8 +18,8 @@ struct CloudEventMessage: Equatable {
   }
 
   init(event: ObjectEvent, resource: GcsObjectResource, mode: EventSubscription.Mode, key: [UInt8], timestamp: Int64) {
-    // The bytes `JSONEncoder` (keys sorted, slashes bare: ``HTTPResponse/json(status:_:)``, the
-    // feed's) writes of `EventData` and `Document`, without Codable (`CloudEventBodyTests`).
+    // The bytes `JSONEncoder` (keys sorted, slashes bare) wrote of these documents before they
+    // were written without Codable (`CloudEventBodyTests` keeps that encoder as its oracle).
     var json = JSONWriter(escapingSlashes: false, capacity: 1024)
     let timeDeleted = event.timeDeleted.map(StoredObject.timestamp)
     switch mode {
@@ -28,21 +28,27 @@ struct CloudEventMessage: Equatable {
       headers =
         [("Content-Type", "application/json")] + Self.attributes(event).map { ("ce-" + $0.0, Self.headerSafe($0.1)) }
     case .structured:
-      // "data" sorts before "datacontenttype" and every attribute's name.
-      json.beginObject()
-      json.key("data")
-      resource.write(to: &json, timeDeleted: timeDeleted)
-      let members = Self.attributes(event) + [("datacontenttype", "application/json")]
-      for (name, value) in members.sorted(by: { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }) {
-        json.field(name, value)
-      }
-      json.endObject()
+      Self.writeDocument(event, resource: resource, to: &json)
       headers = [("Content-Type", "application/cloudevents+json; charset=utf-8")]
     }
     body = json.bytes
     let signed = Array("\(event.id).\(timestamp).".utf8) + body
     let signature = Data(HMAC.sha256(key: key, message: signed)).base64EncodedString()
     headers += [("webhook-id", event.id), ("webhook-timestamp", String(timestamp)), ("webhook-signature", "v1,\(signature)")]
+  }
+
+  /// The structured-mode document (the attributes, `datacontenttype`, `data`), as a delivery in
+  /// structured mode sends it and the change feed lists it.
+  static func writeDocument(_ event: ObjectEvent, resource: GcsObjectResource, to json: inout JSONWriter) {
+    // "data" sorts before "datacontenttype" and every attribute's name.
+    json.beginObject()
+    json.key("data")
+    resource.write(to: &json, timeDeleted: event.timeDeleted.map(StoredObject.timestamp))
+    let members = attributes(event) + [("datacontenttype", "application/json")]
+    for (name, value) in members.sorted(by: { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }) {
+      json.field(name, value)
+    }
+    json.endObject()
   }
 
   /// The resource of `event`'s object as objects.get answers it: with its digests, computed
@@ -60,50 +66,6 @@ struct CloudEventMessage: Equatable {
       ("specversion", "1.0"), ("type", event.kind.cloudEventType), ("subject", "objects/\(event.object.name)"),
       ("time", StoredObject.timestamp(event.time)),
     ]
-  }
-
-  /// `data`: the object resource of `objects.get`, with `timeDeleted` for a delete.
-  struct EventData: Encodable {
-    var resource: GcsObjectResource
-    var timeDeleted: String?
-
-    init(_ event: ObjectEvent, resource: GcsObjectResource) {
-      self.resource = resource
-      timeDeleted = event.timeDeleted.map(StoredObject.timestamp)
-    }
-
-    private enum Key: String, CodingKey { case timeDeleted }
-
-    func encode(to encoder: any Encoder) throws {
-      try resource.encode(to: encoder)
-      var container = encoder.container(keyedBy: Key.self)
-      try container.encodeIfPresent(timeDeleted, forKey: .timeDeleted)
-    }
-  }
-
-  /// The structured-mode document: the attributes, `datacontenttype` and `data`.
-  struct Document: Encodable {
-    var attributes: [(String, String)]
-    var data: EventData
-
-    init(_ event: ObjectEvent, data: EventData) {
-      attributes = CloudEventMessage.attributes(event)
-      self.data = data
-    }
-
-    private struct Key: CodingKey {
-      var stringValue: String
-      var intValue: Int? { nil }
-      init(stringValue: String) { self.stringValue = stringValue }
-      init?(intValue: Int) { nil }
-    }
-
-    func encode(to encoder: any Encoder) throws {
-      var container = encoder.container(keyedBy: Key.self)
-      for (name, value) in attributes { try container.encode(value, forKey: Key(stringValue: name)) }
-      try container.encode("application/json", forKey: Key(stringValue: "datacontenttype"))
-      try container.encode(data, forKey: Key(stringValue: "data"))
-    }
   }
 
   /// A header value per the CloudEvents HTTP binding: non-ASCII and `%` percent-encoded

@@ -56,12 +56,6 @@ struct EventsEndpoint {
     var subscription: String?
   }
 
-  /// A page of the change feed: structured-mode documents and the cursor after them.
-  struct FeedPage: Encodable {
-    var events: [CloudEventMessage.Document]
-    var next: String
-  }
-
   struct DeliveryAnswer: Encodable {
     var subscription: String
     var eventId: String
@@ -162,12 +156,20 @@ struct EventsEndpoint {
   /// The feed's page as its answer.
   private func feed(_ page: FeedLongPoll.Page, request: HTTPRequest) -> HTTPResponse {
     let base = (try? FirebaseUploads(context: context).uploadBase(request)) ?? ""
-    let documents = page.events.map { event in
-      CloudEventMessage.Document(
-        event,
-        data: .init(event, resource: CloudEventMessage.resource(event, larder: context.larder, base: base)))
-    }
-    return .json(FeedPage(events: documents, next: page.next.description))
+    return .json(encoded: Self.feedJSON(page) { CloudEventMessage.resource($0, larder: context.larder, base: base) })
+  }
+
+  /// A page of the change feed: `{"events":[structured-mode documents],"next":cursor}`.
+  static func feedJSON(_ page: FeedLongPoll.Page, resource: (ObjectEvent) -> GcsObjectResource) -> [UInt8] {
+    var json = JSONWriter(escapingSlashes: false, capacity: 1024 * max(1, page.events.count))
+    json.beginObject()
+    json.key("events")
+    json.beginArray()
+    for event in page.events { CloudEventMessage.writeDocument(event, resource: resource(event), to: &json) }
+    json.endArray()
+    json.field("next", page.next.description)
+    json.endObject()
+    return json.bytes
   }
 
   private func admit(_ request: HTTPRequest) throws {

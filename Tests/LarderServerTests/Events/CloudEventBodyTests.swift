@@ -48,16 +48,30 @@ import Testing
   func bothModesBodiesAreWhatJSONEncoderWrites(_ object: StoredObject) throws {
     let resource = GcsObjectResource(object, base: Self.base)
     for event in Self.events(object) {
-      let data = CloudEventMessage.EventData(event, resource: resource)
+      let data = EventData(event, resource: resource)
       let binary = CloudEventMessage(
         event: event, resource: resource, mode: .binary, key: [1, 2, 3], timestamp: 9)
       let expected = Array(try Self.encoder.encode(data))
       #expect(binary.body == expected, "\(Self.text(binary.body))\n!=\n\(Self.text(expected))")
       let structured = CloudEventMessage(
         event: event, resource: resource, mode: .structured, key: [1, 2, 3], timestamp: 9)
-      let document = Array(try Self.encoder.encode(CloudEventMessage.Document(event, data: data)))
+      let document = Array(try Self.encoder.encode(Document(event, data: data)))
       #expect(structured.body == document, "\(Self.text(structured.body))\n!=\n\(Self.text(document))")
       #expect((event.timeDeleted != nil) == Self.text(binary.body).contains("\"timeDeleted\":"))
+    }
+  }
+
+  /// The change feed's page: the same documents, in an array, with the cursor after them.
+  @Test func theFeedsPageIsWhatJSONEncoderWrites() throws {
+    let events = TrickyObjects.all.flatMap(Self.events)
+    let next = ObjectEventCursor(transactionOrder: 3, sequence: 9)
+    let resource = { (event: ObjectEvent) in GcsObjectResource(event.object, base: Self.base) }
+    for page in [Array(events.prefix(0)), Array(events.prefix(1)), events] {
+      let written = EventsEndpoint.feedJSON((events: page, next: next), resource: resource)
+      let expected = Array(
+        try Self.encoder.encode(
+          FeedPage(events: page.map { Document($0, data: EventData($0, resource: resource($0))) }, next: next.description)))
+      #expect(written == expected, "\(Self.text(written))\n!=\n\(Self.text(expected))")
     }
   }
 
@@ -82,4 +96,53 @@ import Testing
     let fields = try #require(try JSONSerialization.jsonObject(with: Data(part)) as? [String: String])
     #expect(fields == ["name": object.name, "size": String(object.file.size)])
   }
+}
+
+/// What the delivery and feed documents were when `JSONEncoder` wrote them: the oracle the
+/// writer's bytes are held to.
+private struct EventData: Encodable {
+  var resource: GcsObjectResource
+  var timeDeleted: String?
+
+  init(_ event: ObjectEvent, resource: GcsObjectResource) {
+    self.resource = resource
+    timeDeleted = event.timeDeleted.map(StoredObject.timestamp)
+  }
+
+  private enum Key: String, CodingKey { case timeDeleted }
+
+  func encode(to encoder: any Encoder) throws {
+    try resource.encode(to: encoder)
+    var container = encoder.container(keyedBy: Key.self)
+    try container.encodeIfPresent(timeDeleted, forKey: .timeDeleted)
+  }
+}
+
+private struct Document: Encodable {
+  var attributes: [(String, String)]
+  var data: EventData
+
+  init(_ event: ObjectEvent, data: EventData) {
+    attributes = CloudEventMessage.attributes(event)
+    self.data = data
+  }
+
+  private struct Key: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+  }
+
+  func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: Key.self)
+    for (name, value) in attributes { try container.encode(value, forKey: Key(stringValue: name)) }
+    try container.encode("application/json", forKey: Key(stringValue: "datacontenttype"))
+    try container.encode(data, forKey: Key(stringValue: "data"))
+  }
+}
+
+private struct FeedPage: Encodable {
+  var events: [Document]
+  var next: String
 }
