@@ -88,21 +88,36 @@ final class EpollServer: @unchecked Sendable {
   /// until one closes.
   var isFull: Bool { openConnections.load(ordering: .relaxed) >= connectionLimit }
 
-  /// Counts a connection from `address`; false when its address is at its limit.
+  /// Takes one of the `connectionLimit` slots before a loop accepts; false when none is free.
+  /// Taken in one step, so loops accepting at once never pass the limit together.
+  func reserveSlot() -> Bool {
+    var current = openConnections.load(ordering: .relaxed)
+    while current < connectionLimit {
+      let (exchanged, original) = openConnections.compareExchange(
+        expected: current, desired: current + 1, ordering: .relaxed)
+      if exchanged { return true }
+      current = original
+    }
+    return false
+  }
+
+  /// Gives back a slot taken by ``reserveSlot()`` that no connection holds.
+  func returnSlot() { openConnections.subtract(1, ordering: .relaxed) }
+
+  /// Counts a connection from `address` (its slot already reserved); false when its address is
+  /// at its limit.
   func admit(_ address: String) -> Bool {
     let limit = configuration.perIPConnectionLimit
-    let admitted = perAddress.withLock { counts -> Bool in
+    return perAddress.withLock { counts -> Bool in
       let current = counts[address, default: 0]
       if limit > 0 && current >= limit { return false }
       counts[address] = current + 1
       return true
     }
-    if admitted { openConnections.add(1, ordering: .relaxed) }
-    return admitted
   }
 
   func release(_ address: String) {
-    openConnections.subtract(1, ordering: .relaxed)
+    returnSlot()
     perAddress.withLock { counts in
       let left = counts[address, default: 1] - 1
       counts[address] = left > 0 ? left : nil
@@ -324,15 +339,17 @@ final class EventLoop: @unchecked Sendable {
 
   private func acceptAll() {
     while accepting {
-      if server.isFull {
+      guard server.reserveSlot() else {
         paused = true
         LinuxIO.remove(epoll, server.listen.descriptor)
         return
       }
       let fd = LinuxIO.accept(server.listen.descriptor)
       if fd < 0 {
-        if errno == EINTR || errno == ECONNABORTED { continue }
-        if errno == EMFILE || errno == ENFILE {
+        let error = errno
+        server.returnSlot()
+        if error == EINTR || error == ECONNABORTED { continue }
+        if error == EMFILE || error == ENFILE {
           server.configuration.logger.warning("accept: out of descriptors")
         }
         return
@@ -341,6 +358,7 @@ final class EventLoop: @unchecked Sendable {
       setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
       let address = Self.peerAddress(fd)
       guard !server.draining.load(ordering: .relaxed), server.admit(address) else {
+        server.returnSlot()
         refuse(fd)
         continue
       }

@@ -95,6 +95,33 @@ private func refusal(_ port: Int, _ text: String) throws -> (WireResponse, close
     }
   }
 
+  /// Loops accepting at the same moment never pass the connection limit together: each takes its
+  /// slot in one step before `accept`. (CI once saw 65 of 64 when two loops both read 63 as "not
+  /// full" and both accepted.)
+  @Test func loopsAcceptingAtOnceNeverPassTheConnectionLimit() throws {
+    try withServer({ $0.connectionLimit = 4; $0.threadPoolSize = 4; $0.perIPConnectionLimit = 0 },
+      handler: testRouter())
+    { server in
+      for round in 0..<25 {
+        let lock = NSLock()
+        nonisolated(unsafe) var opened: [WireConnection] = []
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+          for _ in 0..<4 {
+            guard let c = try? WireConnection(port: server.boundPort) else { continue }
+            try? c.send("GET /hello HTTP/1.1\r\nHost: x\r\n")
+            lock.withLock { opened.append(c) }
+          }
+        }
+        #expect(opened.count == 32, "round \(round)")
+        #expect(pollUntil { server.openConnections >= 4 }, "round \(round)")
+        usleep(50_000)
+        #expect(server.openConnections == 4, "round \(round)")
+        for c in opened { c.close() }
+        #expect(pollUntil { server.openConnections == 0 }, "round \(round)")
+      }
+    }
+  }
+
   /// `100 Continue` goes out only once the handler has judged the head: a refused upload costs
   /// no body, and an accepted one gets its `100` before the client sends a byte.
   @Test func continueIsSentOnlyAfterTheHandlerAcceptsTheHead() throws {
