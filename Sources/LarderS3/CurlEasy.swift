@@ -152,13 +152,28 @@ final class CurlEasy: @unchecked Sendable {
       try check(larder_curl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(exchange.body.length)))
     default: try set(CURLOPT_CUSTOMREQUEST, exchange.method)
     }
-    if exchange.method == "PUT" || exchange.method == "POST" {
+    // A POST's body in memory goes out from there: libcurl then sends a small one in the same
+    // `send` as the head (through a read callback it sends the head, polls, then the body: two
+    // segments and two wake-ups of the receiver per webhook delivery).
+    var inline: [UInt8]? = nil
+    if exchange.method == "POST", case .bytes(let bytes) = exchange.body, !bytes.isEmpty {
+      inline = bytes
+    } else if exchange.method == "PUT" || exchange.method == "POST" {
       try check(larder_curl_set_data_callback(handle, CURLOPT_READFUNCTION, curlReadCallback))
       try check(larder_curl_set_pointer(handle, CURLOPT_READDATA, context))
       if exchange.body.length >= 512 << 10 { try set(CURLOPT_UPLOAD_BUFFERSIZE, 512 << 10) }
     }
 
-    let code = curl_easy_perform(handle)
+    let code: CURLcode
+    if let inline {
+      code = try inline.withUnsafeBytes { bytes throws -> CURLcode in
+        // libcurl reads the bytes during `perform` only, while this closure keeps them alive.
+        try check(larder_curl_set_pointer(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress)))
+        return curl_easy_perform(handle)
+      }
+    } else {
+      code = curl_easy_perform(handle)
+    }
     if let error = transfer.callbackError { throw error }
     guard code == CURLE_OK else { throw failure(code) }
     try transfer.responseBegins()  // a response without a body (HEAD, 204, an empty object)
