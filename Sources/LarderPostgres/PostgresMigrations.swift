@@ -276,6 +276,16 @@ enum PostgresMigrations {
       try db.executeScript(
         "CREATE INDEX event_deliveries_due ON event_deliveries(subscription_id, event_seq) WHERE state = 'pending'")
     },
+    // Fewer indexes on every fanned-out delivery (see the SQLite migration of the same number).
+    { db in
+      try db.executeScript(
+        """
+        DROP INDEX IF EXISTS event_deliveries_by_event;
+        DROP INDEX IF EXISTS event_deliveries_undelivered;
+        CREATE INDEX IF NOT EXISTS event_deliveries_dead ON event_deliveries(subscription_id, event_seq)
+          WHERE state = 'dead';
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

@@ -291,6 +291,16 @@ package enum Migrations {
     """
     CREATE INDEX event_deliveries_due ON event_deliveries(subscription_id, event_seq) WHERE state = 'pending';
     """,
+    // Every fanned-out delivery was written into five b-trees in its upload's transaction (and
+    // three again when acknowledged). Two go: `by_event` (prune and replay now reach deliveries
+    // through the primary key, one subscription at a time) and `undelivered`, whose
+    // `state <> 'delivered'` no query with a bound state could use; dead letters get an index of
+    // their own, empty while deliveries succeed, so it costs an upload nothing.
+    """
+    DROP INDEX IF EXISTS event_deliveries_by_event;
+    DROP INDEX IF EXISTS event_deliveries_undelivered;
+    CREATE INDEX IF NOT EXISTS event_deliveries_dead ON event_deliveries(subscription_id, event_seq) WHERE state = 'dead';
+    """,
   ]
 
   /// The schema version of the SQLite catalog on `db` (`PRAGMA user_version`).

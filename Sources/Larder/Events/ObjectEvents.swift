@@ -95,11 +95,13 @@ public struct ObjectEvents: Sendable {
     -> [EventDelivery]
   {
     try catalog.read { db in
+      // The state is written into the statement (one of three fixed words), not bound: only a
+      // literal lets the planners use the partial index of pending or of dead deliveries.
       var sql = """
         SELECT d.subscription_id, d.state, d.attempts, d.next_attempt_at, d.last_error, d.delivered_at, e.*
-        FROM event_deliveries d JOIN object_events e ON e.seq = d.event_seq WHERE d.state = ?
+        FROM event_deliveries d JOIN object_events e ON e.seq = d.event_seq WHERE d.state = '\(state.rawValue)'
         """
-      var arguments: [any SQLBindable] = [state.rawValue]
+      var arguments: [any SQLBindable] = []
       if let subscription {
         sql += " AND d.subscription_id = ?"
         arguments.append(subscription)
@@ -169,11 +171,14 @@ public struct ObjectEvents: Sendable {
         """, [subscription] + arguments)
       return db.changes
     }
+    // Through the primary key, one subscription at a time (every delivery's subscription exists:
+    // deleting one deletes its deliveries).
     try db.execute(
       """
       UPDATE event_deliveries SET state = 'pending', attempts = 0, next_attempt_at = \(now), lease_owner = NULL,
         lease_until = NULL, last_error = NULL, delivered_at = NULL
-      WHERE event_seq IN (SELECT e.seq FROM object_events e WHERE \(condition))
+      WHERE subscription_id IN (SELECT id FROM event_subscriptions)
+        AND event_seq IN (SELECT e.seq FROM object_events e WHERE \(condition))
       """, arguments)
     return db.changes
   }
@@ -186,25 +191,41 @@ public struct ObjectEvents: Sendable {
         let id = row.string("id") ?? ""
         out[id] = EventSubscriptionBacklog(subscriptionID: id, pending: 0, oldestPending: nil, dead: 0)
       }
-      for row in try db.rows(
-        """
-        SELECT d.subscription_id, d.state, count(*) AS n, min(e.created_at) AS oldest
-        FROM event_deliveries d JOIN object_events e ON e.seq = d.event_seq
-        WHERE d.state <> 'delivered' GROUP BY d.subscription_id, d.state
-        """)
-      {
-        guard let id = row.string("subscription_id"), out[id] != nil else { continue }
-        let n = Int(row.int("n") ?? 0)
-        if row.string("state") == "dead" {
-          out[id]?.dead = n
-        } else {
-          out[id]?.pending = n
-          out[id]?.oldestPending = row.date("oldest")
+      // One query per state, each named literally so it reads that state's partial index.
+      for state in ["pending", "dead"] {
+        for row in try db.rows(Self.backlogSQL(state: state)) {
+          guard let id = row.string("subscription_id"), out[id] != nil else { continue }
+          let n = Int(row.int("n") ?? 0)
+          if state == "dead" {
+            out[id]?.dead = n
+          } else {
+            out[id]?.pending = n
+            out[id]?.oldestPending = row.date("oldest")
+          }
         }
       }
       return out.values.sorted { $0.subscriptionID < $1.subscriptionID }
     }
   }
+
+  /// Per subscription, how many deliveries are in `state` and the oldest one's commit time.
+  package static func backlogSQL(state: String) -> String {
+    """
+    SELECT d.subscription_id, count(*) AS n, min(e.created_at) AS oldest
+    FROM event_deliveries d JOIN object_events e ON e.seq = d.event_seq
+    WHERE d.state = '\(state)' GROUP BY d.subscription_id
+    """
+  }
+
+  /// Deletes the events committed before `?` that no subscription has a delivery of: per event,
+  /// one primary-key lookup per subscription (`CROSS JOIN` keeps SQLite's planner from scanning
+  /// the deliveries for each event instead).
+  package static let pruneEventsSQL = """
+    DELETE FROM object_events WHERE created_at < ?
+      AND NOT EXISTS (
+        SELECT 1 FROM event_subscriptions s CROSS JOIN event_deliveries d
+        WHERE d.subscription_id = s.id AND d.event_seq = object_events.seq)
+    """
 
   /// Every event in this store's outbox in commit order, whether or not every transaction
   /// that began before it has finished (which `feed` waits for): for tests and tools that
@@ -258,11 +279,7 @@ public struct ObjectEvents: Sendable {
     let cutoff = Date.nowInMilliseconds.addingTimeInterval(-retention.timeInterval)
     return try catalog.write { db in
       try db.execute("DELETE FROM event_deliveries WHERE state = 'delivered' AND delivered_at < ?", [cutoff])
-      try db.execute(
-        """
-        DELETE FROM object_events WHERE created_at < ?
-          AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.event_seq = object_events.seq)
-        """, [cutoff])
+      try db.execute(Self.pruneEventsSQL, [cutoff])
       return db.changes
     }
   }

@@ -205,6 +205,35 @@ import Testing
     }
   }
 
+  /// A fanned-out delivery is written, in its upload's transaction, into its primary key and
+  /// the two indexes of pending deliveries (the dead letters' index only when it dies), and the
+  /// backlog, the dead letters and pruning still read indexes, never the delivered history.
+  @Test func deliveriesCarryThreeIndexesAndTheirReadersUseThem() throws {
+    let (larder, _, _) = try subscribed(putting: ["x", "y"])
+    let plans = try larder.catalog.read { db -> (Bool, [String], [[String]])? in
+      guard db.dialect.namesIndexes else { return nil }  // SQLite's plans and index list
+      let indexes = try db.rows("PRAGMA index_list(event_deliveries)").compactMap { $0.string("name") }
+      return (
+        true, indexes.sorted(),
+        [
+          try db.dialect.queryPlan(ObjectEvents.backlogSQL(state: "pending"), [], on: db),
+          try db.dialect.queryPlan(ObjectEvents.backlogSQL(state: "dead"), [], on: db),
+          try db.dialect.queryPlan(ObjectEvents.pruneEventsSQL, [0], on: db),
+        ]
+      )
+    }
+    guard let (_, indexes, plan) = plans else { return }
+    #expect(
+      indexes == [
+        "event_deliveries_dead", "event_deliveries_due", "event_deliveries_pending", "sqlite_autoindex_event_deliveries_1",
+      ])
+    #expect(plan[0].first == "SCAN d USING INDEX event_deliveries_due", "\(plan[0])")
+    #expect(plan[1].first == "SCAN d USING INDEX event_deliveries_dead", "\(plan[1])")
+    #expect(
+      plan[2].contains { $0.contains("SEARCH d USING PRIMARY KEY (subscription_id=? AND event_seq=?)") }, "\(plan[2])")
+    #expect(!plan.joined().contains { $0 == "SCAN d" }, "\(plan)")
+  }
+
   @Test func aDeliveryFailingPastTheRetryWindowIsDeadAndKept() throws {
     let larder = try TestStore.temporary()
     let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
