@@ -234,6 +234,41 @@ import Testing
     #expect(!plan.joined().contains { $0 == "SCAN d" }, "\(plan)")
   }
 
+  /// A catalog of schema version 16 (five indexes on deliveries) with a pending and a dead
+  /// delivery migrates to three and keeps both: the backlog, the lists and pruning see them.
+  @Test(TestCatalog.sqliteOnly) func migratingAwayTheTwoIndexesKeepsPendingAndDeadDeliveries() throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-outbox-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    do {
+      let larder = try TestStore.open(at: directory)
+      let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
+      for name in ["x", "y"] { _ = try larder.objects.put(bucket: "app", name: name, data: Data(name.utf8)) }
+      let queue = EventDeliveryQueue(events: larder.events)
+      let claimed = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 1)
+      #expect(try queue.failed(claimed[0], error: "HTTP 500", policy: EventRetryPolicy(firstDelay: .seconds(10), giveUpAfter: .seconds(1))))
+      try larder.catalog.write { db in
+        try db.executeScript(
+          """
+          DROP INDEX event_deliveries_dead;
+          CREATE INDEX event_deliveries_by_event ON event_deliveries(event_seq);
+          CREATE INDEX event_deliveries_undelivered ON event_deliveries(subscription_id, state) WHERE state <> 'delivered';
+          PRAGMA user_version = \(Larder.catalogSchemaVersion - 1);
+          """)
+      }
+      try larder.checkpoint()
+    }
+    let larder = try TestStore.open(at: directory)
+    let indexes = try larder.catalog.read { db in
+      try db.rows("PRAGMA index_list(event_deliveries)").compactMap { $0.string("name") }.sorted()
+    }
+    #expect(indexes == ["event_deliveries_dead", "event_deliveries_due", "event_deliveries_pending", "sqlite_autoindex_event_deliveries_1"])
+    #expect(try larder.events.backlog().map { [$0.pending, $0.dead] } == [[1, 1]])
+    #expect(try larder.events.deliveries(.dead).map(\.event.object.name) == ["x"])
+    #expect(try larder.events.deliveries(.pending).map(\.event.object.name) == ["y"])
+    #expect(try larder.events.prune(retention: .zero) == 0)
+    #expect(try all(larder).map(\.object.name) == ["x", "y"])
+  }
+
   @Test func aDeliveryFailingPastTheRetryWindowIsDeadAndKept() throws {
     let larder = try TestStore.temporary()
     let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
