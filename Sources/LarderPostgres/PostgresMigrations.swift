@@ -286,6 +286,18 @@ enum PostgresMigrations {
           WHERE state = 'dead';
         """)
     },
+    // Subscriptions read the outbox from a head (see the SQLite migration of the same number).
+    // Existing ones start after every event committed so far: an event of a transaction still
+    // open was fanned out into a row by the Larder that wrote it.
+    { db in
+      try db.executeScript(
+        """
+        ALTER TABLE event_subscriptions ADD COLUMN head_order BIGINT NOT NULL DEFAULT 0,
+          ADD COLUMN head_seq BIGINT NOT NULL DEFAULT 0, ADD COLUMN head_owner TEXT, ADD COLUMN head_until BIGINT;
+        UPDATE event_subscriptions SET head_order = (SELECT coalesce(max(tx_order), 0) FROM object_events),
+          head_seq = 9223372036854775807;
+        """)
+    },
   ]
 
   /// Creates the schema if needed and applies what is missing, under the write lock.

@@ -79,6 +79,7 @@ struct PostgresCatalogTests {
       try tx.save(CopiedItem(id: "i1", ownerID: "o1"))
     }
     let page = try source.objects.list(bucket: "bkt", maxResults: 2)
+    let sub = try source.events.subscribe(url: "http://127.0.0.1:9/", bucket: "bkt")
     let destination = Self.freshCatalog()
 
     let copy = try CLI.larder(["catalog", "copy", "--from", box.dataPath, "--to", destination])
@@ -115,6 +116,10 @@ struct PostgresCatalogTests {
     let migrate = try CLI.larder(["catalog", "migrate", "--data", box.dataPath, "--catalog", destination])
     #expect(migrate.status == 0)
     #expect(migrate.stdout.hasSuffix("schema version \(Larder.catalogSchemaVersion)\n"), "\(migrate)")
+    // The subscription moved without the outbox: it starts at the new catalog's end.
+    _ = try moved.objects.put(bucket: "bkt", name: "after-move", data: Data("x".utf8))
+    let batch = try EventDeliveryQueue(events: moved.events).claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10)
+    #expect(batch.deliveries.map(\.event.object.name) == ["after-move"])
   }
 }
 

@@ -61,6 +61,12 @@ package enum CatalogCopy {
           }
           counts.append((table, targetCount))
         }
+        // The outbox does not move (its events were the source's to deliver): every subscription
+        // starts at the end of the destination's.
+        let end = try ObjectEvents.endOfOutbox(to)
+        try to.execute(
+          "UPDATE event_subscriptions SET head_order = ?, head_seq = ?, head_owner = NULL, head_until = NULL",
+          [end.transactionOrder, end.sequence])
         // Fences are never handed out twice: PostgreSQL's counter is a sequence, which must
         // start past every fence the source handed out (a reused one could be a condemned address).
         let top = try [

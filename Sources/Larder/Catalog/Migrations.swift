@@ -301,6 +301,19 @@ package enum Migrations {
     DROP INDEX IF EXISTS event_deliveries_undelivered;
     CREATE INDEX IF NOT EXISTS event_deliveries_dead ON event_deliveries(subscription_id, event_seq) WHERE state = 'dead';
     """,
+    // A subscription reads the outbox from its head instead of having a delivery row written
+    // for it in every change's transaction (``EventDeliveryQueue``): rows remain for what is
+    // retried, queued behind a retry, replayed or dead. `head_order`/`head_seq` is the position
+    // in commit order up to which its events are sent or have rows; `head_owner`/`head_until`
+    // lease the head to one deliverer. Subscriptions made before start after the last event
+    // (every earlier one was fanned out into rows when it committed).
+    """
+    ALTER TABLE event_subscriptions ADD COLUMN head_order INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE event_subscriptions ADD COLUMN head_seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE event_subscriptions ADD COLUMN head_owner TEXT;
+    ALTER TABLE event_subscriptions ADD COLUMN head_until INTEGER;
+    UPDATE event_subscriptions SET head_seq = (SELECT coalesce(max(seq), 0) FROM object_events);
+    """,
   ]
 
   /// The schema version of the SQLite catalog on `db` (`PRAGMA user_version`).

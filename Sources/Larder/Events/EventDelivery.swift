@@ -16,6 +16,12 @@ public struct EventDelivery: Sendable, Equatable {
   /// The last failure: an HTTP status or what went wrong below HTTP.
   public var lastError: String?
   public var deliveredAt: Date?
+  /// Handed out from the subscription's head (its first attempt): it has no row; a 2xx is
+  /// recorded by moving the head past it, a failure by writing its row.
+  package var fromHead = false
+
+  /// The object it is about: deliveries of one object go out one at a time, in order.
+  package var objectKey: String { event.object.bucket + "\u{0}" + event.object.name }
 }
 
 /// A subscription's backlog, for `/metrics` and the console.

@@ -2,63 +2,206 @@ import Foundation
 
 /// What a deliverer takes from the outbox and reports back, on the catalog's clock.
 ///
-/// Per subscription and object only the oldest pending event is ever handed out, so an object's
-/// next event waits until the previous one is acknowledged (or dead). A handed-out delivery is
-/// leased: until the lease runs out no other deliverer (thread, process or node) takes it, and
-/// once it has run out (its deliverer died mid-delivery) another one sends it again, same id.
-/// Claims and reports of one subscription are keyed writes (``WriteKey/subscription(id:)``),
-/// committed lazily (``Catalog/write(keys:releasingReserve:durable:_:)``): a claim or an
-/// acknowledgement a machine crash loses means the event is sent again, which at-least-once
-/// delivery allows; an fsync per claim and per acknowledgement would double the commits an
-/// upload costs while a subscription is active.
+/// A subscription reads the outbox from its **head**, a position in commit order: the events
+/// past it that it asked for are sent in order, and a 2xx moves the head past them — nothing is
+/// written per event or per subscription when a change commits, and nothing per delivered event
+/// after. A delivery gets a **row** (`event_deliveries`) only when it needs one: its first
+/// attempt failed (retried from the row, or dead), it is queued behind such a row (an object's
+/// next event waits until the previous one is acknowledged or dead), or it was replayed. Rows are
+/// handed out first of their object, oldest first, as before the head existed.
+///
+/// The head and every handed-out row are leased: until a lease runs out no other deliverer
+/// (thread, process or node) takes them, and once it has (its deliverer died mid-delivery)
+/// another one sends them again, same id; a head whose lease was taken over is not moved by the
+/// deliverer that lost it. Claims and reports of one subscription are keyed writes
+/// (``WriteKey/subscription(id:)``), committed lazily (``Catalog/write(keys:releasingReserve:durable:_:)``):
+/// a claim or an acknowledgement a machine crash loses means the event is sent again, which
+/// at-least-once delivery allows.
 package struct EventDeliveryQueue: Sendable {
   let catalog: Catalog
 
   package init(events: ObjectEvents) { catalog = events.catalog }
 
-  /// Records `acknowledging` (deliveries of `subscription` a 2xx acknowledged) and then hands
-  /// out its pending deliveries that are due, not leased and first of their object, leased to
-  /// `owner` for `lease`; oldest first, at most `limit`. One write for both, so a busy deliverer
-  /// costs the writer one transaction per batch, not two; the acknowledgements go first, so an
-  /// object's next event can be handed out by the same call.
-  package func claim(
-    subscription: String, owner: String, lease: Duration, limit: Int, acknowledging: [EventDelivery] = []
-  ) throws -> [EventDelivery] {
-    func due(_ db: Database, columns: String, limit: Int) throws -> [Row] {
-      try db.rows(Self.dueSQL(db.dialect, columns: columns), [subscription, limit])
+  /// What one claim hands out.
+  package struct Batch: Sendable {
+    /// Rows due (oldest first), then the events from the head (in commit order).
+    package var deliveries: [EventDelivery]
+    /// Where the head may move once every delivery from it is handled (acknowledged, or
+    /// recorded failed or queued): past every event the claim looked at. Nil: the head was not
+    /// read (another deliverer holds it) or nothing was past it.
+    package var headEnd: ObjectEventCursor?
+
+    package init(deliveries: [EventDelivery], headEnd: ObjectEventCursor?) {
+      self.deliveries = deliveries
+      self.headEnd = headEnd
     }
-    // Most wake-ups find nothing due: look without the write lock first (uploads need it).
-    // With acknowledgements to record the write happens anyway, and they may free an object's next event.
-    if acknowledging.isEmpty {
-      guard try catalog.read(snapshot: false, { db in try !due(db, columns: "d.event_seq", limit: 1).isEmpty }) else {
-        return []
+  }
+
+  /// Records `acknowledging` (deliveries of `subscription` a 2xx acknowledged) and moves its head
+  /// to `head` (the events before it handled), and then hands out its work, at most `limit`
+  /// deliveries leased to `owner` for `lease`: its rows that are due, not leased and first of
+  /// their object; then, if no other deliverer holds the head, the events past it that it asked
+  /// for — an event whose object has a pending row is queued behind it as a row of its own
+  /// instead. One write for all of it, so a busy deliverer costs the writer one transaction per
+  /// batch; the acknowledgements go first, so an object's next event can be handed out by the
+  /// same call.
+  package func claim(
+    subscription: String, owner: String, lease: Duration, limit: Int, acknowledging: [EventDelivery] = [],
+    head handled: ObjectEventCursor? = nil
+  ) throws -> Batch {
+    let rowsAcknowledged = acknowledging.filter { !$0.fromHead }
+    // Most wake-ups find nothing to do: look without the write lock first (uploads need it).
+    // With something to record the write happens anyway, and it may free an object's next event.
+    // Where commits settle out of order (PostgreSQL), the events past the head that have
+    // committed are waited for until settled, up to a second, as the feed waits
+    // (``ObjectEvents/feed(after:limit:)``), so a claim takes them together.
+    if rowsAcknowledged.isEmpty && handled == nil {
+      let look = try catalog.read(snapshot: false) { db -> (due: Bool, first: Int64?, last: Int64?, settled: Int64?) in
+        let due = try !db.rows(Self.dueSQL(db.dialect, columns: "d.event_seq"), [subscription, 1]).isEmpty
+        let first = try db.row(Self.headWaitingSQL(db.dialect, last: false), [subscription, owner])?.int("tx_order")
+        guard first != nil, let query = db.dialect.settledTransactionOrder else { return (due, first, first, nil) }
+        let last = try db.row(Self.headWaitingSQL(db.dialect, last: true), [subscription, owner])?.int("tx_order")
+        return (due, first, last, try db.row(query)?.int("settled") ?? 0)
+      }
+      if !look.due {
+        guard let first = look.first else { return Batch(deliveries: [], headEnd: nil) }
+        if var settled = look.settled, let last = look.last {
+          let deadline = ContinuousClock.now + .seconds(1)
+          while settled <= last && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+            settled = try catalog.read(snapshot: false) { db in
+              try db.dialect.settledTransactionOrder.map { try db.row($0)?.int("settled") ?? 0 } ?? 0
+            }
+          }
+          if first >= settled { return Batch(deliveries: [], headEnd: nil) }
+        }
       }
     }
-    let rows = try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
-      try Self.markDelivered(acknowledging, subscription: subscription, db: db)
-      let rows = try due(
-        db, columns: "d.subscription_id, d.state, d.attempts, d.next_attempt_at, d.last_error, d.delivered_at, e.*",
-        limit: limit)
+    let milliseconds = Self.milliseconds(lease)
+    let (due, fromHead, headEnd) = try catalog.write(keys: [.subscription(id: subscription)], durable: false) {
+      db -> ([Row], [Row], ObjectEventCursor?) in
+      try Self.markDelivered(rowsAcknowledged, subscription: subscription, db: db)
+      if let handled {
+        try db.execute(
+          "UPDATE event_subscriptions SET head_order = ?, head_seq = ? WHERE id = ? AND head_owner = ?",
+          [handled.transactionOrder, handled.sequence, subscription, owner])
+      }
+      let now = db.dialect.nowMilliseconds
+      let rows = try db.rows(
+        Self.dueSQL(
+          db.dialect, columns: "d.subscription_id, d.state, d.attempts, d.next_attempt_at, d.last_error, d.delivered_at, e.*"),
+        [subscription, limit])
       if !rows.isEmpty {
-        var arguments: [any SQLBindable] = [owner, Self.milliseconds(lease), subscription]
+        var arguments: [any SQLBindable] = [owner, milliseconds, subscription]
         arguments += rows.map { $0.int("seq") ?? 0 }
         try db.execute(
           """
-          UPDATE event_deliveries SET lease_owner = ?, lease_until = \(db.dialect.nowMilliseconds) + ?
+          UPDATE event_deliveries SET lease_owner = ?, lease_until = \(now) + ?
           WHERE subscription_id = ? AND event_seq IN (\(Self.placeholders(rows.count)))
           """, arguments)
       }
-      return rows
+      guard rows.count < limit else { return (rows, [], nil) }
+      // Settled first: once this transaction has written, PostgreSQL counts it as still open.
+      let settled = try db.dialect.settledTransactionOrder.map { try db.row($0)?.int("settled") ?? 0 }
+      try db.execute(
+        """
+        UPDATE event_subscriptions SET head_owner = ?, head_until = \(now) + ?
+        WHERE id = ? AND (head_owner IS NULL OR head_owner = ? OR head_until < \(now))
+        """, [owner, milliseconds, subscription, owner])
+      guard db.changes == 1 else { return (rows, [], nil) }
+      var arguments: [any SQLBindable] = [subscription]
+      if let settled { arguments.append(settled) }
+      arguments.append(4 * limit)
+      var sending: [Row] = []
+      var end: ObjectEventCursor?
+      for row in try db.rows(Self.segmentSQL(db.dialect, settled: settled != nil), arguments) {
+        guard rows.count + sending.count < limit else { break }
+        switch row.int("disposition") {
+        case Self.queued:
+          try db.execute(
+            """
+            INSERT INTO event_deliveries(subscription_id, event_seq, bucket, name, state, attempts, next_attempt_at)
+            VALUES (?, ?, ?, ?, 'pending', 0, \(now)) ON CONFLICT(subscription_id, event_seq) DO NOTHING
+            """, [subscription, row.int("seq") ?? 0, row.string("bucket") ?? "", row.string("name") ?? ""])
+        case Self.toSend: sending.append(row)
+        default: break  // not asked for, or it has a row already (replayed; queued or failed before a crash)
+        }
+        end = ObjectEventCursor(transactionOrder: row.int("tx_order") ?? 0, sequence: row.int("seq") ?? 0)
+      }
+      return (rows, sending, end)
     }
     // Decoded after the commit: the writer is not held for JSON.
-    return try rows.map(ObjectEvents.delivery(row:))
+    var deliveries = try due.map(ObjectEvents.delivery(row:))
+    for row in fromHead {
+      let event = try ObjectEvents.event(row: row)
+      deliveries.append(
+        EventDelivery(
+          subscriptionID: subscription, event: event, state: .pending, attempts: 0, nextAttemptAt: event.time,
+          lastError: nil, deliveredAt: nil, fromHead: true))
+    }
+    return Batch(deliveries: deliveries, headEnd: headEnd)
   }
 
-  /// Records the 2xx answers that acknowledged `deliveries` (of one subscription), in one write.
-  package func delivered(_ deliveries: [EventDelivery]) throws {
-    guard let subscription = deliveries.first?.subscriptionID else { return }
+  /// What the head's next events are to `subscription` (`?`): 0 not asked for, 1 it has a row
+  /// already, 2 to be queued behind a pending row of its object, 3 to be sent.
+  static let toSend: Int64 = 3
+  static let queued: Int64 = 2
+
+  /// The events past a subscription's head (`?`), in commit order, at most `?`, each with its
+  /// disposition (``toSend``, ``queued``); on PostgreSQL only those of transactions before the
+  /// settled horizon (`?`, before the limit), so the head never passes an event still to commit.
+  package static func segmentSQL(_ dialect: any SQLDialect, settled: Bool) -> String {
+    """
+    SELECT e.*, CASE WHEN NOT (\(ObjectEvents.matching)) THEN 0
+        WHEN EXISTS (SELECT 1 FROM event_deliveries o WHERE o.subscription_id = s.id AND o.event_seq = e.seq) THEN 1
+        WHEN EXISTS (
+          SELECT 1 FROM event_deliveries p \(named("event_deliveries_pending", dialect))
+          WHERE p.subscription_id = s.id AND p.bucket = e.bucket AND p.name = e.name AND p.state = 'pending') THEN 2
+        ELSE 3 END AS disposition
+    FROM event_subscriptions s JOIN object_events e ON \(ObjectEvents.afterHead(dialect))
+    WHERE s.id = ?\(settled ? " AND e.tx_order < ?" : "")
+    ORDER BY \(dialect.settledTransactionOrder == nil ? "e.seq" : "e.tx_order, e.seq") LIMIT ?
+    """
+  }
+
+  /// The `tx_order` of the next (or the `last`) event past a subscription's (`?`) head, when no
+  /// other deliverer (`?` is this one) holds the head.
+  static func headWaitingSQL(_ dialect: any SQLDialect, last: Bool) -> String {
+    let order = dialect.settledTransactionOrder == nil ? ["e.seq"] : ["e.tx_order", "e.seq"]
+    return """
+      SELECT e.tx_order FROM event_subscriptions s JOIN object_events e ON \(ObjectEvents.afterHead(dialect))
+      WHERE s.id = ? AND (s.head_owner IS NULL OR s.head_owner = ? OR s.head_until < \(dialect.nowMilliseconds))
+      ORDER BY \(order.map { last ? $0 + " DESC" : $0 }.joined(separator: ", ")) LIMIT 1
+      """
+  }
+
+  /// Records the 2xx answers that acknowledged `deliveries` of `subscription` and moves its head
+  /// to `head`, in one write (a deliverer stopping).
+  package func record(acknowledged deliveries: [EventDelivery], head: ObjectEventCursor?, subscription: String, owner: String)
+    throws
+  {
+    let rows = deliveries.filter { !$0.fromHead }
+    guard !rows.isEmpty || head != nil else { return }
     try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
-      try Self.markDelivered(deliveries, subscription: subscription, db: db)
+      try Self.markDelivered(rows, subscription: subscription, db: db)
+      if let head {
+        try db.execute(
+          "UPDATE event_subscriptions SET head_order = ?, head_seq = ? WHERE id = ? AND head_owner = ?",
+          [head.transactionOrder, head.sequence, subscription, owner])
+      }
+    }
+  }
+
+  /// Queues `delivery` (from the head) behind a failed delivery of its object: a pending row,
+  /// sent once that one is acknowledged or dead.
+  package func queue(_ delivery: EventDelivery) throws {
+    try catalog.write(keys: [.subscription(id: delivery.subscriptionID)]) { db in
+      try db.execute(
+        """
+        INSERT INTO event_deliveries(subscription_id, event_seq, bucket, name, state, attempts, next_attempt_at)
+        VALUES (?, ?, ?, ?, 'pending', 0, \(db.dialect.nowMilliseconds)) ON CONFLICT(subscription_id, event_seq) DO NOTHING
+        """,
+        [delivery.subscriptionID, delivery.event.sequence, delivery.event.object.bucket, delivery.event.object.name])
     }
   }
 
@@ -82,6 +225,7 @@ package struct EventDeliveryQueue: Sendable {
 
   /// Gives back the leases of `deliveries` (claimed, not sent), so they go out at once.
   package func release(_ deliveries: [EventDelivery], owner: String) throws {
+    let deliveries = deliveries.filter { !$0.fromHead }  // the head's stay behind it, not leased one by one
     guard let subscription = deliveries.first?.subscriptionID else { return }
     try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
       for delivery in deliveries {
@@ -104,6 +248,18 @@ package struct EventDeliveryQueue: Sendable {
       let next = now + Self.milliseconds(policy.delay(afterAttempt: attempts))
       let eventMillis = Int64((delivery.event.time.timeIntervalSince1970 * 1000).rounded())
       let dead = next - eventMillis > Self.milliseconds(policy.giveUpAfter)
+      if delivery.fromHead {
+        try db.execute(
+          """
+          INSERT INTO event_deliveries(subscription_id, event_seq, bucket, name, state, attempts, next_attempt_at, last_error)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(subscription_id, event_seq) DO NOTHING
+          """,
+          [
+            delivery.subscriptionID, delivery.event.sequence, delivery.event.object.bucket, delivery.event.object.name,
+            dead ? "dead" : "pending", attempts, next, String(error.prefix(500)),
+          ])
+        return dead
+      }
       try db.execute(
         """
         UPDATE event_deliveries SET state = ?, attempts = ?, next_attempt_at = ?, lease_owner = NULL,
@@ -169,12 +325,13 @@ package struct EventDeliveryQueue: Sendable {
 }
 
 extension EventDeliveryQueue {
-  /// Gives back every lease `owner` holds (a deliverer stopping cleanly).
+  /// Gives back every lease `owner` holds, heads included (a deliverer stopping cleanly).
   package func release(owner: String) throws {
     try catalog.write { db in
       try db.execute(
         "UPDATE event_deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ? AND state = 'pending'",
         [owner])
+      try db.execute("UPDATE event_subscriptions SET head_owner = NULL, head_until = NULL WHERE head_owner = ?", [owner])
     }
   }
 }

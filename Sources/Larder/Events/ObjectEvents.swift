@@ -41,11 +41,15 @@ public struct ObjectEvents: Sendable {
       guard count < Self.maxSubscriptions else {
         throw LarderError.invalidArgument("a store has at most \(Self.maxSubscriptions) subscriptions")
       }
+      let head = try Self.endOfOutbox(db)
       try db.execute(
-        "INSERT INTO event_subscriptions(id, url, bucket, prefix, kinds, mode, secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        """
+        INSERT INTO event_subscriptions(id, url, bucket, prefix, kinds, mode, secret, created_at, head_order, head_seq)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """,
         [
           subscription.id, url, bucket, prefix, EventSubscription.storedKinds(kinds), mode.rawValue,
-          subscription.secret, subscription.createdAt,
+          subscription.secret, subscription.createdAt, head.transactionOrder, head.sequence,
         ])
     }
     return subscription
@@ -91,10 +95,16 @@ public struct ObjectEvents: Sendable {
   // MARK: Deliveries
 
   /// Deliveries in `state` (of one subscription, or all), oldest event first, at most `limit`.
+  ///
+  /// Pending: the deliveries waiting for a retry or queued behind one, and every matching event
+  /// past the subscription's head (not sent yet). Delivered: only those that had a row (retried,
+  /// queued or replayed) — an event acknowledged at its first attempt leaves none, the head
+  /// moving past it is its record.
   public func deliveries(_ state: EventDelivery.State, subscription: String? = nil, limit: Int = 1000) throws
     -> [EventDelivery]
   {
-    try catalog.read { db in
+    let limit = max(1, min(limit, 10_000))
+    return try catalog.read { db in
       // The state is written into the statement (one of three fixed words), not bound: only a
       // literal lets the planners use the partial index of pending or of dead deliveries.
       var sql = """
@@ -107,8 +117,19 @@ public struct ObjectEvents: Sendable {
         arguments.append(subscription)
       }
       sql += " ORDER BY d.event_seq, d.subscription_id LIMIT ?"
-      arguments.append(max(1, min(limit, 10_000)))
-      return try db.rows(sql, arguments).map(Self.delivery(row:))
+      arguments.append(limit)
+      var deliveries = try db.rows(sql, arguments).map(Self.delivery(row:))
+      guard state == .pending else { return deliveries }
+      let unsent = try db.rows(
+        Self.headSQL(
+          db.dialect, columns: """
+            s.id AS subscription_id, 'pending' AS state, 0 AS attempts, e.created_at AS next_attempt_at,
+            NULL AS last_error, NULL AS delivered_at, e.*
+            """, subscription: subscription != nil) + " ORDER BY e.seq, s.id LIMIT ?",
+        (subscription.map { [$0] } ?? []) + [limit])
+      deliveries += try unsent.map(Self.delivery(row:))
+      deliveries.sort { ($0.event.sequence, $0.subscriptionID) < ($1.event.sequence, $1.subscriptionID) }
+      return Array(deliveries.prefix(limit))
     }
   }
 
@@ -171,8 +192,8 @@ public struct ObjectEvents: Sendable {
         """, [subscription] + arguments)
       return db.changes
     }
-    // Through the primary key, one subscription at a time (every delivery's subscription exists:
-    // deleting one deletes its deliveries).
+    // The deliveries it has rows of, through the primary key one subscription at a time (every
+    // delivery's subscription exists: deleting one deletes its deliveries)…
     try db.execute(
       """
       UPDATE event_deliveries SET state = 'pending', attempts = 0, next_attempt_at = \(now), lease_owner = NULL,
@@ -180,7 +201,17 @@ public struct ObjectEvents: Sendable {
       WHERE subscription_id IN (SELECT id FROM event_subscriptions)
         AND event_seq IN (SELECT e.seq FROM object_events e WHERE \(condition))
       """, arguments)
-    return db.changes
+    let updated = db.changes
+    // …and rows for the rest of each matching subscription's events since it was made (sent at
+    // their first attempt, they have none; one past the head is then sent from its row, once).
+    try db.execute(
+      """
+      INSERT INTO event_deliveries(subscription_id, event_seq, bucket, name, state, attempts, next_attempt_at)
+      SELECT s.id, e.seq, e.bucket, e.name, 'pending', 0, \(now) FROM object_events e CROSS JOIN event_subscriptions s
+      WHERE \(condition) AND \(matching) AND s.created_at <= e.created_at
+      ON CONFLICT(subscription_id, event_seq) DO NOTHING
+      """, arguments)
+    return updated + db.changes
   }
 
   /// How many events each subscription has pending and dead, and when its oldest pending one committed.
@@ -191,16 +222,24 @@ public struct ObjectEvents: Sendable {
         let id = row.string("id") ?? ""
         out[id] = EventSubscriptionBacklog(subscriptionID: id, pending: 0, oldestPending: nil, dead: 0)
       }
-      // One query per state, each named literally so it reads that state's partial index.
-      for state in ["pending", "dead"] {
-        for row in try db.rows(Self.backlogSQL(state: state)) {
+      // One query per state, each named literally so it reads that state's partial index; then
+      // the events past each head.
+      let unsent = Self.headSQL(
+        db.dialect, columns: "s.id AS subscription_id, count(*) AS n, min(e.created_at) AS oldest", subscription: false)
+      for (state, sql) in [("pending", Self.backlogSQL(state: "pending")), ("dead", Self.backlogSQL(state: "dead")),
+        ("unsent", unsent + " GROUP BY s.id")]
+      {
+        for row in try db.rows(sql) {
           guard let id = row.string("subscription_id"), out[id] != nil else { continue }
           let n = Int(row.int("n") ?? 0)
           if state == "dead" {
             out[id]?.dead = n
           } else {
-            out[id]?.pending = n
-            out[id]?.oldestPending = row.date("oldest")
+            out[id]?.pending += n
+            if let oldest = row.date("oldest") {
+              let known = out[id]?.oldestPending ?? oldest
+              out[id]?.oldestPending = min(known, oldest)
+            }
           }
         }
       }
@@ -217,15 +256,56 @@ public struct ObjectEvents: Sendable {
     """
   }
 
-  /// Deletes the events committed before `?` that no subscription has a delivery of: per event,
-  /// one primary-key lookup per subscription (`CROSS JOIN` keeps SQLite's planner from scanning
-  /// the deliveries for each event instead).
-  package static let pruneEventsSQL = """
+  /// Deletes the events committed before `?` that no subscription has a delivery of (per event,
+  /// one primary-key lookup per subscription: `CROSS JOIN` keeps SQLite's planner from scanning
+  /// the deliveries for each event instead) nor still has to send (past its head).
+  package static func pruneEventsSQL(_ dialect: any SQLDialect) -> String {
+    """
     DELETE FROM object_events WHERE created_at < ?
       AND NOT EXISTS (
         SELECT 1 FROM event_subscriptions s CROSS JOIN event_deliveries d
         WHERE d.subscription_id = s.id AND d.event_seq = object_events.seq)
+      AND NOT EXISTS (SELECT 1 FROM event_subscriptions s WHERE \(afterHead(dialect, event: "object_events")))
     """
+  }
+
+  // MARK: Heads
+
+  /// That event `e` comes after subscription `s`'s head in commit order. On SQLite (one writer:
+  /// `tx_order` is always 0) the sequence alone, which the primary key serves; on PostgreSQL
+  /// the pair, which `object_events_by_order` serves.
+  package static func afterHead(_ dialect: any SQLDialect, event e: String = "e") -> String {
+    dialect.settledTransactionOrder == nil
+      ? "\(e).seq > s.head_seq" : "(\(e).tx_order, \(e).seq) > (s.head_order, s.head_seq)"
+  }
+
+  /// That event `e` is one subscription `s` asked for (bucket, name prefix, kind).
+  package static let matching = """
+    e.bucket = s.bucket AND substr(e.name, 1, length(s.prefix)) = s.prefix AND s.kinds LIKE '%,' || e.kind || ',%'
+    """
+
+  /// `columns` of the events past the heads of the subscriptions (of one, `?`, when
+  /// `subscription`) that they asked for and have no delivery row of yet: not sent yet.
+  static func headSQL(_ dialect: any SQLDialect, columns: String, subscription: Bool) -> String {
+    """
+    SELECT \(columns) FROM event_subscriptions s JOIN object_events e ON \(afterHead(dialect))
+    WHERE \(subscription ? "s.id = ? AND " : "")\(matching)
+      AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.subscription_id = s.id AND d.event_seq = e.seq)
+    """
+  }
+
+  /// Where a subscription made now starts reading: after every event committed so far. On
+  /// PostgreSQL, where transactions commit in any order, after the transactions known to have
+  /// finished (the feed's settled horizon): an event of one still open is sent, and perhaps one
+  /// committed just before the subscription too (at least once).
+  static func endOfOutbox(_ db: Database) throws -> ObjectEventCursor {
+    if let query = db.dialect.settledTransactionOrder {
+      let settled = try db.row(query)?.int("settled") ?? 0
+      return ObjectEventCursor(transactionOrder: settled - 1, sequence: .max)
+    }
+    return ObjectEventCursor(
+      transactionOrder: 0, sequence: try db.row("SELECT coalesce(max(seq), 0) AS last FROM object_events")?.int("last") ?? 0)
+  }
 
   /// Every event in this store's outbox in commit order, whether or not every transaction
   /// that began before it has finished (which `feed` waits for): for tests and tools that
@@ -279,7 +359,7 @@ public struct ObjectEvents: Sendable {
     let cutoff = Date.nowInMilliseconds.addingTimeInterval(-retention.timeInterval)
     return try catalog.write { db in
       try db.execute("DELETE FROM event_deliveries WHERE state = 'delivered' AND delivered_at < ?", [cutoff])
-      try db.execute(Self.pruneEventsSQL, [cutoff])
+      try db.execute(Self.pruneEventsSQL(db.dialect), [cutoff])
       return db.changes
     }
   }

@@ -187,26 +187,34 @@ public final class EventDeliverer: Sendable {
     guard let transport = options.transport else { return }
     let http = transport.makeSender()
     let id = worker.subscription.withLock { $0.id }
-    // Deliveries a 2xx acknowledged, recorded by the next claim's write (one write per batch;
-    // a crash before it sends them again: at least once).
+    // Deliveries a 2xx acknowledged and how far the head's events are handled, recorded by the
+    // next claim's write (one write per batch; a crash before it sends them again: at least once).
     var acknowledged: [EventDelivery] = []
+    var head: ObjectEventCursor?
     while worker.isActive {
-      let batch: [EventDelivery]
+      let batch: EventDeliveryQueue.Batch
       let claiming = ContinuousClock.now
       do {
         batch = try queue.claim(
           subscription: id, owner: owner, lease: options.timeout + options.leaseGrace, limit: Self.batchLimit,
-          acknowledging: acknowledged)
+          acknowledging: acknowledged, head: head)
         counters.withLock { $0[id, default: Counts()].delivered += acknowledged.count }
       } catch {
         // The leases run out and the deliveries are sent again: at least once, never lost.
         logger.warning("events: claiming deliveries of \(id) failed: \(error)")
         acknowledged = []
+        head = nil
         worker.sleep(for: options.pollInterval)
         continue
       }
       acknowledged = []
-      if batch.isEmpty {
+      head = nil
+      if batch.deliveries.isEmpty {
+        // Events past the head that were not for this subscription: move past them, at once.
+        if let end = batch.headEnd {
+          head = end
+          continue
+        }
         let due = (try? queue.nextDue(subscription: id)) ?? nil
         worker.sleep(for: min(due ?? options.pollInterval, options.pollInterval))
         continue
@@ -215,31 +223,55 @@ public final class EventDeliverer: Sendable {
       let claimed = ContinuousClock.now
       let subscription = worker.subscription.withLock { $0 }
       var sent = 0
-      for delivery in batch {
+      // Objects whose delivery from the head failed in this batch: their next events queue behind it.
+      var held = Set<String>()
+      for delivery in batch.deliveries {
         guard worker.isActive, ContinuousClock.now - claimed < options.timeout else { break }
-        if deliver(delivery, subscription: subscription, http: http, queue: queue) { acknowledged.append(delivery) }
+        if delivery.fromHead && held.contains(delivery.objectKey) {
+          do { try queue.queue(delivery) } catch {
+            logger.warning("events: queueing \(delivery.event.id) to \(id) failed: \(error)")
+            break  // the head stays before it: sent again after this batch
+          }
+        } else {
+          let outcome = deliver(delivery, subscription: subscription, http: http, queue: queue)
+          // A failure the catalog did not take: a row's lease runs out and it is sent again; the
+          // head stays before an event of its own, which is read and sent again.
+          if outcome == .unrecorded && delivery.fromHead { break }
+          if outcome == .acknowledged { acknowledged.append(delivery) } else { held.insert(delivery.objectKey) }
+        }
+        if delivery.fromHead { head = delivery.event.cursor }
         sent += 1
       }
-      if sent < batch.count {
-        do { try queue.release(Array(batch[sent...]), owner: owner) } catch {
+      if sent == batch.deliveries.count, let end = batch.headEnd { head = end }
+      if sent < batch.deliveries.count {
+        do { try queue.release(Array(batch.deliveries[sent...]), owner: owner) } catch {
           logger.warning("events: releasing deliveries to \(id) failed: \(error)")
         }
       }
-      if batch.count < Self.batchLimit { worker.pause(until: claiming + options.batchWindow) }
+      if batch.deliveries.count < Self.batchLimit { worker.pause(until: claiming + options.batchWindow) }
     }
     do {
-      try queue.delivered(acknowledged)
+      try queue.record(acknowledged: acknowledged, head: head, subscription: id, owner: owner)
       counters.withLock { $0[id, default: Counts()].delivered += acknowledged.count }
     } catch {
       logger.warning("events: recording deliveries to \(id) failed: \(error)")
     }
   }
 
-  /// Sends one delivery; true when it was acknowledged (a 2xx). A failure is recorded here
-  /// (retry later, or dead).
+  /// How one attempt ended.
+  enum Outcome {
+    /// A 2xx.
+    case acknowledged
+    /// Any other answer or none, recorded in the catalog (to be retried, or dead).
+    case recorded
+    /// A failure the catalog could not record.
+    case unrecorded
+  }
+
+  /// Sends one delivery and, when it fails, records the failure (retry later, or dead).
   private func deliver(
     _ delivery: EventDelivery, subscription: EventSubscription, http: any WebhookSender, queue: EventDeliveryQueue
-  ) -> Bool {
+  ) -> Outcome {
     let failure: String
     do {
       let message = CloudEventMessage(
@@ -248,7 +280,7 @@ public final class EventDeliverer: Sendable {
       let response = try http.post(
         url: subscription.url, headers: message.headers.map { "\($0.name): \($0.value)" }, body: message.body,
         timeout: options.timeout)
-      if (200..<300).contains(response.status) { return true }
+      if (200..<300).contains(response.status) { return .acknowledged }
       failure = "HTTP \(response.status)"
     } catch {
       failure = "\(error)"
@@ -262,10 +294,11 @@ public final class EventDeliverer: Sendable {
         logger.warning(
           "events: \(delivery.event.id) to \(subscription.id) dead-lettered after \(delivery.attempts + 1) attempts: \(failure)")
       }
+      return .recorded
     } catch {
       logger.warning("events: recording a failed delivery of \(delivery.event.id) failed: \(error)")
+      return .unrecorded
     }
-    return false
   }
 }
 

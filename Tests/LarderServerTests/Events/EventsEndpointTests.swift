@@ -105,7 +105,7 @@ import Testing
       let pending = try #require(try s.send(.get("/admin/v1/events/deliveries?state=pending", auth)).json)
       #expect((pending["deliveries"] as? [[String: Any]])?.map { $0["name"] as? String } == ["a", "b"])
       let queue = EventDeliveryQueue(events: larder.events)
-      let claimed = try queue.claim(subscription: sub.id, owner: "t", lease: .seconds(30), limit: 1)
+      let claimed = try queue.claim(subscription: sub.id, owner: "t", lease: .seconds(30), limit: 1).deliveries
       try queue.failed(claimed[0], error: "HTTP 500", policy: EventRetryPolicy(giveUpAfter: .zero))
       let dead = try #require(try s.send(.get("/admin/v1/events/deliveries?state=dead", auth)).json)
       #expect((dead["deliveries"] as? [[String: Any]])?.map { $0["lastError"] as? String } == ["HTTP 500"])
