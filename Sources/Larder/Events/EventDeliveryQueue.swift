@@ -80,6 +80,8 @@ package struct EventDeliveryQueue: Sendable {
     let milliseconds = Self.milliseconds(lease)
     let (due, fromHead, headEnd) = try catalog.write(keys: [.subscription(id: subscription)], durable: false) {
       db -> ([Row], [Row], ObjectEventCursor?) in
+      // Settled first: once this transaction has written, PostgreSQL counts it as still open.
+      let settled = try db.dialect.settledTransactionOrder.map { try db.row($0)?.int("settled") ?? 0 }
       try Self.markDelivered(rowsAcknowledged, subscription: subscription, db: db)
       if let handled {
         try db.execute(
@@ -101,8 +103,6 @@ package struct EventDeliveryQueue: Sendable {
           """, arguments)
       }
       guard rows.count < limit else { return (rows, [], nil) }
-      // Settled first: once this transaction has written, PostgreSQL counts it as still open.
-      let settled = try db.dialect.settledTransactionOrder.map { try db.row($0)?.int("settled") ?? 0 }
       try db.execute(
         """
         UPDATE event_subscriptions SET head_owner = ?, head_until = \(now) + ?

@@ -96,6 +96,10 @@ import Testing
     let ofAll = try larder.events.deliveries(.pending, subscription: everything.id)
     #expect(ofAll.map(\.event.object.name) == ["photos/1.jpg", "docs/2.txt", "photos/1.jpg"])
     #expect(ofAll.map(\.event.kind) == [.finalized, .finalized, .deleted])
+    // Pending past their heads: the changes wrote their events and no row per subscription.
+    #expect(try larder.catalog.read { db in try db.row("SELECT count(*) AS n FROM event_deliveries")?.int("n") } == 0)
+    let backlog = try larder.events.backlog()
+    #expect(Dictionary(uniqueKeysWithValues: backlog.map { ($0.subscriptionID, $0.pending) }) == [photos.id: 1, everything.id: 3])
   }
 
   @Test func badInputIsRefusedAndChangesNothing() throws {
