@@ -30,11 +30,90 @@ package struct EventDeliveryQueue: Sendable {
     /// recorded failed or queued): past every event the claim looked at. Nil: the head was not
     /// read (another deliverer holds it) or nothing was past it.
     package var headEnd: ObjectEventCursor?
+    /// When there was nothing to do: how far past the head the claim looked and found only
+    /// events the subscription did not ask for (pass it to the next claim, which then reads only
+    /// what committed since).
+    package var seen: Looked?
 
-    package init(deliveries: [EventDelivery], headEnd: ObjectEventCursor?) {
+    package init(deliveries: [EventDelivery], headEnd: ObjectEventCursor?, seen: Looked? = nil) {
       self.deliveries = deliveries
       self.headEnd = headEnd
+      self.seen = seen
     }
+  }
+
+  /// How far past a subscription's head a look found only events it did not ask for, and how many.
+  package struct Looked: Sendable, Equatable {
+    package var position: ObjectEventCursor
+    package var skipped: Int
+  }
+
+  /// What a look without the write lock found.
+  private enum Look {
+    case work
+    case idle(seen: Looked?)
+  }
+
+  /// Whether `subscription` has work for `owner`: a row due, or (when no other deliverer holds
+  /// the head) an event it asked for among the next `scan` past its head — or past `seen`, up to
+  /// which earlier looks found none — or `scan` events past the head it did not ask for (the head
+  /// moves past them in one write, so the outbox can be pruned behind it). Otherwise it is idle, and says how far it looked, so the next look reads
+  /// only what committed since: a subscription to a quiet bucket costs a busy store neither a
+  /// write per commit nor a rescan of what it skipped. Where commits settle out of order
+  /// (PostgreSQL) it looks only below the settled horizon, and waits up to a second for events
+  /// it asked for that committed to settle, as the feed waits (``ObjectEvents/feed(after:limit:)``).
+  private func look(subscription: String, owner: String, after seen: Looked?, scan: Int) throws -> Look {
+    let deadline = ContinuousClock.now + .seconds(1)
+    while true {
+      let found = try catalog.read(snapshot: false) { db -> (due: Bool, rows: [Row], settled: Int64?, skipped: Int)? in
+        if try !db.rows(Self.dueSQL(db.dialect, columns: "d.event_seq"), [subscription, 1]).isEmpty {
+          return (true, [], nil, 0)
+        }
+        guard
+          let head = try db.row(
+            """
+            SELECT head_order, head_seq FROM event_subscriptions
+            WHERE id = ? AND (head_owner IS NULL OR head_owner = ? OR head_until < \(db.dialect.nowMilliseconds))
+            """, [subscription, owner])
+        else { return nil }  // another deliverer's head (or no such subscription)
+        var from = ObjectEventCursor(transactionOrder: head.int("head_order") ?? 0, sequence: head.int("head_seq") ?? 0)
+        var skipped = 0
+        if let seen, (seen.position.transactionOrder, seen.position.sequence) > (from.transactionOrder, from.sequence) {
+          (from, skipped) = (seen.position, seen.skipped)
+        }
+        let settled = try db.dialect.settledTransactionOrder.map { try db.row($0)?.int("settled") ?? 0 }
+        let position: [any SQLBindable] =
+          settled == nil ? [from.sequence] : [from.transactionOrder, from.sequence]
+        return (false, try db.rows(Self.lookSQL(db.dialect), [subscription] + position + [scan]), settled, skipped)
+      }
+      guard let found else { return .idle(seen: seen) }
+      if found.due { return .work }
+      let ready = found.rows.prefix { row in found.settled.map { (row.int("tx_order") ?? 0) < $0 } ?? true }
+      let skipped = found.skipped + ready.count
+      if ready.contains(where: { $0.int("wanted") == 1 }) || skipped >= scan { return .work }
+      let looked = ready.last.map {
+        Looked(
+          position: ObjectEventCursor(transactionOrder: $0.int("tx_order") ?? 0, sequence: $0.int("seq") ?? 0),
+          skipped: skipped)
+      }
+      // Wait only for what it asked for to settle.
+      let awaited = found.rows.dropFirst(ready.count).contains { $0.int("wanted") == 1 }
+      if !awaited || ContinuousClock.now >= deadline { return .idle(seen: looked ?? seen) }
+      Thread.sleep(forTimeInterval: 0.02)
+    }
+  }
+
+  /// The next events (at most `?`) past a position (`?`: a sequence; on PostgreSQL `?, ?`: a
+  /// transaction order and a sequence) in commit order, each with whether the subscription (the
+  /// first `?`) asked for it.
+  static func lookSQL(_ dialect: any SQLDialect) -> String {
+    let serial = dialect.settledTransactionOrder == nil
+    return """
+      SELECT e.tx_order, e.seq, CASE WHEN \(ObjectEvents.matching) THEN 1 ELSE 0 END AS wanted
+      FROM event_subscriptions s, object_events e
+      WHERE s.id = ? AND \(serial ? "e.seq > ?" : "(e.tx_order, e.seq) > (?, ?)")
+      ORDER BY \(serial ? "e.seq" : "e.tx_order, e.seq") LIMIT ?
+      """
   }
 
   /// Records `acknowledging` (deliveries of `subscription` a 2xx acknowledged) and moves its head
@@ -44,38 +123,18 @@ package struct EventDeliveryQueue: Sendable {
   /// for — an event whose object has a pending row is queued behind it as a row of its own
   /// instead. One write for all of it, so a busy deliverer costs the writer one transaction per
   /// batch; the acknowledgements go first, so an object's next event can be handed out by the
-  /// same call.
+  /// same call. `seen`: where the last claim that found nothing to do had looked (``Batch/seen``).
   package func claim(
     subscription: String, owner: String, lease: Duration, limit: Int, acknowledging: [EventDelivery] = [],
-    head handled: ObjectEventCursor? = nil
+    head handled: ObjectEventCursor? = nil, seen: Looked? = nil
   ) throws -> Batch {
     let rowsAcknowledged = acknowledging.filter { !$0.fromHead }
     // Most wake-ups find nothing to do: look without the write lock first (uploads need it).
     // With something to record the write happens anyway, and it may free an object's next event.
-    // Where commits settle out of order (PostgreSQL), the events past the head that have
-    // committed are waited for until settled, up to a second, as the feed waits
-    // (``ObjectEvents/feed(after:limit:)``), so a claim takes them together.
-    if rowsAcknowledged.isEmpty && handled == nil {
-      let look = try catalog.read(snapshot: false) { db -> (due: Bool, first: Int64?, last: Int64?, settled: Int64?) in
-        let due = try !db.rows(Self.dueSQL(db.dialect, columns: "d.event_seq"), [subscription, 1]).isEmpty
-        let first = try db.row(Self.headWaitingSQL(db.dialect, last: false), [subscription, owner])?.int("tx_order")
-        guard first != nil, let query = db.dialect.settledTransactionOrder else { return (due, first, first, nil) }
-        let last = try db.row(Self.headWaitingSQL(db.dialect, last: true), [subscription, owner])?.int("tx_order")
-        return (due, first, last, try db.row(query)?.int("settled") ?? 0)
-      }
-      if !look.due {
-        guard let first = look.first else { return Batch(deliveries: [], headEnd: nil) }
-        if var settled = look.settled, let last = look.last {
-          let deadline = ContinuousClock.now + .seconds(1)
-          while settled <= last && ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.02)
-            settled = try catalog.read(snapshot: false) { db in
-              try db.dialect.settledTransactionOrder.map { try db.row($0)?.int("settled") ?? 0 } ?? 0
-            }
-          }
-          if first >= settled { return Batch(deliveries: [], headEnd: nil) }
-        }
-      }
+    if rowsAcknowledged.isEmpty && handled == nil,
+      case .idle(let looked) = try look(subscription: subscription, owner: owner, after: seen, scan: 4 * limit)
+    {
+      return Batch(deliveries: [], headEnd: nil, seen: looked)
     }
     let milliseconds = Self.milliseconds(lease)
     let (due, fromHead, headEnd) = try catalog.write(keys: [.subscription(id: subscription)], durable: false) {
@@ -162,17 +221,6 @@ package struct EventDeliveryQueue: Sendable {
     WHERE s.id = ?\(settled ? " AND e.tx_order < ?" : "")
     ORDER BY \(dialect.settledTransactionOrder == nil ? "e.seq" : "e.tx_order, e.seq") LIMIT ?
     """
-  }
-
-  /// The `tx_order` of the next (or the `last`) event past a subscription's (`?`) head, when no
-  /// other deliverer (`?` is this one) holds the head.
-  static func headWaitingSQL(_ dialect: any SQLDialect, last: Bool) -> String {
-    let order = dialect.settledTransactionOrder == nil ? ["e.seq"] : ["e.tx_order", "e.seq"]
-    return """
-      SELECT e.tx_order FROM event_subscriptions s JOIN object_events e ON \(ObjectEvents.afterHead(dialect))
-      WHERE s.id = ? AND (s.head_owner IS NULL OR s.head_owner = ? OR s.head_until < \(dialect.nowMilliseconds))
-      ORDER BY \(order.map { last ? $0 + " DESC" : $0 }.joined(separator: ", ")) LIMIT 1
-      """
   }
 
   /// Records the 2xx answers that acknowledged `deliveries` of `subscription` and moves its head

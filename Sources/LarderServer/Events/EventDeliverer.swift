@@ -191,13 +191,15 @@ public final class EventDeliverer: Sendable {
     // next claim's write (one write per batch; a crash before it sends them again: at least once).
     var acknowledged: [EventDelivery] = []
     var head: ObjectEventCursor?
+    // How far past the head the last idle claim looked (only events not for this subscription).
+    var seen: EventDeliveryQueue.Looked?
     while worker.isActive {
       let batch: EventDeliveryQueue.Batch
       let claiming = ContinuousClock.now
       do {
         batch = try queue.claim(
           subscription: id, owner: owner, lease: options.timeout + options.leaseGrace, limit: Self.batchLimit,
-          acknowledging: acknowledged, head: head)
+          acknowledging: acknowledged, head: head, seen: seen)
         counters.withLock { $0[id, default: Counts()].delivered += acknowledged.count }
       } catch {
         // The leases run out and the deliveries are sent again: at least once, never lost.
@@ -209,6 +211,7 @@ public final class EventDeliverer: Sendable {
       }
       acknowledged = []
       head = nil
+      seen = batch.seen
       if batch.deliveries.isEmpty {
         // Events past the head that were not for this subscription: move past them, at once.
         if let end = batch.headEnd {

@@ -222,6 +222,54 @@ import Testing
     #expect(again.deliveries.map(\.event.id) == first.deliveries.map(\.event.id))
   }
 
+  /// A subscription to a quiet bucket of a busy store: a claim that finds only other buckets'
+  /// events past the head writes nothing and says how far it looked (the next look starts
+  /// there); once a claim's scan of them has piled up, one write moves the head past them; its
+  /// own event still goes out, once.
+  @Test(TestCatalog.sqliteOnly) func aQuietSubscriptionCostsABusyStoreNoWritePerChange() throws {
+    let larder = try TestStore.temporary()
+    let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "quiet")
+    let queue = EventDeliveryQueue(events: larder.events)
+    func writes() -> UInt64 {
+      let times = larder.catalogLockTimes()
+      return times.keyedHeld.count + times.exclusiveHeld.count
+    }
+    func busy(_ range: Range<Int>) throws {
+      for i in range { _ = try larder.objects.put(bucket: "busy", name: "n\(i)", data: Data("\(i)".utf8)) }
+    }
+    try busy(0..<10)
+    var before = writes()
+    let idle = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 32)
+    #expect(idle.deliveries.isEmpty && idle.headEnd == nil)
+    #expect(idle.seen?.position == (try larder.events.outbox().last?.cursor))
+    #expect(idle.seen?.skipped == 10)
+    #expect(writes() == before)
+    // 100 more: 110 past the head, fewer than a scan (4 × 32): still nothing written.
+    try busy(10..<110)
+    before = writes()
+    let still = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 32, seen: idle.seen)
+    #expect(still.deliveries.isEmpty)
+    #expect(still.seen?.position == (try larder.events.outbox().last?.cursor))
+    #expect(still.seen?.skipped == 110)
+    #expect(writes() == before)
+    // 140 past the head: one claim moves it past the first 128, the next records that.
+    try busy(110..<140)
+    before = writes()
+    let moved = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 32, seen: still.seen)
+    #expect(moved.deliveries.isEmpty)
+    #expect(moved.headEnd == (try larder.events.outbox()[127].cursor))
+    #expect(writes() == before + 1)
+    _ = try larder.objects.put(bucket: "quiet", name: "mine", data: Data("m".utf8))
+    before = writes()
+    let mine = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 32, head: moved.headEnd)
+    #expect(mine.deliveries.map(\.event.object.name) == ["mine"])
+    #expect(writes() == before + 1)
+    // Every event before it is behind the head now: prunable past the retention.
+    Thread.sleep(forTimeInterval: 0.01)
+    try queue.record(acknowledged: mine.deliveries, head: mine.headEnd, subscription: sub.id, owner: "a")
+    #expect(try larder.events.prune(retention: .zero) == 141)
+  }
+
   /// A subscription gets the changes committed after it was made, not those before (on
   /// PostgreSQL, where transactions commit in any order, it starts at the settled horizon: a
   /// change committed just before it, while another transaction was open, may come too).
