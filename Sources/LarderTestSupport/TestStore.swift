@@ -22,6 +22,20 @@ public enum TestStore {
   /// The bucket of this run, if any (an `s3://` URL).
   public static let blobsBase = environment["LARDER_TEST_BLOBS"].flatMap { $0.hasPrefix("s3://") ? $0 : nil }
 
+  /// Waits (at most 30 s) until every event in `larder`'s outbox has settled: on PostgreSQL,
+  /// until every transaction that began before the last one's has finished (the feed and the
+  /// subscriptions' heads read only below that horizon). A test that claims deliveries right
+  /// after its own changes then gets them all, whatever other suites on the cluster hold open.
+  public static func settle(_ larder: Larder) throws {
+    let deadline = ContinuousClock.now + .seconds(30)
+    let total = try larder.events.outbox().count
+    while try larder.events.feed(after: .start, limit: 1000).events.count < min(total, 1000),
+      ContinuousClock.now < deadline
+    {
+      Thread.sleep(forTimeInterval: 0.02)
+    }
+  }
+
   /// The catalog of the store in `directory` this run uses; nil: SQLite in the directory.
   public static func catalog(for directory: URL) -> CatalogLocation? {
     guard let base = catalogBase, case .postgres(let url)? = try? CatalogLocation(parsing: base) else { return nil }

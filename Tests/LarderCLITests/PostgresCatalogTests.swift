@@ -118,6 +118,7 @@ struct PostgresCatalogTests {
     #expect(migrate.stdout.hasSuffix("schema version \(Larder.catalogSchemaVersion)\n"), "\(migrate)")
     // The subscription moved without the outbox: it starts at the new catalog's end.
     _ = try moved.objects.put(bucket: "bkt", name: "after-move", data: Data("x".utf8))
+    try TestStore.settle(moved)
     let batch = try EventDeliveryQueue(events: moved.events).claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10)
     #expect(batch.deliveries.map(\.event.object.name) == ["after-move"])
   }

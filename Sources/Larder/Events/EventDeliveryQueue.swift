@@ -57,11 +57,12 @@ package struct EventDeliveryQueue: Sendable {
   /// Whether `subscription` has work for `owner`: a row due, or (when no other deliverer holds
   /// the head) an event it asked for among the next `scan` past its head — or past `seen`, up to
   /// which earlier looks found none — or `scan` events past the head it did not ask for (the head
-  /// moves past them in one write, so the outbox can be pruned behind it). Otherwise it is idle, and says how far it looked, so the next look reads
-  /// only what committed since: a subscription to a quiet bucket costs a busy store neither a
-  /// write per commit nor a rescan of what it skipped. Where commits settle out of order
-  /// (PostgreSQL) it looks only below the settled horizon, and waits up to a second for events
-  /// it asked for that committed to settle, as the feed waits (``ObjectEvents/feed(after:limit:)``).
+  /// moves past them in one write, so the outbox can be pruned behind it). Otherwise it is idle
+  /// and says how far it looked, so the next look reads only what committed since: a
+  /// subscription to a quiet bucket costs a busy store neither a write per commit nor a rescan of
+  /// what it skipped. Where commits settle out of order (PostgreSQL) it counts only what is below
+  /// the settled horizon, and waits up to a second for events it asked for that committed to
+  /// settle, as the feed waits (``ObjectEvents/feed(after:limit:)``).
   private func look(subscription: String, owner: String, after seen: Looked?, scan: Int) throws -> Look {
     let deadline = ContinuousClock.now + .seconds(1)
     while true {
@@ -90,16 +91,20 @@ package struct EventDeliveryQueue: Sendable {
       if found.due { return .work }
       let ready = found.rows.prefix { row in found.settled.map { (row.int("tx_order") ?? 0) < $0 } ?? true }
       let skipped = found.skipped + ready.count
-      if ready.contains(where: { $0.int("wanted") == 1 }) || skipped >= scan { return .work }
+      if skipped >= scan { return .work }
+      // What it asked for that committed is waited for until it settles, so one claim takes it all.
+      let awaited = found.rows.dropFirst(ready.count).contains { $0.int("wanted") == 1 }
+      if awaited && ContinuousClock.now < deadline {
+        Thread.sleep(forTimeInterval: 0.02)
+        continue
+      }
+      if ready.contains(where: { $0.int("wanted") == 1 }) { return .work }
       let looked = ready.last.map {
         Looked(
           position: ObjectEventCursor(transactionOrder: $0.int("tx_order") ?? 0, sequence: $0.int("seq") ?? 0),
           skipped: skipped)
       }
-      // Wait only for what it asked for to settle.
-      let awaited = found.rows.dropFirst(ready.count).contains { $0.int("wanted") == 1 }
-      if !awaited || ContinuousClock.now >= deadline { return .idle(seen: looked ?? seen) }
-      Thread.sleep(forTimeInterval: 0.02)
+      return .idle(seen: looked ?? seen)
     }
   }
 

@@ -2,6 +2,7 @@ import Foundation
 import Larder
 import LarderAuth
 import LarderServer
+import LarderTestSupport
 import Testing
 
 /// `/admin/v1/events…` (subscriptions, deliveries, replay, the feed) and the event metrics,
@@ -104,6 +105,7 @@ import Testing
       _ = try larder.objects.put(bucket: "app", name: "b", data: Data("1".utf8))
       let pending = try #require(try s.send(.get("/admin/v1/events/deliveries?state=pending", auth)).json)
       #expect((pending["deliveries"] as? [[String: Any]])?.map { $0["name"] as? String } == ["a", "b"])
+      try TestStore.settle(larder)
       let queue = EventDeliveryQueue(events: larder.events)
       let claimed = try queue.claim(subscription: sub.id, owner: "t", lease: .seconds(30), limit: 1).deliveries
       try queue.failed(claimed[0], error: "HTTP 500", policy: EventRetryPolicy(giveUpAfter: .zero))

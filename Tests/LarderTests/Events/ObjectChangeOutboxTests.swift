@@ -16,6 +16,7 @@ import Testing
     let larder = try TestStore.temporary()
     let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
     for (i, name) in names.enumerated() { _ = try larder.objects.put(bucket: "app", name: name, data: Data("\(i + 1)".utf8)) }
+    try TestStore.settle(larder)
     return (larder, sub, EventDeliveryQueue(events: larder.events))
   }
 
@@ -125,6 +126,7 @@ import Testing
     let larder = try TestStore.temporary()
     let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
     _ = try larder.objects.put(bucket: "app", name: "x", data: Data("one".utf8))
+    try TestStore.settle(larder)
     let queue = EventDeliveryQueue(events: larder.events)
     let claimed = try queue.claim(subscription: sub.id, owner: "t", lease: .seconds(30), limit: 10)
     try queue.record(acknowledged: claimed.deliveries, head: claimed.headEnd, subscription: sub.id, owner: "t")
@@ -146,6 +148,7 @@ import Testing
     _ = try larder.objects.put(bucket: "app", name: "x", data: Data("1".utf8))
     _ = try larder.objects.put(bucket: "app", name: "x", data: Data("2".utf8))
     _ = try larder.objects.put(bucket: "app", name: "y", data: Data("3".utf8))
+    try TestStore.settle(larder)
     let queue = EventDeliveryQueue(events: larder.events)
     let policy = EventRetryPolicy(firstDelay: .milliseconds(1), maxDelay: .milliseconds(1), giveUpAfter: .seconds(3600))
     func names(_ batch: EventDeliveryQueue.Batch) -> [String] {
@@ -202,6 +205,7 @@ import Testing
     #expect(larder.catalogLockTimes().exclusiveHeld.count + larder.catalogLockTimes().keyedHeld.count == writes + 1)
     // The next change is handed out by the head, once.
     _ = try larder.objects.put(bucket: "app", name: "z", data: Data("z".utf8))
+    try TestStore.settle(larder)
     let third = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10)
     #expect(third.deliveries.map(\.event.object.name) == ["z"])
   }
@@ -229,6 +233,7 @@ import Testing
   @Test(TestCatalog.sqliteOnly) func aQuietSubscriptionCostsABusyStoreNoWritePerChange() throws {
     let larder = try TestStore.temporary()
     let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "quiet")
+    try TestStore.settle(larder)
     let queue = EventDeliveryQueue(events: larder.events)
     func writes() -> UInt64 {
       let times = larder.catalogLockTimes()
@@ -278,6 +283,7 @@ import Testing
     _ = try larder.objects.put(bucket: "app", name: "before", data: Data("1".utf8))
     let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
     _ = try larder.objects.put(bucket: "app", name: "after", data: Data("2".utf8))
+    try TestStore.settle(larder)
     let batch = try EventDeliveryQueue(events: larder.events).claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10)
     let pending = try larder.events.deliveries(.pending).map(\.event.object.name)
     if try larder.catalog.read({ db in db.dialect.settledTransactionOrder == nil }) {
@@ -370,7 +376,8 @@ import Testing
       let larder = try TestStore.open(at: directory)
       let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
       for name in ["x", "y"] { _ = try larder.objects.put(bucket: "app", name: name, data: Data(name.utf8)) }
-      let queue = EventDeliveryQueue(events: larder.events)
+      try TestStore.settle(larder)
+    let queue = EventDeliveryQueue(events: larder.events)
       let claimed = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 1)
       #expect(
         try queue.failed(
@@ -418,6 +425,7 @@ import Testing
     let larder = try TestStore.temporary()
     let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "app")
     _ = try larder.objects.put(bucket: "app", name: "x", data: Data("1".utf8))
+    try TestStore.settle(larder)
     let queue = EventDeliveryQueue(events: larder.events)
     let claimed = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 10).deliveries
     let dead = try queue.failed(
