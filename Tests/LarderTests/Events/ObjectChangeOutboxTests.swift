@@ -233,7 +233,6 @@ import Testing
   @Test(TestCatalog.sqliteOnly) func aQuietSubscriptionCostsABusyStoreNoWritePerChange() throws {
     let larder = try TestStore.temporary()
     let sub = try larder.events.subscribe(url: "http://127.0.0.1:9/", bucket: "quiet")
-    try TestStore.settle(larder)
     let queue = EventDeliveryQueue(events: larder.events)
     func writes() -> UInt64 {
       let times = larder.catalogLockTimes()
@@ -242,25 +241,26 @@ import Testing
     func busy(_ range: Range<Int>) throws {
       for i in range { _ = try larder.objects.put(bucket: "busy", name: "n\(i)", data: Data("\(i)".utf8)) }
     }
+    /// A claim (after `seen`) that finds nothing to do: it writes nothing and says it looked up
+    /// to the last event, having skipped `skipped` past the head.
+    func idle(after seen: EventDeliveryQueue.Looked?, skipped: Int) throws -> EventDeliveryQueue.Looked? {
+      let before = writes()
+      let batch = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 32, seen: seen)
+      #expect(batch.deliveries.isEmpty && batch.headEnd == nil)
+      #expect(batch.seen?.position == (try larder.events.outbox().last?.cursor))
+      #expect(batch.seen?.skipped == skipped)
+      #expect(writes() == before)
+      return batch.seen
+    }
     try busy(0..<10)
-    var before = writes()
-    let idle = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 32)
-    #expect(idle.deliveries.isEmpty && idle.headEnd == nil)
-    #expect(idle.seen?.position == (try larder.events.outbox().last?.cursor))
-    #expect(idle.seen?.skipped == 10)
-    #expect(writes() == before)
-    // 100 more: 110 past the head, fewer than a scan (4 × 32): still nothing written.
+    let first = try idle(after: nil, skipped: 10)
+    // 100 more: 110 past the head, fewer than a scan (4 × 32); the look reads only the new ones.
     try busy(10..<110)
-    before = writes()
-    let still = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 32, seen: idle.seen)
-    #expect(still.deliveries.isEmpty)
-    #expect(still.seen?.position == (try larder.events.outbox().last?.cursor))
-    #expect(still.seen?.skipped == 110)
-    #expect(writes() == before)
+    let still = try idle(after: first, skipped: 110)
     // 140 past the head: one claim moves it past the first 128, the next records that.
     try busy(110..<140)
-    before = writes()
-    let moved = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 32, seen: still.seen)
+    var before = writes()
+    let moved = try queue.claim(subscription: sub.id, owner: "a", lease: .seconds(30), limit: 32, seen: still)
     #expect(moved.deliveries.isEmpty)
     #expect(moved.headEnd == (try larder.events.outbox()[127].cursor))
     #expect(writes() == before + 1)
