@@ -82,7 +82,7 @@ package struct EventDeliveryQueue: Sendable {
         if let seen, (seen.position.transactionOrder, seen.position.sequence) > (from.transactionOrder, from.sequence) {
           (from, skipped) = (seen.position, seen.skipped)
         }
-        let settled = try db.dialect.settledTransactionOrder.map { try db.row($0)?.int("settled") ?? 0 }
+        let settled = try ObjectEvents.settledOrder(db)
         let position: [any SQLBindable] =
           settled == nil ? [from.sequence] : [from.transactionOrder, from.sequence]
         return (false, try db.rows(Self.lookSQL(db.dialect), [subscription] + position + [scan]), settled, skipped)
@@ -99,11 +99,7 @@ package struct EventDeliveryQueue: Sendable {
         continue
       }
       if ready.contains(where: { $0.int("wanted") == 1 }) { return .work }
-      let looked = ready.last.map {
-        Looked(
-          position: ObjectEventCursor(transactionOrder: $0.int("tx_order") ?? 0, sequence: $0.int("seq") ?? 0),
-          skipped: skipped)
-      }
+      let looked = ready.last.map { Looked(position: ObjectEventCursor(row: $0), skipped: skipped) }
       return .idle(seen: looked ?? seen)
     }
   }
@@ -117,7 +113,7 @@ package struct EventDeliveryQueue: Sendable {
       SELECT e.tx_order, e.seq, CASE WHEN \(ObjectEvents.matching) THEN 1 ELSE 0 END AS wanted
       FROM event_subscriptions s, object_events e
       WHERE s.id = ? AND \(serial ? "e.seq > ?" : "(e.tx_order, e.seq) > (?, ?)")
-      ORDER BY \(serial ? "e.seq" : "e.tx_order, e.seq") LIMIT ?
+      ORDER BY \(ObjectEvents.commitOrder(dialect)) LIMIT ?
       """
   }
 
@@ -145,13 +141,8 @@ package struct EventDeliveryQueue: Sendable {
     let (due, fromHead, headEnd) = try catalog.write(keys: [.subscription(id: subscription)], durable: false) {
       db -> ([Row], [Row], ObjectEventCursor?) in
       // Settled first: once this transaction has written, PostgreSQL counts it as still open.
-      let settled = try db.dialect.settledTransactionOrder.map { try db.row($0)?.int("settled") ?? 0 }
-      try Self.markDelivered(rowsAcknowledged, subscription: subscription, db: db)
-      if let handled {
-        try db.execute(
-          "UPDATE event_subscriptions SET head_order = ?, head_seq = ? WHERE id = ? AND head_owner = ?",
-          [handled.transactionOrder, handled.sequence, subscription, owner])
-      }
+      let settled = try ObjectEvents.settledOrder(db)
+      try Self.record(rowsAcknowledged, head: handled, subscription: subscription, owner: owner, db: db)
       let now = db.dialect.nowMilliseconds
       let rows = try db.rows(
         Self.dueSQL(
@@ -182,15 +173,13 @@ package struct EventDeliveryQueue: Sendable {
         guard rows.count + sending.count < limit else { break }
         switch row.int("disposition") {
         case Self.queued:
-          try db.execute(
-            """
-            INSERT INTO event_deliveries(subscription_id, event_seq, bucket, name, state, attempts, next_attempt_at)
-            VALUES (?, ?, ?, ?, 'pending', 0, \(now)) ON CONFLICT(subscription_id, event_seq) DO NOTHING
-            """, [subscription, row.int("seq") ?? 0, row.string("bucket") ?? "", row.string("name") ?? ""])
+          try Self.queue(
+            subscription: subscription, sequence: row.int("seq") ?? 0, bucket: row.string("bucket") ?? "",
+            name: row.string("name") ?? "", db: db)
         case Self.toSend: sending.append(row)
         default: break  // not asked for, or it has a row already (replayed; queued or failed before a crash)
         }
-        end = ObjectEventCursor(transactionOrder: row.int("tx_order") ?? 0, sequence: row.int("seq") ?? 0)
+        end = ObjectEventCursor(row: row)
       }
       return (rows, sending, end)
     }
@@ -224,7 +213,7 @@ package struct EventDeliveryQueue: Sendable {
         ELSE 3 END AS disposition
     FROM event_subscriptions s JOIN object_events e ON \(ObjectEvents.afterHead(dialect))
     WHERE s.id = ?\(settled ? " AND e.tx_order < ?" : "")
-    ORDER BY \(dialect.settledTransactionOrder == nil ? "e.seq" : "e.tx_order, e.seq") LIMIT ?
+    ORDER BY \(ObjectEvents.commitOrder(dialect)) LIMIT ?
     """
   }
 
@@ -236,26 +225,40 @@ package struct EventDeliveryQueue: Sendable {
     let rows = deliveries.filter { !$0.fromHead }
     guard !rows.isEmpty || head != nil else { return }
     try catalog.write(keys: [.subscription(id: subscription)], durable: false) { db in
-      try Self.markDelivered(rows, subscription: subscription, db: db)
-      if let head {
-        try db.execute(
-          "UPDATE event_subscriptions SET head_order = ?, head_seq = ? WHERE id = ? AND head_owner = ?",
-          [head.transactionOrder, head.sequence, subscription, owner])
-      }
+      try Self.record(rows, head: head, subscription: subscription, owner: owner, db: db)
     }
+  }
+
+  /// Marks the rows `acknowledged` delivered and moves the head to `head`, if `owner` still
+  /// holds it (one that lost it to another deliverer moves nothing: that one sends them again).
+  private static func record(
+    _ acknowledged: [EventDelivery], head: ObjectEventCursor?, subscription: String, owner: String, db: Database
+  ) throws {
+    try markDelivered(acknowledged, subscription: subscription, db: db)
+    guard let head else { return }
+    try db.execute(
+      "UPDATE event_subscriptions SET head_order = ?, head_seq = ? WHERE id = ? AND head_owner = ?",
+      [head.transactionOrder, head.sequence, subscription, owner])
   }
 
   /// Queues `delivery` (from the head) behind a failed delivery of its object: a pending row,
   /// sent once that one is acknowledged or dead.
   package func queue(_ delivery: EventDelivery) throws {
     try catalog.write(keys: [.subscription(id: delivery.subscriptionID)]) { db in
-      try db.execute(
-        """
-        INSERT INTO event_deliveries(subscription_id, event_seq, bucket, name, state, attempts, next_attempt_at)
-        VALUES (?, ?, ?, ?, 'pending', 0, \(db.dialect.nowMilliseconds)) ON CONFLICT(subscription_id, event_seq) DO NOTHING
-        """,
-        [delivery.subscriptionID, delivery.event.sequence, delivery.event.object.bucket, delivery.event.object.name])
+      try Self.queue(
+        subscription: delivery.subscriptionID, sequence: delivery.event.sequence, bucket: delivery.event.object.bucket,
+        name: delivery.event.object.name, db: db)
     }
+  }
+
+  /// A pending row for event `sequence` of `bucket`/`name` (none if it has one already): sent
+  /// once it is the first pending of its object.
+  private static func queue(subscription: String, sequence: Int64, bucket: String, name: String, db: Database) throws {
+    try db.execute(
+      """
+      INSERT INTO event_deliveries(subscription_id, event_seq, bucket, name, state, attempts, next_attempt_at)
+      VALUES (?, ?, ?, ?, 'pending', 0, \(db.dialect.nowMilliseconds)) ON CONFLICT(subscription_id, event_seq) DO NOTHING
+      """, [subscription, sequence, bucket, name])
   }
 
   /// Marks `deliveries` delivered in one statement.

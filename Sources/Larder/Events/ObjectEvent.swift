@@ -47,4 +47,9 @@ public struct ObjectEventCursor: Sendable, Hashable, CustomStringConvertible {
   }
 
   public var description: String { "\(transactionOrder)-\(sequence)" }
+
+  /// The position of the `object_events` row `row` (its `tx_order` and `seq`).
+  init(row: Row) {
+    self.init(transactionOrder: row.int("tx_order") ?? 0, sequence: row.int("seq") ?? 0)
+  }
 }

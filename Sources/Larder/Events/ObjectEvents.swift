@@ -148,7 +148,7 @@ public struct ObjectEvents: Sendable {
       sequence: sequence, id: row.string("id") ?? "",
       kind: ObjectChangeKind(rawValue: row.string("kind") ?? "") ?? .finalized, object: object,
       time: row.date("created_at") ?? Date(timeIntervalSince1970: 0), timeDeleted: row.date("time_deleted"),
-      cursor: ObjectEventCursor(transactionOrder: row.int("tx_order") ?? 0, sequence: sequence))
+      cursor: ObjectEventCursor(row: row))
   }
 
   /// Sends the event `eventID` again (same id) to every subscription that had it, or to
@@ -279,6 +279,19 @@ public struct ObjectEvents: Sendable {
       ? "\(e).seq > s.head_seq" : "(\(e).tx_order, \(e).seq) > (s.head_order, s.head_seq)"
   }
 
+  /// Where writers commit concurrently (PostgreSQL): the transaction order below which every
+  /// transaction has finished, so no event can still commit there. Nil where commits are serial
+  /// (SQLite: every committed event is settled).
+  static func settledOrder(_ db: Database) throws -> Int64? {
+    try db.dialect.settledTransactionOrder.map { try db.row($0)?.int("settled") ?? 0 }
+  }
+
+  /// The `ORDER BY` terms of commit order for `object_events e` (on SQLite `seq` alone, which
+  /// the primary key serves).
+  static func commitOrder(_ dialect: any SQLDialect) -> String {
+    dialect.settledTransactionOrder == nil ? "e.seq" : "e.tx_order, e.seq"
+  }
+
   /// That event `e` is one subscription `s` asked for (bucket, name prefix, kind).
   package static let matching = """
     e.bucket = s.bucket AND substr(e.name, 1, length(s.prefix)) = s.prefix AND s.kinds LIKE '%,' || e.kind || ',%'
@@ -299,10 +312,7 @@ public struct ObjectEvents: Sendable {
   /// finished (the feed's settled horizon): an event of one still open is sent, and perhaps one
   /// committed just before the subscription too (at least once).
   static func endOfOutbox(_ db: Database) throws -> ObjectEventCursor {
-    if let query = db.dialect.settledTransactionOrder {
-      let settled = try db.row(query)?.int("settled") ?? 0
-      return ObjectEventCursor(transactionOrder: settled - 1, sequence: .max)
-    }
+    if let settled = try settledOrder(db) { return ObjectEventCursor(transactionOrder: settled - 1, sequence: .max) }
     return ObjectEventCursor(
       transactionOrder: 0, sequence: try db.row("SELECT coalesce(max(seq), 0) AS last FROM object_events")?.int("last") ?? 0)
   }
@@ -333,11 +343,10 @@ public struct ObjectEvents: Sendable {
         let position: [any SQLBindable] = [cursor.transactionOrder, cursor.transactionOrder, cursor.sequence]
         var sql = "SELECT * FROM object_events WHERE \(after)"
         var arguments = position
-        var settled: Int64?
-        if let query = db.dialect.settledTransactionOrder {
-          settled = try db.row(query)?.int("settled") ?? 0
+        let settled = try Self.settledOrder(db)
+        if let settled {
           sql += " AND tx_order < ?"
-          arguments.append(settled ?? 0)
+          arguments.append(settled)
         }
         sql += " ORDER BY tx_order, seq LIMIT ?"
         arguments.append(max(1, min(limit, 1000)))

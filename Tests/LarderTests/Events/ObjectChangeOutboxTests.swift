@@ -132,7 +132,11 @@ import Testing
     try queue.record(acknowledged: claimed.deliveries, head: claimed.headEnd, subscription: sub.id, owner: "t")
     #expect(try larder.events.deliveries(.pending).isEmpty)
     let id = try #require(claimed.deliveries.first).event.id
+    // A subscription made after the event never had it: a replay of it to "every subscription
+    // that had it" sends it to the first one only.
+    let later = try larder.events.subscribe(url: "http://127.0.0.1:9/later", bucket: "app")
     #expect(try larder.events.replay(eventID: id) == 1)
+    #expect(try larder.events.deliveries(.pending, subscription: later.id).isEmpty)
     let again = try queue.claim(subscription: sub.id, owner: "t", lease: .seconds(30), limit: 10)
     #expect(again.deliveries.map(\.event.id) == [id])
     #expect(again.deliveries.map(\.fromHead) == [false])
